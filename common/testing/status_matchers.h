@@ -1,0 +1,71 @@
+// GoogleTest helpers for absl::Status: ASSERT_OK / EXPECT_OK print the
+// Status on failure, ASSERT_OK_AND_ASSIGN unwraps a StatusOr, and
+// StatusIs(code) / StatusIs(code, message_matcher) match a Status or the
+// status of a StatusOr.
+//
+// Thread-safety: test-only; as GoogleTest.
+#ifndef METRICS_COMMON_TESTING_STATUS_MATCHERS_H_
+#define METRICS_COMMON_TESTING_STATUS_MATCHERS_H_
+
+#include <ostream>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace metrics::testing {
+
+inline const absl::Status& GetStatus(const absl::Status& status) {
+  return status;
+}
+template <typename T>
+const absl::Status& GetStatus(const absl::StatusOr<T>& status_or) {
+  return status_or.status();
+}
+
+MATCHER_P2(StatusIs, code, message_matcher, "") {
+  const absl::Status& status = ::metrics::testing::GetStatus(arg);
+  *result_listener << "whose status is " << status;
+  return status.code() == code &&
+         ::testing::ExplainMatchResult(message_matcher,
+                                       std::string(status.message()),
+                                       result_listener);
+}
+
+MATCHER_P(StatusIs, code, "") {
+  const absl::Status& status = ::metrics::testing::GetStatus(arg);
+  *result_listener << "whose status is " << status;
+  return status.code() == code;
+}
+
+}  // namespace metrics::testing
+
+#define ASSERT_OK(expr)                                               \
+  do {                                                                \
+    const auto& metrics_assert_status_ = (expr);                      \
+    ASSERT_TRUE(::metrics::testing::GetStatus(metrics_assert_status_).ok()) \
+        << ::metrics::testing::GetStatus(metrics_assert_status_);     \
+  } while (false)
+
+#define EXPECT_OK(expr)                                               \
+  do {                                                                \
+    const auto& metrics_expect_status_ = (expr);                      \
+    EXPECT_TRUE(::metrics::testing::GetStatus(metrics_expect_status_).ok()) \
+        << ::metrics::testing::GetStatus(metrics_expect_status_);     \
+  } while (false)
+
+#define METRICS_TESTING_CONCAT_INNER_(a, b) a##b
+#define METRICS_TESTING_CONCAT_(a, b) METRICS_TESTING_CONCAT_INNER_(a, b)
+
+#define ASSERT_OK_AND_ASSIGN(lhs, rexpr)                                  \
+  ASSERT_OK_AND_ASSIGN_IMPL_(                                             \
+      METRICS_TESTING_CONCAT_(metrics_statusor_, __LINE__), lhs, rexpr)
+
+#define ASSERT_OK_AND_ASSIGN_IMPL_(statusor, lhs, rexpr) \
+  auto statusor = (rexpr);                               \
+  ASSERT_TRUE(statusor.ok()) << statusor.status();       \
+  lhs = *std::move(statusor)
+
+#endif  // METRICS_COMMON_TESTING_STATUS_MATCHERS_H_

@@ -1,0 +1,73 @@
+#include "migrations/database_admin.h"
+
+#include <pqxx/connection>
+#include <pqxx/nontransaction>
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "storage/pg/connection.h"
+#include "storage/pg/pg_errors.h"
+
+namespace metrics::migrations {
+
+namespace {
+
+absl::Status RunOnServer(const std::string& server_url,
+                         absl::string_view operation,
+                         const std::string& statement) {
+  ASSIGN_OR_RETURN(std::unique_ptr<pqxx::connection> conn,
+                   storage::pg::Connect(server_url, "metrics-admin"));
+  return storage::pg::GuardPg(operation, [&] {
+    // CREATE/DROP DATABASE cannot run inside a transaction block.
+    pqxx::nontransaction tx(*conn);
+    tx.exec(statement);
+    return absl::OkStatus();
+  });
+}
+
+// Quotes a libpq key=value value.
+std::string QuoteConninfoValue(absl::string_view value) {
+  std::string out = "'";
+  for (char c : value) {
+    if (c == '\'' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
+
+}  // namespace
+
+absl::Status CreateDatabase(const std::string& server_url,
+                            absl::string_view name) {
+  return RunOnServer(server_url, absl::StrCat("creating database ", name),
+                     absl::StrCat("CREATE DATABASE \"", name,
+                                  "\" TEMPLATE template0"));
+}
+
+absl::Status DropDatabase(const std::string& server_url,
+                          absl::string_view name) {
+  return RunOnServer(server_url, absl::StrCat("dropping database ", name),
+                     absl::StrCat("DROP DATABASE IF EXISTS \"", name,
+                                  "\" WITH (FORCE)"));
+}
+
+std::string UrlForDatabase(const std::string& server_url,
+                           absl::string_view name) {
+  absl::string_view url = server_url;
+  if (absl::StartsWith(url, "postgres://") ||
+      absl::StartsWith(url, "postgresql://")) {
+    // URI: replace the path (the database) and keep authority and query.
+    const size_t authority = url.find("://") + 3;
+    const size_t query = std::min(url.find('?', authority), url.size());
+    const size_t path = std::min(url.find('/', authority), query);
+    return absl::StrCat(url.substr(0, path), "/", name, url.substr(query));
+  }
+  // key=value string (or empty for the PG* variables): a later dbname wins.
+  return absl::StrCat(url, url.empty() ? "" : " ",
+                      "dbname=", QuoteConninfoValue(name));
+}
+
+}  // namespace metrics::migrations

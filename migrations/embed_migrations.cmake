@@ -1,0 +1,21 @@
+# Writes a C++ source holding the text of every migration file, so binaries
+# carry their migrations. Run in script mode:
+#   cmake -DOUTPUT=<file.cc> -DFILES="<a.sql;b.sql>" -P embed_migrations.cmake
+set(body "// Generated from migrations/sql/ by embed_migrations.cmake.\n")
+string(APPEND body "#include \"migrations/embedded_files.h\"\n\n")
+string(APPEND body "namespace metrics::migrations_internal {\n\n")
+string(APPEND body "const EmbeddedFile kEmbeddedFiles[] = {\n")
+set(count 0)
+foreach(file ${FILES})
+  get_filename_component(name ${file} NAME)
+  file(READ ${file} contents)
+  string(FIND "${contents}" ")metrics_sql\"" clash)
+  if(NOT clash EQUAL -1)
+    message(FATAL_ERROR "${file} contains the raw-string delimiter")
+  endif()
+  string(APPEND body "    {\"${name}\", R\"metrics_sql(${contents})metrics_sql\"},\n")
+  math(EXPR count "${count} + 1")
+endforeach()
+string(APPEND body "};\n\nconst int kEmbeddedFileCount = ${count};\n\n")
+string(APPEND body "}  // namespace metrics::migrations_internal\n")
+file(WRITE ${OUTPUT} "${body}")

@@ -1,0 +1,265 @@
+// metricsctl: the operator CLI of the metrics service. Applies, reverts and
+// lists schema migrations. Subcommands parse their own options so each has a
+// --help of its own.
+//
+// Exit codes: 0 success, 1 the operation failed, 2 bad usage.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "common/database_url.h"
+#include "migrations/migration.h"
+#include "migrations/migrator.h"
+
+namespace metrics::migrations {
+namespace {
+
+constexpr char kMainHelp[] = R"(Usage: metricsctl [options] <command> [command options]
+
+The operator's tool for the profiling metrics service.
+
+Commands:
+  migrate up [--to N]     apply pending migrations, all or up to version N
+  migrate down [--to N]   revert the newest migration, or all newer than N
+                          (--to 0 reverts every migration)
+  migrate status          list applied and pending migrations
+
+Options (accepted anywhere on the line):
+  --database-url URL      PostgreSQL to use, as a libpq URI or key=value string.
+                          Default: $DATABASE_URL, else libpq's PG* variables
+                          (PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD).
+  --migrations-dir DIR    use the migration files in DIR (NNNN_name.up.sql and
+                          NNNN_name.down.sql) instead of the ones built in
+  -h, --help              show help; "metricsctl migrate up --help" for one command
+
+Exit status: 0 success, 1 failure, 2 bad usage.
+)";
+
+constexpr char kMigrateHelp[] = R"(Usage: metricsctl migrate <up|down|status> [options]
+
+Manages the database schema. Each migration runs in its own transaction under
+a PostgreSQL advisory lock, so concurrent runs (two operators, or several
+metricsd --migrate) apply each migration exactly once: the later run waits,
+then finds nothing to do. A database whose recorded migration differs from
+the file of the same number is refused.
+
+  up [--to N]     apply pending migrations, all or up to version N
+  down [--to N]   revert the newest migration, or all newer than N (--to 0: all)
+  status          list applied and pending migrations
+
+Run "metricsctl --help" for the options that select the database.
+)";
+
+constexpr char kUpHelp[] = R"(Usage: metricsctl migrate up [--to N] [--database-url URL] [--migrations-dir DIR]
+
+Applies pending migrations in version order, each in its own transaction,
+printing each as it goes. With --to N, stops after version N. Does nothing
+(and says so) when the schema is current.
+)";
+
+constexpr char kDownHelp[] = R"(Usage: metricsctl migrate down [--to N] [--database-url URL] [--migrations-dir DIR]
+
+Reverts applied migrations, newest first, each in its own transaction.
+Without --to, reverts only the newest one; --to N reverts every migration
+newer than N; --to 0 reverts all of them. Reverting drops the tables of those
+migrations and every row in them.
+)";
+
+constexpr char kStatusHelp[] = R"(Usage: metricsctl migrate status [--database-url URL] [--migrations-dir DIR]
+
+Prints a table of every migration: version, name, state (applied, pending,
+CHANGED: its file differs from what was applied, UNKNOWN: applied but not in
+the files) and when it was applied. Exits 1 if any is CHANGED or UNKNOWN.
+)";
+
+struct Args {
+  std::vector<std::string> words;  // the command words, in order
+  std::string database_url;
+  std::string migrations_dir;
+  std::optional<int> to;
+  bool help = false;
+};
+
+int UsageError(absl::string_view message) {
+  std::cerr << "metricsctl: " << message
+            << "\nRun \"metricsctl --help\" for usage.\n";
+  return 2;
+}
+
+// Parses options anywhere on the line; returns an error message or "".
+std::string Parse(int argc, char** argv, Args& args) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      args.help = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      args.words.push_back(arg);
+      continue;
+    }
+    std::string name = arg, value;
+    bool has_value = false;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      has_value = true;
+    }
+    if (name != "--database-url" && name != "--migrations-dir" &&
+        name != "--to") {
+      return absl::StrCat("unknown option ", name);
+    }
+    if (!has_value) {
+      if (i + 1 >= argc) return absl::StrCat(name, " needs a value");
+      value = argv[++i];
+    }
+    if (name == "--database-url") {
+      args.database_url = value;
+    } else if (name == "--migrations-dir") {
+      args.migrations_dir = value;
+    } else {
+      int to = 0;
+      if (!absl::SimpleAtoi(value, &to) || to < 0) {
+        return absl::StrCat("--to ", value,
+                            ": must be a migration version (0 or more)");
+      }
+      args.to = to;
+    }
+  }
+  return "";
+}
+
+int Fail(const absl::Status& status) {
+  std::cerr << "metricsctl: error: " << status.message() << "\n";
+  return 1;
+}
+
+std::string Label(const MigrationState& s) {
+  return absl::StrFormat("%04d_%s", s.version, s.name);
+}
+
+std::string Millis(absl::Duration d) {
+  return absl::StrCat(absl::ToInt64Milliseconds(d), " ms");
+}
+
+void PrintStatusTable(const std::vector<MigrationState>& states) {
+  std::printf("%-8s %-32s %-8s %s\n", "VERSION", "NAME", "STATE",
+              "APPLIED AT");
+  int applied = 0, pending = 0, broken = 0;
+  for (const MigrationState& s : states) {
+    std::string when =
+        s.applied_at.has_value()
+            ? absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", *s.applied_at,
+                               absl::UTCTimeZone())
+            : "-";
+    std::printf("%-8s %-32s %-8s %s\n", absl::StrFormat("%04d", s.version).c_str(),
+                s.name.c_str(), std::string(StateName(s.state)).c_str(),
+                when.c_str());
+    switch (s.state) {
+      case MigrationState::State::kApplied:
+        ++applied;
+        break;
+      case MigrationState::State::kPending:
+        ++pending;
+        break;
+      default:
+        ++broken;
+    }
+  }
+  std::printf("%d applied, %d pending", applied, pending);
+  if (broken > 0) std::printf(", %d CHANGED or UNKNOWN", broken);
+  std::printf("\n");
+}
+
+int Run(int argc, char** argv) {
+  Args args;
+  if (std::string error = Parse(argc, argv, args); !error.empty()) {
+    return UsageError(error);
+  }
+  const std::vector<std::string>& w = args.words;
+  if (w.empty()) {
+    std::cout << kMainHelp;
+    return args.help ? 0 : 2;
+  }
+  if (w[0] != "migrate") return UsageError(absl::StrCat("unknown command \"", w[0], "\""));
+  if (w.size() == 1) {
+    std::cout << kMigrateHelp;
+    return args.help ? 0 : 2;
+  }
+  const std::string& sub = w[1];
+  const char* help = sub == "up"       ? kUpHelp
+                     : sub == "down"   ? kDownHelp
+                     : sub == "status" ? kStatusHelp
+                                       : nullptr;
+  if (help == nullptr) {
+    return UsageError(absl::StrCat("unknown command \"migrate ", sub, "\""));
+  }
+  if (args.help) {
+    std::cout << help;
+    return 0;
+  }
+  if (w.size() > 2) {
+    return UsageError(absl::StrCat("unexpected argument \"", w[2], "\""));
+  }
+  if (sub == "status" && args.to.has_value()) {
+    return UsageError("--to does not apply to \"migrate status\"");
+  }
+
+  MigratorOptions options;
+  options.database_url = common::ResolveDatabaseUrl(args.database_url);
+  if (!args.migrations_dir.empty()) {
+    absl::StatusOr<std::vector<Migration>> loaded =
+        LoadMigrationsFromDir(args.migrations_dir);
+    if (!loaded.ok()) return Fail(loaded.status());
+    options.migrations = *std::move(loaded);
+  }
+  options.on_progress = [](absl::string_view event) {
+    std::cout << event << "..." << std::endl;
+  };
+  absl::StatusOr<std::unique_ptr<Migrator>> migrator =
+      Migrator::Create(std::move(options));
+  if (!migrator.ok()) return Fail(migrator.status());
+
+  if (sub == "status") {
+    absl::StatusOr<std::vector<MigrationState>> states = (*migrator)->Status();
+    if (!states.ok()) return Fail(states.status());
+    PrintStatusTable(*states);
+    for (const MigrationState& s : *states) {
+      if (s.state == MigrationState::State::kChanged ||
+          s.state == MigrationState::State::kUnknown) {
+        return 1;
+      }
+    }
+    return 0;
+  }
+  const bool up = sub == "up";
+  absl::StatusOr<std::vector<MigrationState>> done =
+      up ? (*migrator)->Up(args.to) : (*migrator)->Down(args.to);
+  if (!done.ok()) return Fail(done.status());
+  for (const MigrationState& s : *done) {
+    std::cout << (up ? "applied " : "reverted ") << Label(s) << " ("
+              << Millis(*s.took) << ")\n";
+  }
+  if (done->empty()) {
+    std::cout << (up ? "nothing to apply: the schema is current\n"
+                     : "nothing to revert\n");
+  } else {
+    std::cout << (up ? "applied " : "reverted ") << done->size()
+              << " migration(s)\n";
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace metrics::migrations
+
+int main(int argc, char** argv) { return metrics::migrations::Run(argc, argv); }

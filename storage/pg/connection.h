@@ -1,0 +1,29 @@
+// Opens a PostgreSQL connection configured the way every part of the service
+// wants it: JIT off (it costs 15-560 ms on mid-size queries and buys nothing
+// for ours) and an application_name that shows in pg_stat_activity.
+//
+// Thread-safety: the returned connection belongs to one thread at a time
+// (libpqxx's rule); Connect itself is thread-safe.
+#ifndef METRICS_STORAGE_PG_CONNECTION_H_
+#define METRICS_STORAGE_PG_CONNECTION_H_
+
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include <pqxx/connection>
+
+#include "absl/status/statusor.h"
+
+namespace metrics::storage::pg {
+
+// Connects to `url` (a libpq URI or keyword string; empty means the PG*
+// environment variables). Returns UNAVAILABLE when the server cannot be
+// reached (the message names host and port, as libpq does),
+// PERMISSION_DENIED when it refuses the login.
+absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
+    const std::string& url, absl::string_view application_name);
+
+}  // namespace metrics::storage::pg
+
+#endif  // METRICS_STORAGE_PG_CONNECTION_H_
