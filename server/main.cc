@@ -1,0 +1,113 @@
+// metricsd: the profiling metrics service. Reads its configuration from
+// flags and the environment, checks the database schema, serves gRPC and
+// HTTP, and shuts down gracefully on SIGINT or SIGTERM.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/database_url.h"
+#include "common/logging.h"
+#include "server/metrics_server.h"
+
+ABSL_FLAG(std::string, database_url, "",
+          "PostgreSQL to use, as a libpq URI or key=value string. Default: "
+          "$DATABASE_URL, else libpq's PG* variables (PGHOST, PGPORT, PGUSER, "
+          "PGDATABASE, PGPASSWORD).");
+ABSL_FLAG(std::string, grpc_address, "127.0.0.1:8081",
+          "host:port to serve gRPC on; port 0 picks a free port, printed at "
+          "start.");
+ABSL_FLAG(std::string, http_address, "127.0.0.1:8080",
+          "host:port to serve HTTP (/healthz, REST API) on; port 0 picks a "
+          "free port, printed at start.");
+ABSL_FLAG(bool, migrate, false,
+          "Apply pending database migrations at start. Without it, metricsd "
+          "refuses to start on a schema that is not current.");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
+          "On SIGINT/SIGTERM, how long in-flight calls may take to finish.");
+ABSL_FLAG(int, http_max_connections, 256,
+          "HTTP connections served at once.");
+
+namespace {
+
+int Run() {
+  // Block the stop signals in every thread (the ones created later inherit
+  // the mask), so sigwait below is the only place they arrive.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  metrics::server::ServerOptions options;
+  options.database_url =
+      metrics::common::ResolveDatabaseUrl(absl::GetFlag(FLAGS_database_url));
+  options.grpc_address = absl::GetFlag(FLAGS_grpc_address);
+  options.http.address = absl::GetFlag(FLAGS_http_address);
+  options.http.max_connections = absl::GetFlag(FLAGS_http_max_connections);
+  options.migrate = absl::GetFlag(FLAGS_migrate);
+
+  absl::StatusOr<std::unique_ptr<metrics::server::MetricsServer>> server =
+      metrics::server::MetricsServer::Create(
+          options, [](absl::string_view event) {
+            metrics::common::LogInfo(event);
+          });
+  if (!server.ok()) {
+    std::cerr << "metricsd: error: " << server.status().message() << "\n";
+    return 1;
+  }
+  const auto host = [](const std::string& address) {
+    return address.substr(0, address.rfind(':'));
+  };
+  // Printed on stdout so scripts and tests can read the chosen ports.
+  std::cout << "metricsd: gRPC listening on " << host(options.grpc_address)
+            << ":" << (*server)->grpc_port() << "\n"
+            << "metricsd: HTTP listening on http://"
+            << host(options.http.address) << ":" << (*server)->http_port()
+            << " (health: /healthz)" << std::endl;
+  metrics::common::LogInfo("metricsd serving");
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  metrics::common::LogInfo("received ", strsignal(signal_number),
+                           ", shutting down");
+  (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
+  metrics::common::LogInfo("metricsd stopped");
+  return 0;
+}
+
+// absl flags are named with underscores; accept the usual dashed spelling
+// (--database-url) by rewriting flag names, never their values.
+std::vector<char*> DashedFlagsToUnderscores(int argc, char** argv) {
+  std::vector<char*> out(argv, argv + argc);
+  for (int i = 1; i < argc; ++i) {
+    char* arg = argv[i];
+    if (std::strcmp(arg, "--") == 0) break;
+    if (std::strncmp(arg, "--", 2) != 0) continue;
+    for (char* c = arg + 2; *c != '\0' && *c != '='; ++c) {
+      if (*c == '-') *c = '_';
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "the profiling metrics service.\n\n"
+      "Usage: metricsd [--database-url URL] [--grpc-address HOST:PORT] "
+      "[--http-address HOST:PORT] [--migrate]\n\n"
+      "Serves gRPC and HTTP (GET /healthz) until SIGINT or SIGTERM.");
+  std::vector<char*> args = DashedFlagsToUnderscores(argc, argv);
+  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  return Run();
+}

@@ -1,0 +1,144 @@
+#include "server/metrics_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "migrations/migrator.h"
+#include "server/http_error.h"
+
+namespace metrics::server {
+
+namespace {
+
+using migrations::MigrationState;
+
+std::string Label(const MigrationState& s) {
+  return absl::StrCat(absl::Dec(s.version, absl::kZeroPad4), "_", s.name);
+}
+
+// Applies pending migrations if asked to, then refuses a schema that is not
+// exactly the one this binary was built for.
+absl::Status CheckSchema(const ServerOptions& options,
+                         const std::function<void(absl::string_view)>& log) {
+  migrations::MigratorOptions migrator_options;
+  migrator_options.database_url = options.database_url;
+  migrator_options.on_progress = log;
+  ASSIGN_OR_RETURN(auto migrator,
+                   migrations::Migrator::Create(std::move(migrator_options)));
+  if (options.migrate) {
+    ASSIGN_OR_RETURN(std::vector<MigrationState> applied, migrator->Up());
+    for (const MigrationState& s : applied) {
+      log(absl::StrCat("applied migration ", Label(s)));
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<MigrationState> states, migrator->Status());
+  std::vector<std::string> pending;
+  for (const MigrationState& s : states) {
+    switch (s.state) {
+      case MigrationState::State::kApplied:
+        break;
+      case MigrationState::State::kPending:
+        pending.push_back(Label(s));
+        break;
+      case MigrationState::State::kChanged:
+      case MigrationState::State::kUnknown:
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the database schema does not match this metricsd: migration ",
+            Label(s), " is ",
+            s.state == MigrationState::State::kChanged
+                ? "recorded with another checksum"
+                : "applied but unknown to this release",
+            "; see \"metricsctl migrate status\""));
+    }
+  }
+  if (!pending.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the database schema is not current: ", pending.size(),
+        " migration(s) pending (", absl::StrJoin(pending, ", "),
+        "); run \"metricsctl migrate up\" or start metricsd with --migrate"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
+    ServerOptions options,
+    const std::function<void(absl::string_view)>& log) {
+  RETURN_IF_ERROR(ParseHostPort("--grpc-address", options.grpc_address).status());
+  RETURN_IF_ERROR(
+      ParseHostPort("--http-address", options.http.address).status());
+  RETURN_IF_ERROR(CheckSchema(options, log));
+
+  std::unique_ptr<MetricsServer> server(new MetricsServer());
+  grpc::EnableDefaultHealthCheckService(true);
+  // Server reflection lets operators list and call services with grpcurl or
+  // grpc_cli. gRPC also needs at least one service registered at build time;
+  // the default health service is only added when the server starts.
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.grpc_address,
+                           grpc::InsecureServerCredentials(),
+                           &server->grpc_port_);
+  server->grpc_ = builder.BuildAndStart();
+  if (server->grpc_ == nullptr || server->grpc_port_ == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "--grpc-address ", options.grpc_address,
+        ": cannot listen (address in use or not local?)"));
+  }
+  ASSIGN_OR_RETURN(server->http_,
+                   HttpServer::Start(options.http,
+                                     [s = server.get()](const HttpRequest& r) {
+                                       return s->HandleHttp(r);
+                                     }));
+  server->serving_ = true;
+  return server;
+}
+
+MetricsServer::~MetricsServer() { Shutdown(absl::ZeroDuration()); }
+
+void MetricsServer::Shutdown(absl::Duration grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  serving_ = false;
+  if (grpc_ != nullptr) {
+    if (auto* health = grpc_->GetHealthCheckService(); health != nullptr) {
+      health->SetServingStatus(false);
+    }
+    grpc_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    grpc_->Wait();
+  }
+  if (http_ != nullptr) http_->Shutdown();
+}
+
+HttpResponse MetricsServer::HandleHttp(const HttpRequest& request) const {
+  if (request.path == "/healthz") {
+    if (request.method != "GET" && request.method != "HEAD") {
+      HttpResponse response = ErrorResponse(
+          absl::UnimplementedError(absl::StrCat(
+              "method ", request.method, " is not allowed on /healthz")),
+          405);
+      response.headers.emplace_back("Allow", "GET, HEAD");
+      return response;
+    }
+    HttpResponse response;
+    const bool serving = serving_;
+    response.status = serving ? 200 : 503;
+    response.body = serving ? "{\"status\":\"SERVING\"}"
+                            : "{\"status\":\"NOT_SERVING\"}";
+    return response;
+  }
+  return ErrorResponse(absl::NotFoundError(
+      absl::StrCat("no route for ", request.method, " ", request.path)));
+}
+
+}  // namespace metrics::server

@@ -1,0 +1,65 @@
+// The metricsd server: checks the database schema, then serves gRPC
+// (the standard grpc.health.v1 health service and server reflection) and HTTP
+// (/healthz, and the REST gateway as it grows) until Shutdown.
+//
+// Usage (what main.cc does):
+//   ASSIGN_OR_RETURN(auto server, MetricsServer::Create(options));
+//   ... wait for SIGTERM ...
+//   server->Shutdown(absl::Seconds(10));
+//
+// Thread-safety: Create and Shutdown are for one owning thread; the
+// accessors are thread-safe.
+#ifndef METRICS_SERVER_METRICS_SERVER_H_
+#define METRICS_SERVER_METRICS_SERVER_H_
+
+#include <grpcpp/server.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "server/http_server.h"
+#include "server/server_options.h"
+
+namespace metrics::server {
+
+class MetricsServer {
+ public:
+  // Connects to the database and checks its schema: FAILED_PRECONDITION
+  // naming the pending migrations when it is not current (unless
+  // options.migrate, which applies them first), or when it was migrated by
+  // a release this one does not know. Then binds both addresses and starts
+  // serving. `log` receives one line per notable startup event.
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Create(
+      ServerOptions options,
+      const std::function<void(absl::string_view)>& log);
+  ~MetricsServer();
+
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+
+  int grpc_port() const { return grpc_port_; }
+  int http_port() const { return http_->port(); }
+
+  // Marks the server NOT_SERVING, lets in-flight RPCs finish for up to
+  // `grace`, then stops gRPC and HTTP. Idempotent.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  MetricsServer() = default;
+
+  HttpResponse HandleHttp(const HttpRequest& request) const;
+
+  std::unique_ptr<grpc::Server> grpc_;
+  std::unique_ptr<HttpServer> http_;
+  int grpc_port_ = 0;
+  std::atomic<bool> serving_{false};
+  bool shut_down_ = false;
+};
+
+}  // namespace metrics::server
+
+#endif  // METRICS_SERVER_METRICS_SERVER_H_

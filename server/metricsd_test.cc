@@ -1,0 +1,143 @@
+// Runs the real metricsd binary against a throwaway database: the schema
+// check at start, --migrate, gRPC and HTTP health, and graceful stop.
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <signal.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/grpc/health/v1/health.grpc.pb.h"
+#include "tests/testing/http_client.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/test_database.h"
+
+namespace metrics::server {
+namespace {
+
+using ::grpc::health::v1::Health;
+using ::grpc::health::v1::HealthCheckRequest;
+using ::grpc::health::v1::HealthCheckResponse;
+using ::metrics::testing::HttpCall;
+using ::metrics::testing::Subprocess;
+using ::metrics::testing::TestDatabase;
+using ::metrics::testing::TestDatabaseOptions;
+using ::testing::HasSubstr;
+
+std::unique_ptr<TestDatabase> NewDatabase(bool migrate) {
+  TestDatabaseOptions options;
+  options.migrate = migrate;
+  absl::StatusOr<std::unique_ptr<TestDatabase>> db =
+      TestDatabase::Create(options);
+  EXPECT_OK(db);
+  return db.ok() ? *std::move(db) : nullptr;
+}
+
+absl::StatusOr<std::unique_ptr<Subprocess>> StartMetricsd(
+    const TestDatabase& db, std::vector<std::string> extra = {}) {
+  std::vector<std::string> argv = {METRICSD_PATH,
+                                   "--database-url=" + db.url(),
+                                   "--grpc-address=127.0.0.1:0",
+                                   "--http-address=127.0.0.1:0"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return Subprocess::Start(argv);
+}
+
+// Reads the port from a line such as "metricsd: gRPC listening on
+// 127.0.0.1:40123" (anything after the port is ignored).
+int PortOf(absl::string_view line) {
+  const size_t colon = line.rfind("127.0.0.1:");
+  int port = 0;
+  absl::string_view rest = line.substr(colon + 10);
+  rest = rest.substr(0, rest.find(' '));
+  EXPECT_TRUE(absl::SimpleAtoi(rest, &port)) << line;
+  return port;
+}
+
+HealthCheckResponse::ServingStatus GrpcHealth(int port) {
+  auto stub = Health::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  HealthCheckRequest request;
+  HealthCheckResponse response;
+  grpc::Status status = stub->Check(&context, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return response.status();
+}
+
+TEST(MetricsdTest, RefusesToStartWhenMigrationsArePending) {
+  std::unique_ptr<TestDatabase> db = NewDatabase(/*migrate=*/false);
+  ASSERT_NE(db, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto metricsd, StartMetricsd(*db));
+  ASSERT_OK_AND_ASSIGN(int code, metricsd->Wait(absl::Seconds(30)));
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(metricsd->stderr_text(),
+              HasSubstr("metricsd: error: the database schema is not current: "
+                        "1 migration(s) pending (0001_init); run \"metricsctl "
+                        "migrate up\" or start metricsd with --migrate"));
+}
+
+TEST(MetricsdTest, MigrateFlagAppliesMigrationsThenServesHealth) {
+  std::unique_ptr<TestDatabase> db = NewDatabase(/*migrate=*/false);
+  ASSERT_NE(db, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto metricsd, StartMetricsd(*db, {"--migrate"}));
+  ASSERT_OK_AND_ASSIGN(std::string grpc_line,
+                       metricsd->WaitForLine("gRPC listening on",
+                                             absl::Seconds(30)));
+  ASSERT_OK_AND_ASSIGN(std::string http_line,
+                       metricsd->WaitForLine("HTTP listening on",
+                                             absl::Seconds(30)));
+  EXPECT_THAT(metricsd->stderr_text(),
+              HasSubstr("applied migration 0001_init"));
+
+  EXPECT_EQ(GrpcHealth(PortOf(grpc_line)), HealthCheckResponse::SERVING);
+  ASSERT_OK_AND_ASSIGN(auto healthz,
+                       HttpCall(PortOf(http_line), "GET", "/healthz"));
+  EXPECT_EQ(healthz.status, 200);
+  EXPECT_EQ(healthz.body, "{\"status\":\"SERVING\"}");
+
+  ASSERT_OK_AND_ASSIGN(auto missing,
+                       HttpCall(PortOf(http_line), "GET", "/no/such/path"));
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(missing.body,
+            "{\"code\":5,\"message\":\"no route for GET /no/such/path\","
+            "\"details\":[]}");
+  ASSERT_OK_AND_ASSIGN(auto post,
+                       HttpCall(PortOf(http_line), "POST", "/healthz"));
+  EXPECT_EQ(post.status, 405);
+}
+
+TEST(MetricsdTest, SigtermStopsGracefullyWithExitCodeZero) {
+  std::unique_ptr<TestDatabase> db = NewDatabase(/*migrate=*/true);
+  ASSERT_NE(db, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto metricsd, StartMetricsd(*db));
+  ASSERT_OK_AND_ASSIGN(std::string http_line,
+                       metricsd->WaitForLine("HTTP listening on",
+                                             absl::Seconds(30)));
+  const int http_port = PortOf(http_line);
+  metricsd->Signal(SIGTERM);
+  ASSERT_OK_AND_ASSIGN(int code, metricsd->Wait(absl::Seconds(30)));
+  EXPECT_EQ(code, 0) << metricsd->stderr_text();
+  EXPECT_THAT(metricsd->stderr_text(), HasSubstr("shutting down"));
+  EXPECT_THAT(metricsd->stderr_text(), HasSubstr("metricsd stopped"));
+  EXPECT_FALSE(HttpCall(http_port, "GET", "/healthz").ok());
+}
+
+TEST(MetricsdTest, UnusableAddressIsOneClearLine) {
+  std::unique_ptr<TestDatabase> db = NewDatabase(/*migrate=*/true);
+  ASSERT_NE(db, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto metricsd,
+                       StartMetricsd(*db, {"--grpc-address=localhost"}));
+  ASSERT_OK_AND_ASSIGN(int code, metricsd->Wait(absl::Seconds(30)));
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(metricsd->stderr_text(),
+            "metricsd: error: --grpc-address \"localhost\": no port "
+            "(expected host:port)\n");
+}
+
+}  // namespace
+}  // namespace metrics::server
