@@ -1,0 +1,20 @@
+# Builds metricsd and metricsctl on Debian 12 with the project's own setup
+# script, then copies them into a slim runtime image.
+FROM debian:12 AS build
+WORKDIR /src
+COPY . .
+RUN ./setup.sh \
+ && cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+ && ninja -C /build metricsd metricsctl
+
+FROM debian:12-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      libgrpc++1.51 libprotobuf32 libpqxx-6.4 libmicrohttpd12 \
+      libabsl20220623 libssl3 ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /build/server/metricsd /build/migrations/metricsctl /usr/local/bin/
+USER nobody
+EXPOSE 8080 8081
+ENTRYPOINT ["metricsd"]
+CMD ["--grpc-address=0.0.0.0:8081", "--http-address=0.0.0.0:8080"]
