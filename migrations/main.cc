@@ -143,10 +143,6 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-std::string Label(const MigrationState& s) {
-  return absl::StrFormat("%04d_%s", s.version, s.name);
-}
-
 std::string Millis(absl::Duration d) {
   return absl::StrCat(absl::ToInt64Milliseconds(d), " ms");
 }
@@ -246,7 +242,7 @@ int Run(int argc, char** argv) {
       up ? (*migrator)->Up(args.to) : (*migrator)->Down(args.to);
   if (!done.ok()) return Fail(done.status());
   for (const MigrationState& s : *done) {
-    std::cout << (up ? "applied " : "reverted ") << Label(s) << " ("
+    std::cout << (up ? "applied " : "reverted ") << MigrationLabel(s.version, s.name) << " ("
               << Millis(*s.took) << ")\n";
   }
   if (done->empty()) {

@@ -57,6 +57,10 @@ absl::StatusOr<ParsedName> ParseFileName(absl::string_view file_name) {
 
 }  // namespace
 
+std::string MigrationLabel(int version, absl::string_view name) {
+  return absl::StrCat(absl::Dec(version, absl::kZeroPad4), "_", name);
+}
+
 std::string Sha256Hex(absl::string_view text) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;

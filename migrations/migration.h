@@ -24,6 +24,9 @@ struct Migration {
   std::string checksum;  // hex SHA-256 of up_sql: what the database records
 };
 
+// "0001_init": how messages and tables name a migration.
+std::string MigrationLabel(int version, absl::string_view name);
+
 // Hex SHA-256 of `text`.
 std::string Sha256Hex(absl::string_view text);
 

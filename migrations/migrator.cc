@@ -42,10 +42,6 @@ struct Recorded {
   absl::Time applied_at;
 };
 
-std::string Label(int version, absl::string_view name) {
-  return absl::StrFormat("%04d_%s", version, name);
-}
-
 // Reads schema_migrations; none recorded if the table does not exist yet.
 absl::StatusOr<std::map<int, Recorded>> ReadRecorded(pqxx::connection& conn) {
   return GuardPg(
@@ -100,14 +96,14 @@ absl::Status CheckConsistent(const std::vector<MigrationState>& states) {
   for (const MigrationState& s : states) {
     if (s.state == MigrationState::State::kChanged) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "migration ", Label(s.version, s.name),
+          "migration ", MigrationLabel(s.version, s.name),
           " was changed after it was applied: its file's checksum differs "
           "from the one the database recorded; restore the original file and "
           "put the change in a new migration"));
     }
     if (s.state == MigrationState::State::kUnknown) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "the database has migration ", Label(s.version, s.name),
+          "the database has migration ", MigrationLabel(s.version, s.name),
           " applied, which these migrations do not include; use the "
           "metricsctl of the release that applied it"));
     }
@@ -222,7 +218,7 @@ absl::StatusOr<std::vector<MigrationState>> PgMigrator::Up(
   for (const Migration& m : options_.migrations) {
     if (to.has_value() && m.version > *to) break;
     if (recorded.count(m.version) != 0) continue;
-    const std::string label = Label(m.version, m.name);
+    const std::string label = MigrationLabel(m.version, m.name);
     Progress(absl::StrCat("applying ", label));
     const absl::Time start = absl::Now();
     RETURN_IF_ERROR(GuardPg(absl::StrCat("applying migration ", label), [&] {
@@ -272,7 +268,7 @@ absl::StatusOr<std::vector<MigrationState>> PgMigrator::Down(
     const Migration& m = *it;
     if (m.version <= target) break;
     if (recorded.count(m.version) == 0) continue;
-    const std::string label = Label(m.version, m.name);
+    const std::string label = MigrationLabel(m.version, m.name);
     Progress(absl::StrCat("reverting ", label));
     const absl::Time start = absl::Now();
     RETURN_IF_ERROR(GuardPg(absl::StrCat("reverting migration ", label), [&] {
@@ -298,7 +294,8 @@ absl::StatusOr<std::vector<MigrationState>> PgMigrator::Down(
 absl::StatusOr<std::unique_ptr<Migrator>> Migrator::Create(
     MigratorOptions options) {
   ASSIGN_OR_RETURN(std::unique_ptr<pqxx::connection> conn,
-                   storage::pg::Connect(options.database_url, "metricsctl"));
+                   storage::pg::Connect(options.database_url,
+                                        options.application_name));
   return std::make_unique<PgMigrator>(std::move(options), std::move(conn));
 }
 

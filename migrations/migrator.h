@@ -57,6 +57,8 @@ struct MigratorOptions {
   std::string database_url;
   // The migrations to compare against and apply. Default: the embedded ones.
   std::vector<Migration> migrations = EmbeddedMigrations();
+  // Shown in pg_stat_activity for the migrator's connection.
+  std::string application_name = "metricsctl";
   // Called before each migration is applied or reverted, and when the run
   // must wait for another runner's lock. Optional; runs on the caller's thread.
   std::function<void(absl::string_view event)> on_progress;

@@ -19,11 +19,8 @@ namespace metrics::server {
 
 namespace {
 
+using migrations::MigrationLabel;
 using migrations::MigrationState;
-
-std::string Label(const MigrationState& s) {
-  return absl::StrCat(absl::Dec(s.version, absl::kZeroPad4), "_", s.name);
-}
 
 // Applies pending migrations if asked to, then refuses a schema that is not
 // exactly the one this binary was built for.
@@ -32,12 +29,13 @@ absl::Status CheckSchema(const ServerOptions& options,
   migrations::MigratorOptions migrator_options;
   migrator_options.database_url = options.database_url;
   migrator_options.on_progress = log;
+  migrator_options.application_name = "metricsd";
   ASSIGN_OR_RETURN(auto migrator,
                    migrations::Migrator::Create(std::move(migrator_options)));
   if (options.migrate) {
     ASSIGN_OR_RETURN(std::vector<MigrationState> applied, migrator->Up());
     for (const MigrationState& s : applied) {
-      log(absl::StrCat("applied migration ", Label(s)));
+      log(absl::StrCat("applied migration ", MigrationLabel(s.version, s.name)));
     }
   }
   ASSIGN_OR_RETURN(std::vector<MigrationState> states, migrator->Status());
@@ -47,13 +45,13 @@ absl::Status CheckSchema(const ServerOptions& options,
       case MigrationState::State::kApplied:
         break;
       case MigrationState::State::kPending:
-        pending.push_back(Label(s));
+        pending.push_back(MigrationLabel(s.version, s.name));
         break;
       case MigrationState::State::kChanged:
       case MigrationState::State::kUnknown:
         return absl::FailedPreconditionError(absl::StrCat(
             "the database schema does not match this metricsd: migration ",
-            Label(s), " is ",
+            MigrationLabel(s.version, s.name), " is ",
             s.state == MigrationState::State::kChanged
                 ? "recorded with another checksum"
                 : "applied but unknown to this release",
