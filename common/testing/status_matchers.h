@@ -25,19 +25,48 @@ const absl::Status& GetStatus(const absl::StatusOr<T>& status_or) {
   return status_or.status();
 }
 
-MATCHER_P2(StatusIs, code, message_matcher, "") {
-  const absl::Status& status = ::metrics::testing::GetStatus(arg);
-  *result_listener << "whose status is " << status;
-  return status.code() == code &&
-         ::testing::ExplainMatchResult(message_matcher,
-                                       std::string(status.message()),
-                                       result_listener);
+// Matches an absl::Status or absl::StatusOr whose code is `code` and whose
+// message matches `message`.
+class StatusIsMatcher {
+ public:
+  StatusIsMatcher(absl::StatusCode code,
+                  ::testing::Matcher<const std::string&> message)
+      : code_(code), message_(std::move(message)) {}
+
+  template <typename T>
+  bool MatchAndExplain(const T& arg,
+                       ::testing::MatchResultListener* listener) const {
+    const absl::Status& status = GetStatus(arg);
+    *listener << "whose status is " << status;
+    return status.code() == code_ &&
+           message_.MatchAndExplain(std::string(status.message()), listener);
+  }
+  void DescribeTo(std::ostream* os) const {
+    *os << "has code " << absl::StatusCodeToString(code_)
+        << " and a message that ";
+    message_.DescribeTo(os);
+  }
+  void DescribeNegationTo(std::ostream* os) const {
+    *os << "does not have code " << absl::StatusCodeToString(code_)
+        << " or has a message that ";
+    message_.DescribeNegationTo(os);
+  }
+
+ private:
+  absl::StatusCode code_;
+  ::testing::Matcher<const std::string&> message_;
+};
+
+template <typename MessageMatcher>
+::testing::PolymorphicMatcher<StatusIsMatcher> StatusIs(
+    absl::StatusCode code, MessageMatcher message) {
+  return ::testing::MakePolymorphicMatcher(StatusIsMatcher(
+      code, ::testing::SafeMatcherCast<const std::string&>(message)));
 }
 
-MATCHER_P(StatusIs, code, "") {
-  const absl::Status& status = ::metrics::testing::GetStatus(arg);
-  *result_listener << "whose status is " << status;
-  return status.code() == code;
+inline ::testing::PolymorphicMatcher<StatusIsMatcher> StatusIs(
+    absl::StatusCode code) {
+  return StatusIs(code, ::testing::_);
 }
 
 }  // namespace metrics::testing

@@ -1,0 +1,139 @@
+#include "storage/batch_validation.h"
+
+#include <cmath>
+#include <limits>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace metrics::storage {
+namespace {
+
+using ::metrics::testing::StatusIs;
+using ::testing::HasSubstr;
+
+const absl::Time kNow = absl::FromUnixSeconds(1800000000);
+
+SystemBatch GoodBatch() {
+  SystemBatch batch;
+  batch.stream_id = "agent-1/stream";
+  batch.sequence = 1;
+  batch.trial_id = 7;
+  batch.agent_id = "agent-1";
+  batch.series = {{"cpu_util_simple", "", "percent"},
+                  {"gpu_util", "GPU-aaaa", "percent"}};
+  batch.reports = {{kNow - absl::Seconds(1), {0, 1}, {12.5, 99}},
+                   {kNow, {1}, {100}}};
+  return batch;
+}
+
+absl::Status Check(const SystemBatch& batch) {
+  return ValidateBatch(batch, IngestLimits(), kNow);
+}
+
+void ExpectInvalid(const SystemBatch& batch, absl::string_view message) {
+  EXPECT_THAT(Check(batch), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr(std::string(message))));
+}
+
+TEST(BatchValidationTest, AcceptsAWellFormedBatch) { EXPECT_OK(Check(GoodBatch())); }
+
+TEST(BatchValidationTest, RefusesNonFiniteValuesNamingTheValue) {
+  SystemBatch batch = GoodBatch();
+  batch.reports[0].values[1] = std::nan("");
+  ExpectInvalid(batch, "batch.reports[0].values[1]: NaN is not a finite "
+                       "number (series \"gpu_util\")");
+  batch.reports[0].values[1] = -std::numeric_limits<double>::infinity();
+  ExpectInvalid(batch, "batch.reports[0].values[1]: infinity");
+}
+
+TEST(BatchValidationTest, RefusesTimesOutsideTheWindow) {
+  SystemBatch batch = GoodBatch();
+  batch.reports[1].time = kNow + absl::Minutes(11);
+  ExpectInvalid(batch, "batch.reports[1].time: 2027-01-15T08:11:00Z is more "
+                       "than 10m ahead of the server's clock");
+  batch.reports[1].time = absl::FromUnixSeconds(946684799);  // 1999-12-31
+  ExpectInvalid(batch, "batch.reports[1].time: 1999-12-31T23:59:59Z is "
+                       "before 2000-01-01");
+}
+
+TEST(BatchValidationTest, RefusesEmptyAndOversizedBatches) {
+  SystemBatch batch = GoodBatch();
+  batch.reports.clear();
+  ExpectInvalid(batch, "batch.reports: must not be empty");
+
+  batch = GoodBatch();
+  batch.series.clear();
+  ExpectInvalid(batch, "batch.series: must not be empty");
+
+  IngestLimits limits;
+  limits.max_reports_per_batch = 1;
+  EXPECT_THAT(ValidateBatch(GoodBatch(), limits, kNow),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("batch.reports: 2 reports is more than the "
+                                 "limit of 1")));
+  limits = IngestLimits();
+  limits.max_values_per_batch = 2;
+  EXPECT_THAT(ValidateBatch(GoodBatch(), limits, kNow),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("3 values is more than the limit of 2")));
+}
+
+TEST(BatchValidationTest, RefusesMismatchedOrBadIndexes) {
+  SystemBatch batch = GoodBatch();
+  batch.reports[0].series.pop_back();
+  ExpectInvalid(batch, "batch.reports[0]: has 1 series indexes but 2 values");
+
+  batch = GoodBatch();
+  batch.reports[1].series[0] = 2;
+  ExpectInvalid(batch, "batch.reports[1].series[0]: index 2 is out of range");
+
+  batch = GoodBatch();
+  batch.reports[0].series = {1, 1};
+  ExpectInvalid(batch, "batch.reports[0].series[1]: series 1 has a second "
+                       "value");
+
+  batch = GoodBatch();
+  batch.reports[0].series.clear();
+  batch.reports[0].values.clear();
+  ExpectInvalid(batch, "batch.reports[0].values: must not be empty");
+}
+
+TEST(BatchValidationTest, RefusesBadLabels) {
+  SystemBatch batch = GoodBatch();
+  batch.agent_id = "";
+  ExpectInvalid(batch, "batch.agent_id: must not be empty");
+  batch.agent_id = std::string(129, 'a');
+  ExpectInvalid(batch, "batch.agent_id: is 129 characters long; the limit is "
+                       "128");
+  batch.agent_id = "agent\n1";
+  ExpectInvalid(batch, "batch.agent_id: has a non-printable character (byte "
+                       "10) at offset 5");
+
+  batch = GoodBatch();
+  batch.series[1].name = "";
+  ExpectInvalid(batch, "batch.series[1].name: must not be empty");
+  batch.series[1].name = " gpu";
+  ExpectInvalid(batch, "batch.series[1].name: must not start or end with a "
+                       "space");
+
+  batch = GoodBatch();
+  batch.series[1].gpu_uuid = "GPU-\xc3\xa9";
+  ExpectInvalid(batch, "batch.series[1].gpu_uuid: has a non-printable");
+
+  batch = GoodBatch();
+  batch.series[1] = batch.series[0];
+  ExpectInvalid(batch, "batch.series[1]: declares series \"cpu_util_simple\" "
+                       "a second time");
+
+  batch = GoodBatch();
+  batch.trial_id = 0;
+  ExpectInvalid(batch, "batch.trial_id: must be a positive trial id");
+  batch = GoodBatch();
+  batch.sequence = 0;
+  ExpectInvalid(batch, "batch.sequence: must be 1 or more");
+}
+
+}  // namespace
+}  // namespace metrics::storage

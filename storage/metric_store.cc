@@ -1,0 +1,27 @@
+#include "storage/metric_store.h"
+
+namespace metrics::storage {
+
+absl::string_view TrialStateName(TrialState state) {
+  switch (state) {
+    case TrialState::kActive:
+      return "ACTIVE";
+    case TrialState::kCompleted:
+      return "COMPLETED";
+    case TrialState::kCanceled:
+      return "CANCELED";
+    case TrialState::kError:
+      return "ERROR";
+  }
+  return "ACTIVE";
+}
+
+bool IsTerminal(TrialState state) { return state != TrialState::kActive; }
+
+size_t SystemBatch::ValueCount() const {
+  size_t count = 0;
+  for (const Report& report : reports) count += report.values.size();
+  return count;
+}
+
+}  // namespace metrics::storage

@@ -1,0 +1,113 @@
+// The store of the metrics service: trials, and the ingest of system-metric
+// batches. MetricStore is the interface the server and query layers use;
+// PgMetricStore (storage/pg/) is its one implementation, on PostgreSQL.
+// Tests use the real store (no fake); FaultInjectingMetricStore wraps it to
+// inject failures and delays.
+//
+// Thread-safety: implementations are thread-safe.
+#ifndef METRICS_STORAGE_METRIC_STORE_H_
+#define METRICS_STORAGE_METRIC_STORE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace metrics::storage {
+
+enum class TrialState { kActive, kCompleted, kCanceled, kError };
+
+absl::string_view TrialStateName(TrialState state);  // "ACTIVE", ...
+bool IsTerminal(TrialState state);
+
+struct Trial {
+  int32_t id = 0;
+  TrialState state = TrialState::kActive;
+  absl::Time created_at;
+  absl::Time updated_at;
+  std::optional<absl::Time> ended_at;  // set once terminal
+};
+
+// A series a batch has values for (see proto/metrics/v1/ingest.proto).
+struct SeriesDeclaration {
+  std::string name;
+  std::string gpu_uuid;  // empty for agent-wide series
+  std::string unit;
+};
+
+// One instant on one agent. `series` and `values` are parallel: values[i]
+// belongs to the batch's series[series[i]].
+struct Report {
+  absl::Time time;
+  std::vector<uint32_t> series;
+  std::vector<double> values;
+};
+
+struct SystemBatch {
+  std::string stream_id;  // empty: no idempotency (sequence ignored)
+  int64_t sequence = 0;
+  int32_t trial_id = 0;
+  std::string agent_id;
+  std::vector<SeriesDeclaration> series;
+  std::vector<Report> reports;
+
+  size_t ValueCount() const;
+};
+
+// What became of a submitted batch.
+struct BatchOutcome {
+  enum class Kind {
+    kStored,     // committed
+    kDuplicate,  // the store already had this (stream, sequence); skipped
+    kRejected,   // refused for good (status says why); its sequence is used up
+    kFailed,     // not stored, not used up (status says why); resend it
+  };
+  Kind kind = Kind::kFailed;
+  absl::Status status;  // OK for kStored and kDuplicate
+  int64_t sequence = 0;
+};
+
+class MetricStore {
+ public:
+  virtual ~MetricStore() = default;
+
+  // Registers a trial as ACTIVE with the given id, or an assigned one.
+  // ALREADY_EXISTS if the id is taken.
+  virtual absl::StatusOr<Trial> CreateTrial(std::optional<int32_t> id,
+                                            absl::Time deadline) = 0;
+  // NOT_FOUND for an unknown trial.
+  virtual absl::StatusOr<Trial> GetTrial(int32_t id, absl::Time deadline) = 0;
+  // Moves an ACTIVE trial to `state`. Setting a terminal trial's own state
+  // again is a no-op; any other change of a terminal trial is
+  // FAILED_PRECONDITION. NOT_FOUND for an unknown trial.
+  virtual absl::StatusOr<Trial> SetTrialState(int32_t id, TrialState state,
+                                              absl::Time deadline) = 0;
+
+  // The last sequence number done on a stream (0 for a new stream).
+  virtual absl::StatusOr<int64_t> GetStreamPosition(int32_t trial_id,
+                                                    absl::string_view stream_id,
+                                                    absl::Time deadline) = 0;
+
+  // Queues a batch for the group-commit writer and returns at once; never
+  // blocks. `done` runs exactly once, on a writer thread, after the batch's
+  // transaction ends; it must not block. The batch is validated first (an
+  // invalid one is rejected, naming the field). Returns RESOURCE_EXHAUSTED
+  // without queueing (and without calling `done`) when the queue is full,
+  // UNAVAILABLE after Shutdown.
+  virtual absl::Status SubmitBatch(
+      SystemBatch batch, absl::AnyInvocable<void(BatchOutcome) &&> done) = 0;
+
+  // Stops taking batches, commits what is queued (up to `deadline`, then
+  // fails the rest), and closes connections. Idempotent.
+  virtual void Shutdown(absl::Time deadline) = 0;
+};
+
+}  // namespace metrics::storage
+
+#endif  // METRICS_STORAGE_METRIC_STORE_H_

@@ -1,0 +1,67 @@
+// Rollups: mergeable aggregates of a series' samples per time bucket (count,
+// sum, min, max, first and last point), stored at a few fixed bucket widths.
+// A coarser bucket is computed exactly from finer ones, and late or
+// out-of-order samples merge in exactly, which is what lets a query answer
+// from stored buckets with the same result as a scan of the raw rows.
+//
+// The store keeps one row per (trial, agent, width, bucket) holding the
+// stats of every series of that agent, packed by EncodeRollup: one row per
+// agent instead of one per series keeps the upkeep within the ingest
+// transaction cheap (25 series of an agent cost one row write, not 25).
+//
+// First and last: among samples with equal times, the one ingested later
+// counts as later (first keeps the earlier, last takes the later).
+//
+// Thread-safety: values and pure functions.
+#ifndef METRICS_STORAGE_ROLLUP_H_
+#define METRICS_STORAGE_ROLLUP_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/container/btree_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace metrics::storage {
+
+// The stored bucket widths, in seconds, finest first; buckets are aligned to
+// multiples of the width since the Unix epoch.
+inline constexpr int kRollupWidthsSeconds[] = {10, 60, 600, 3600, 21600};
+
+struct RollupStats {
+  int64_t count = 0;
+  double sum = 0;
+  double min = 0;
+  double max = 0;
+  int64_t first_time_us = 0;  // microseconds since the epoch
+  double first_value = 0;
+  int64_t last_time_us = 0;
+  double last_value = 0;
+
+  // Adds one sample; samples are added in ingest order.
+  void Add(int64_t time_us, double value);
+  // Merges `later`, whose samples were ingested after this one's.
+  void Merge(const RollupStats& later);
+
+  bool operator==(const RollupStats& other) const;
+};
+
+// The stats of every series of one agent in one bucket, by series id.
+using AgentRollup = absl::btree_map<int64_t, RollupStats>;
+
+// Merges `later` into `into` series by series.
+void MergeAgentRollup(AgentRollup& into, const AgentRollup& later);
+
+// The bucket of `width_s` seconds holding `time_us`.
+int64_t BucketStartMicros(int64_t time_us, int width_s);
+
+// A compact binary form (a version byte, then 72 bytes per series in
+// series-id order, little-endian).
+std::string EncodeAgentRollup(const AgentRollup& rollup);
+// DATA_LOSS for bytes that are not EncodeAgentRollup's output.
+absl::StatusOr<AgentRollup> DecodeAgentRollup(absl::string_view bytes);
+
+}  // namespace metrics::storage
+
+#endif  // METRICS_STORAGE_ROLLUP_H_
