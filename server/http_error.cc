@@ -1,7 +1,7 @@
 #include "server/http_error.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "common/json_text.h"
 
 namespace metrics::server {
 
@@ -38,43 +38,14 @@ int HttpStatusForCode(absl::StatusCode code) {
   }
 }
 
-std::string JsonQuote(absl::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", c);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
 HttpResponse ErrorResponse(const absl::Status& status, int http_status) {
   HttpResponse response;
   response.status =
       http_status != 0 ? http_status : HttpStatusForCode(status.code());
   response.body = absl::StrCat("{\"code\":", static_cast<int>(status.code()),
-                               ",\"message\":", JsonQuote(status.message()),
-                               ",\"details\":[]}");
+                               ",\"message\":");
+  common::AppendJsonString(response.body, status.message());
+  response.body += ",\"details\":[]}";
   return response;
 }
 

@@ -23,9 +23,6 @@ int HttpStatusForCode(absl::StatusCode code);
 // when `http_status` is given, that one (for transport errors such as 413).
 HttpResponse ErrorResponse(const absl::Status& status, int http_status = 0);
 
-// `text` as a JSON string literal, quotes included.
-std::string JsonQuote(absl::string_view text);
-
 }  // namespace metrics::server
 
 #endif  // METRICS_SERVER_HTTP_ERROR_H_

@@ -1,0 +1,486 @@
+#include "storage/pg/group_commit.h"
+
+#include <pqxx/result>
+#include <pqxx/stream_to>
+#include <pqxx/transaction>
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+#include <tuple>
+#include <utility>
+
+#include "absl/container/btree_map.h"
+#include "absl/strings/str_cat.h"
+#include "common/json_text.h"
+#include "storage/pg/pg_errors.h"
+#include "storage/pg/sql_arrays.h"
+#include "storage/rollup.h"
+
+namespace metrics::storage::pg {
+
+namespace {
+
+using StreamKey = std::pair<int32_t, std::string>;  // (trial, stream id)
+
+// (trial, agent, width, bucket start in microseconds)
+using RollupKey = std::tuple<int32_t, std::string, int, int64_t>;
+
+std::string SeriesCacheKey(int32_t trial, absl::string_view agent,
+                           absl::string_view gpu, absl::string_view name) {
+  return absl::StrCat(trial, "\x1f", agent, "\x1f", gpu, "\x1f", name);
+}
+
+// A stable 64-bit key for the advisory lock serialising rollup upkeep of
+// one agent of one trial, across writer threads and metricsd instances.
+int64_t AgentLockKey(int32_t trial, absl::string_view agent) {
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a
+  const std::string text = absl::StrCat("rollup:", trial, ":", agent);
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return static_cast<int64_t>(hash);
+}
+
+std::optional<TrialState> ParseTrialState(absl::string_view text) {
+  for (TrialState s : {TrialState::kActive, TrialState::kCompleted,
+                       TrialState::kCanceled, TrialState::kError}) {
+    if (TrialStateName(s) == text) return s;
+  }
+  return std::nullopt;
+}
+
+// The jsonb of one report, as generic readers of `metrics` see it:
+// {"cpu_util_simple": 3.5, "gpu_util": {"GPU-1": 50, "GPU-2": 7}}. An
+// agent-wide value of a name that also has GPU values in the same report
+// sits under the key "" of that name's object.
+std::string ReportJson(const SystemBatch& batch, const Report& report) {
+  absl::btree_map<absl::string_view,
+                  std::vector<std::pair<absl::string_view, double>>>
+      by_name;
+  for (size_t v = 0; v < report.values.size(); ++v) {
+    const SeriesDeclaration& s = batch.series[report.series[v]];
+    by_name[s.name].emplace_back(s.gpu_uuid, report.values[v]);
+  }
+  std::string json = "{";
+  for (const auto& [name, values] : by_name) {
+    if (json.size() > 1) json += ',';
+    common::AppendJsonString(json, name);
+    json += ':';
+    if (values.size() == 1 && values[0].first.empty()) {
+      common::AppendJsonNumber(json, values[0].second);
+      continue;
+    }
+    json += '{';
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (i > 0) json += ',';
+      common::AppendJsonString(json, values[i].first);
+      json += ':';
+      common::AppendJsonNumber(json, values[i].second);
+    }
+    json += '}';
+  }
+  return json + "}";
+}
+
+}  // namespace
+
+// The state of one Commit: what it read, decided and will write.
+class GroupTransaction {
+ public:
+  GroupTransaction(GroupCommitter& committer, pqxx::work& tx)
+      : committer_(committer), tx_(tx) {}
+
+  std::vector<BatchOutcome> Run(const std::vector<PendingBatch*>& group) {
+    ReadPositions(group);
+    ReadTrials(group);
+    std::vector<BatchOutcome> outcomes;
+    for (PendingBatch* pending : group) outcomes.push_back(Decide(*pending));
+    WriteRawRows();
+    WriteRollups();
+    WritePositions();
+    return outcomes;
+  }
+
+  // Series registered by this transaction, for the cache once it commits.
+  absl::flat_hash_map<std::string, GroupCommitter::SeriesInfo>& new_series() {
+    return new_series_;
+  }
+
+ private:
+  struct Accepted {
+    const SystemBatch* batch;
+    std::vector<int64_t> series_ids;  // parallel to batch->series
+  };
+
+  void ReadPositions(const std::vector<PendingBatch*>& group) {
+    std::vector<int64_t> trials;
+    std::vector<std::string> streams;
+    for (const PendingBatch* p : group) {
+      if (p->batch.stream_id.empty()) continue;
+      trials.push_back(p->batch.trial_id);
+      streams.push_back(p->batch.stream_id);
+    }
+    if (trials.empty()) return;
+    // Row locks keep a second metricsd from committing the same stream's
+    // batch concurrently. Relies on the primary key (trial_id, stream_id).
+    for (const auto& row : tx_.exec_params(
+             "SELECT p.trial_id, p.stream_id, p.last_sequence "
+             "FROM ingest_positions p "
+             "JOIN unnest($1::int[], $2::text[]) AS k(trial_id, stream_id) "
+             "USING (trial_id, stream_id) "
+             "ORDER BY p.trial_id, p.stream_id FOR UPDATE OF p",
+             IntArray(trials), TextArray(streams))) {
+      positions_[{row[0].as<int32_t>(), row[1].as<std::string>()}] =
+          row[2].as<int64_t>();
+    }
+  }
+
+  void ReadTrials(const std::vector<PendingBatch*>& group) {
+    std::vector<int64_t> ids;
+    for (const PendingBatch* p : group) ids.push_back(p->batch.trial_id);
+    // FOR SHARE: a trial cannot end while a batch for it commits.
+    for (const auto& row : tx_.exec_params(
+             "SELECT id, state FROM trials WHERE id = ANY($1::int[]) "
+             "ORDER BY id FOR SHARE",
+             IntArray(ids))) {
+      if (auto state = ParseTrialState(row[1].as<std::string>())) {
+        trials_[row[0].as<int32_t>()] = *state;
+      }
+    }
+  }
+
+  BatchOutcome Decide(const PendingBatch& pending) {
+    const SystemBatch& batch = pending.batch;
+    BatchOutcome outcome;
+    outcome.sequence = batch.sequence;
+    const bool streamed = !batch.stream_id.empty();
+    if (!pending.rejection.ok() && (!streamed || batch.sequence <= 0)) {
+      // No usable sequence number to record: just refuse it.
+      outcome.kind = BatchOutcome::Kind::kRejected;
+      outcome.status = pending.rejection;
+      return outcome;
+    }
+    const StreamKey key{batch.trial_id, batch.stream_id};
+    if (streamed) {
+      const auto found = positions_.find(key);
+      const int64_t position = found == positions_.end() ? 0 : found->second;
+      if (batch.sequence <= position) {
+        outcome.kind = BatchOutcome::Kind::kDuplicate;
+        return outcome;
+      }
+      if (batch.sequence > position + 1) {
+        outcome.kind = BatchOutcome::Kind::kFailed;
+        outcome.status = absl::FailedPreconditionError(absl::StrCat(
+            "batch.sequence ", batch.sequence, ": stream \"", batch.stream_id,
+            "\" expects sequence ", position + 1, " next"));
+        return outcome;
+      }
+    }
+    absl::Status refusal = pending.rejection;
+    Accepted accepted{&batch, {}};
+    if (refusal.ok()) refusal = CheckTrial(batch.trial_id);
+    if (refusal.ok()) refusal = ResolveSeries(batch, accepted.series_ids);
+    if (streamed) {
+      positions_[key] = batch.sequence;
+      advanced_[key] = batch.sequence;
+    }
+    if (!refusal.ok()) {
+      outcome.kind = BatchOutcome::Kind::kRejected;
+      outcome.status = std::move(refusal);
+      return outcome;
+    }
+    accepted_.push_back(std::move(accepted));
+    outcome.kind = BatchOutcome::Kind::kStored;
+    return outcome;
+  }
+
+  absl::Status CheckTrial(int32_t trial_id) const {
+    const auto found = trials_.find(trial_id);
+    if (found == trials_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("batch.trial_id: trial ", trial_id, " does not exist"));
+    }
+    if (IsTerminal(found->second)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("batch.trial_id: trial ", trial_id, " is ",
+                       TrialStateName(found->second),
+                       " and takes no more metrics"));
+    }
+    return absl::OkStatus();
+  }
+
+  const GroupCommitter::SeriesInfo* FindSeries(const std::string& key) const {
+    if (auto it = new_series_.find(key); it != new_series_.end()) {
+      return &it->second;
+    }
+    if (auto it = committer_.series_cache_.find(key);
+        it != committer_.series_cache_.end()) {
+      return &it->second;
+    }
+    return nullptr;
+  }
+
+  // Fills `ids` with the registry id of each declared series, registering
+  // new ones. Refuses (nothing registered) a unit that differs from the
+  // registered one, or new series past the trial's limit.
+  absl::Status ResolveSeries(const SystemBatch& batch,
+                             std::vector<int64_t>& ids) {
+    const size_t n = batch.series.size();
+    ids.assign(n, 0);
+    std::vector<std::string> keys(n);
+    std::vector<size_t> missing;
+    for (size_t i = 0; i < n; ++i) {
+      const SeriesDeclaration& s = batch.series[i];
+      keys[i] = SeriesCacheKey(batch.trial_id, batch.agent_id, s.gpu_uuid,
+                               s.name);
+      if (FindSeries(keys[i]) == nullptr) missing.push_back(i);
+    }
+    if (!missing.empty()) {
+      LookUpRegistry(batch, missing);
+      std::vector<size_t> still_missing;
+      for (size_t i : missing) {
+        if (FindSeries(keys[i]) == nullptr) still_missing.push_back(i);
+      }
+      missing.swap(still_missing);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const GroupCommitter::SeriesInfo* info = FindSeries(keys[i]);
+      if (info == nullptr) continue;
+      if (absl::Status same = SameUnit(batch, i, *info); !same.ok()) {
+        return same;
+      }
+      ids[i] = info->id;
+    }
+    if (missing.empty()) return absl::OkStatus();
+
+    const int64_t registered =
+        tx_.exec_params("SELECT count(*) FROM series WHERE trial_id = $1",
+                        batch.trial_id)[0][0]
+            .as<int64_t>();
+    if (registered + static_cast<int64_t>(missing.size()) >
+        committer_.max_series_per_trial_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "batch.series: trial ", batch.trial_id, " has ", registered,
+          " series and this batch adds ", missing.size(),
+          "; the limit per trial is ", committer_.max_series_per_trial_));
+    }
+    std::vector<std::string> gpus, names, units;
+    for (size_t i : missing) {
+      gpus.push_back(batch.series[i].gpu_uuid);
+      names.push_back(batch.series[i].name);
+      units.push_back(batch.series[i].unit);
+    }
+    // A concurrent insert of the same series (another metricsd) makes ON
+    // CONFLICT skip it; the look-up below then finds the committed row.
+    tx_.exec_params(
+        "INSERT INTO series (trial_id, metric_group, agent_id, gpu_uuid, "
+        "name, unit) "
+        "SELECT $1, 'system', $2, g, n, u "
+        "FROM unnest($3::text[], $4::text[], $5::text[]) AS k(g, n, u) "
+        "ON CONFLICT (trial_id, metric_group, agent_id, gpu_uuid, name) "
+        "DO NOTHING",
+        batch.trial_id, batch.agent_id, TextArray(gpus), TextArray(names),
+        TextArray(units));
+    LookUpRegistry(batch, missing);
+    for (size_t i : missing) {
+      const GroupCommitter::SeriesInfo* info = FindSeries(keys[i]);
+      if (info == nullptr) {
+        throw std::logic_error(absl::StrCat("series \"", batch.series[i].name,
+                                            "\" missing after its insert"));
+      }
+      // Another metricsd may have registered it meanwhile, with its unit.
+      if (absl::Status same = SameUnit(batch, i, *info); !same.ok()) {
+        return same;
+      }
+      ids[i] = info->id;
+    }
+    return absl::OkStatus();
+  }
+
+  static absl::Status SameUnit(const SystemBatch& batch, size_t i,
+                               const GroupCommitter::SeriesInfo& info) {
+    const SeriesDeclaration& s = batch.series[i];
+    if (info.unit == s.unit) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch.series[", i, "].unit: \"", s.unit, "\" differs from \"",
+        info.unit, "\", the unit series \"", s.name, "\"",
+        s.gpu_uuid.empty() ? "" : " of GPU ", s.gpu_uuid, " of agent ",
+        batch.agent_id, " was registered with"));
+  }
+
+  // Reads the registry rows of the given series into new_series_. Relies on
+  // the unique key (trial_id, metric_group, agent_id, gpu_uuid, name).
+  void LookUpRegistry(const SystemBatch& batch,
+                      const std::vector<size_t>& which) {
+    std::vector<std::string> gpus, names;
+    for (size_t i : which) {
+      gpus.push_back(batch.series[i].gpu_uuid);
+      names.push_back(batch.series[i].name);
+    }
+    for (const auto& row : tx_.exec_params(
+             "SELECT s.series_id, s.gpu_uuid, s.name, s.unit FROM series s "
+             "JOIN unnest($3::text[], $4::text[]) AS k(gpu_uuid, name) "
+             "USING (gpu_uuid, name) "
+             "WHERE s.trial_id = $1 AND s.metric_group = 'system' "
+             "AND s.agent_id = $2",
+             batch.trial_id, batch.agent_id, TextArray(gpus),
+             TextArray(names))) {
+      new_series_[SeriesCacheKey(batch.trial_id, batch.agent_id,
+                                 row[1].as<std::string>(),
+                                 row[2].as<std::string>())] = {
+          row[0].as<int64_t>(), row[3].as<std::string>()};
+    }
+  }
+
+  void WriteRawRows() {
+    if (accepted_.empty()) return;
+    // Straight into the partition: COPY into the parent would route each
+    // row through the partition key for nothing.
+    pqxx::stream_to copy(tx_, "metrics_profiling",
+                         std::vector<std::string>{"trial_id", "partition_type",
+                                                  "metric_group", "agent_id",
+                                                  "end_time", "metrics"});
+    for (const Accepted& a : accepted_) {
+      for (const Report& report : a.batch->reports) {
+        copy << std::make_tuple(a.batch->trial_id, "PROFILING", "system",
+                                a.batch->agent_id, TimestampText(report.time),
+                                ReportJson(*a.batch, report));
+      }
+    }
+    copy.complete();
+  }
+
+  void WriteRollups() {
+    std::map<RollupKey, AgentRollup> fresh;
+    for (const Accepted& a : accepted_) AggregateBatch(a, fresh);
+    if (fresh.empty()) return;
+
+    std::vector<int64_t> locks;
+    for (const auto& [key, rollup] : fresh) {
+      locks.push_back(AgentLockKey(std::get<0>(key), std::get<1>(key)));
+    }
+    std::sort(locks.begin(), locks.end());
+    locks.erase(std::unique(locks.begin(), locks.end()), locks.end());
+    // Taken in sorted order, so two writers never wait on each other in a
+    // cycle. OFFSET 0 keeps the sorted subquery from being flattened.
+    tx_.exec_params(
+        "SELECT pg_advisory_xact_lock(k) FROM "
+        "(SELECT k FROM unnest($1::bigint[]) AS k ORDER BY k OFFSET 0) s",
+        IntArray(locks));
+
+    std::vector<int64_t> trials, widths, buckets;
+    std::vector<std::string> agents;
+    for (const auto& [key, rollup] : fresh) {
+      trials.push_back(std::get<0>(key));
+      agents.push_back(std::get<1>(key));
+      widths.push_back(std::get<2>(key));
+      buckets.push_back(std::get<3>(key));
+    }
+    // Merge with what is stored: stored samples were ingested earlier.
+    // Relies on the primary key (trial_id, agent_id, width_s, bucket_start).
+    for (const auto& row : tx_.exec_params(
+             "SELECT r.trial_id, r.agent_id, r.width_s, k.bucket_us, r.stats "
+             "FROM unnest($1::int[], $2::text[], $3::int[], $4::bigint[]) "
+             "  AS k(trial_id, agent_id, width_s, bucket_us) "
+             "JOIN system_rollups r ON r.trial_id = k.trial_id "
+             "  AND r.agent_id = k.agent_id AND r.width_s = k.width_s "
+             "  AND r.bucket_start = timestamptz 'epoch' + "
+             "      k.bucket_us * interval '1 microsecond'",
+             IntArray(trials), TextArray(agents), IntArray(widths),
+             IntArray(buckets))) {
+      const RollupKey key{row[0].as<int32_t>(), row[1].as<std::string>(),
+                          row[2].as<int>(), row[3].as<int64_t>()};
+      absl::StatusOr<AgentRollup> stored =
+          DecodeAgentRollup(DecodeByteaHex(row[4].as<std::string>()));
+      if (!stored.ok()) throw std::runtime_error(stored.status().ToString());
+      MergeAgentRollup(*stored, fresh[key]);
+      fresh[key] = *std::move(stored);
+    }
+    std::vector<std::string> stats;
+    stats.reserve(fresh.size());
+    for (const auto& [key, rollup] : fresh) {
+      stats.push_back(EncodeAgentRollup(rollup));
+    }
+    tx_.exec_params(
+        "INSERT INTO system_rollups (trial_id, agent_id, width_s, "
+        "bucket_start, stats) "
+        "SELECT k.trial_id, k.agent_id, k.width_s, "
+        "  timestamptz 'epoch' + k.bucket_us * interval '1 microsecond', "
+        "  k.stats "
+        "FROM unnest($1::int[], $2::text[], $3::int[], $4::bigint[], "
+        "  $5::bytea[]) AS k(trial_id, agent_id, width_s, bucket_us, stats) "
+        "ON CONFLICT (trial_id, agent_id, width_s, bucket_start) "
+        "DO UPDATE SET stats = excluded.stats",
+        IntArray(trials), TextArray(agents), IntArray(widths),
+        IntArray(buckets), ByteaArray(stats));
+  }
+
+  // Adds a batch's samples to the finest buckets, then merges those into
+  // the coarser widths: one Add per sample instead of one per width.
+  static void AggregateBatch(const Accepted& a,
+                             std::map<RollupKey, AgentRollup>& fresh) {
+    const SystemBatch& batch = *a.batch;
+    constexpr int kFinest = kRollupWidthsSeconds[0];
+    absl::btree_map<int64_t, AgentRollup> finest;
+    for (const Report& report : batch.reports) {
+      const int64_t t = ToUnixMicrosFloor(report.time);
+      AgentRollup& bucket = finest[BucketStartMicros(t, kFinest)];
+      for (size_t v = 0; v < report.values.size(); ++v) {
+        bucket[a.series_ids[report.series[v]]].Add(t, report.values[v]);
+      }
+    }
+    for (const auto& [start, rollup] : finest) {
+      for (int width : kRollupWidthsSeconds) {
+        MergeAgentRollup(
+            fresh[RollupKey{batch.trial_id, batch.agent_id, width,
+                            BucketStartMicros(start, width)}],
+            rollup);
+      }
+    }
+  }
+
+  void WritePositions() {
+    if (advanced_.empty()) return;
+    std::vector<int64_t> trials, sequences;
+    std::vector<std::string> streams;
+    for (const auto& [key, sequence] : advanced_) {
+      trials.push_back(key.first);
+      streams.push_back(key.second);
+      sequences.push_back(sequence);
+    }
+    tx_.exec_params(
+        "INSERT INTO ingest_positions (trial_id, stream_id, last_sequence) "
+        "SELECT * FROM unnest($1::int[], $2::text[], $3::bigint[]) "
+        "ON CONFLICT (trial_id, stream_id) DO UPDATE "
+        "SET last_sequence = excluded.last_sequence, updated_at = now()",
+        IntArray(trials), TextArray(streams), IntArray(sequences));
+  }
+
+  GroupCommitter& committer_;
+  pqxx::work& tx_;
+  std::map<StreamKey, int64_t> positions_;
+  std::map<StreamKey, int64_t> advanced_;
+  absl::flat_hash_map<int32_t, TrialState> trials_;
+  absl::flat_hash_map<std::string, GroupCommitter::SeriesInfo> new_series_;
+  std::vector<Accepted> accepted_;
+};
+
+absl::StatusOr<std::vector<BatchOutcome>> GroupCommitter::Commit(
+    pqxx::connection& conn, const std::vector<PendingBatch*>& group) {
+  return GuardPg(
+      "committing ingest batches",
+      [&]() -> absl::StatusOr<std::vector<BatchOutcome>> {
+        pqxx::work tx(conn);
+        GroupTransaction work(*this, tx);
+        std::vector<BatchOutcome> outcomes = work.Run(group);
+        tx.commit();
+        for (auto& [key, info] : work.new_series()) {
+          series_cache_.insert_or_assign(key, std::move(info));
+        }
+        return outcomes;
+      });
+}
+
+}  // namespace metrics::storage::pg

@@ -1,0 +1,61 @@
+// One group commit: many streams' batches in one transaction on one
+// connection. For each batch, in order: skip it if its stream already has
+// it, refuse it for good if it was refused before the database (validation),
+// or if its trial is unknown or terminal, a unit changes, or the trial would
+// pass its series limit; otherwise store it: raw rows into the profiling
+// partition of `metrics` by COPY, new series into the registry, the packed
+// rollups of every width merged with what is stored, and the stream's
+// position. A batch whose sequence number leaves a gap fails without using
+// its number.
+//
+// Runs on a writer thread; the committer keeps a cache of series ids (they
+// never change once registered), filled only from committed transactions.
+//
+// Thread-safety: thread-compatible (one per writer thread).
+#ifndef METRICS_STORAGE_PG_GROUP_COMMIT_H_
+#define METRICS_STORAGE_PG_GROUP_COMMIT_H_
+
+#include <string>
+#include <vector>
+
+#include <pqxx/connection>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "storage/metric_store.h"
+
+namespace metrics::storage::pg {
+
+struct PendingBatch {
+  SystemBatch batch;
+  // Not OK: refused before the database; only its sequence is recorded.
+  absl::Status rejection;
+  absl::AnyInvocable<void(BatchOutcome) &&> done;
+};
+
+class GroupCommitter {
+ public:
+  explicit GroupCommitter(int max_series_per_trial)
+      : max_series_per_trial_(max_series_per_trial) {}
+
+  // Commits `group` in one transaction and returns each batch's outcome, in
+  // order; or the error that aborted the transaction (nothing committed).
+  absl::StatusOr<std::vector<BatchOutcome>> Commit(
+      pqxx::connection& conn, const std::vector<PendingBatch*>& group);
+
+ private:
+  struct SeriesInfo {
+    int64_t id;
+    std::string unit;
+  };
+
+  const int max_series_per_trial_;
+  absl::flat_hash_map<std::string, SeriesInfo> series_cache_;
+
+  friend class GroupTransaction;
+};
+
+}  // namespace metrics::storage::pg
+
+#endif  // METRICS_STORAGE_PG_GROUP_COMMIT_H_

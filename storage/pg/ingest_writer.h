@@ -1,0 +1,75 @@
+// The bounded group-commit writer (in the manner of osm2pgsql's db-copy):
+// batches queue in lanes, each lane a thread with its own connection, which
+// takes everything queued (up to a group size) and commits it in one
+// transaction (GroupCommitter). A stream always lands in the same lane, so
+// its batches commit in order.
+//
+// Backpressure: the queue is bounded by the number of values it holds;
+// Submit refuses (RESOURCE_EXHAUSTED) rather than grow it. Failures: a lane
+// reconnects and retries a group while the database is unreachable or a
+// transaction aborts (deadlock, serialization), for up to retry_for; a
+// retried group is safe because the stream positions make already-committed
+// batches duplicates. A group that fails for another reason is split so one
+// bad batch cannot fail the others.
+//
+// Thread-safety: thread-safe. Callbacks run on lane threads.
+#ifndef METRICS_STORAGE_PG_INGEST_WRITER_H_
+#define METRICS_STORAGE_PG_INGEST_WRITER_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "storage/pg/group_commit.h"
+
+namespace metrics::storage::pg {
+
+struct IngestWriterOptions {
+  std::string database_url;  // "" for the PG* variables
+  // Lanes: threads and connections committing in parallel.
+  int lanes = 2;
+  // Values queued at most, across lanes (about 40 bytes of memory each).
+  size_t max_queued_values = 4'000'000;
+  // A group commit takes at most this many values (whole batches; a larger
+  // batch goes alone).
+  size_t max_group_values = 200'000;
+  // How long to keep retrying a group while the database is unreachable.
+  absl::Duration retry_for = absl::Seconds(30);
+  int max_series_per_trial = 10000;
+};
+
+class IngestWriter {
+ public:
+  explicit IngestWriter(IngestWriterOptions options);
+  // Shuts down with no grace if still running.
+  ~IngestWriter();
+
+  IngestWriter(const IngestWriter&) = delete;
+  IngestWriter& operator=(const IngestWriter&) = delete;
+
+  // Queues `batch`; its `done` runs once, on a lane thread, when its
+  // transaction ends. Never blocks. RESOURCE_EXHAUSTED (and `done` is not
+  // called) when the queue is full; UNAVAILABLE after Shutdown.
+  absl::Status Submit(std::unique_ptr<PendingBatch> batch);
+
+  // Refuses new batches, commits the queued ones until `deadline`, fails
+  // the rest with UNAVAILABLE, and joins the lanes. Idempotent.
+  void Shutdown(absl::Time deadline);
+
+  size_t queued_values() const { return queued_values_.load(); }
+
+ private:
+  class Lane;
+
+  const IngestWriterOptions options_;
+  std::atomic<size_t> queued_values_{0};
+  std::atomic<bool> accepting_{true};
+  std::vector<std::unique_ptr<Lane>> lanes_;
+};
+
+}  // namespace metrics::storage::pg
+
+#endif  // METRICS_STORAGE_PG_INGEST_WRITER_H_

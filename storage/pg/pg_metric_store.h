@@ -1,0 +1,67 @@
+// PgMetricStore: the MetricStore on PostgreSQL. Blocking calls (trials,
+// stream positions) run on the calling thread with a connection leased from
+// a bounded pool; batches go to the group-commit IngestWriter.
+//
+// Usage:
+//   PgMetricStoreOptions options;
+//   options.database_url = url;
+//   std::unique_ptr<MetricStore> store = PgMetricStore::Create(options);
+//
+// Thread-safety: thread-safe.
+#ifndef METRICS_STORAGE_PG_PG_METRIC_STORE_H_
+#define METRICS_STORAGE_PG_PG_METRIC_STORE_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "storage/batch_validation.h"
+#include "storage/metric_store.h"
+#include "storage/pg/connection_pool.h"
+#include "storage/pg/ingest_writer.h"
+
+namespace metrics::storage::pg {
+
+struct PgMetricStoreOptions {
+  std::string database_url;  // "" for the PG* variables
+  // Connections for blocking calls (the writer's lanes have their own).
+  int pool_size = 4;
+  IngestWriterOptions writer;  // its database_url is set from the above
+  IngestLimits limits;
+  // "Now", for the future-time check of reports.
+  std::function<absl::Time()> clock = [] { return absl::Now(); };
+};
+
+class PgMetricStore : public MetricStore {
+ public:
+  // Connects nothing yet: connections open on first use.
+  static std::unique_ptr<PgMetricStore> Create(PgMetricStoreOptions options);
+  ~PgMetricStore() override;
+
+  absl::StatusOr<Trial> CreateTrial(std::optional<int32_t> id,
+                                    absl::Time deadline) override;
+  absl::StatusOr<Trial> GetTrial(int32_t id, absl::Time deadline) override;
+  absl::StatusOr<Trial> SetTrialState(int32_t id, TrialState state,
+                                      absl::Time deadline) override;
+  absl::StatusOr<int64_t> GetStreamPosition(int32_t trial_id,
+                                            absl::string_view stream_id,
+                                            absl::Time deadline) override;
+  absl::Status SubmitBatch(
+      SystemBatch batch,
+      absl::AnyInvocable<void(BatchOutcome) &&> done) override;
+  void Shutdown(absl::Time deadline) override;
+
+  size_t queued_values() const { return writer_->queued_values(); }
+
+ private:
+  explicit PgMetricStore(PgMetricStoreOptions options);
+
+  const PgMetricStoreOptions options_;
+  ConnectionPool pool_;
+  std::unique_ptr<IngestWriter> writer_;
+};
+
+}  // namespace metrics::storage::pg
+
+#endif  // METRICS_STORAGE_PG_PG_METRIC_STORE_H_

@@ -1,0 +1,441 @@
+// PgMetricStore against a real PostgreSQL with the real migrations: trials,
+// the ingest contract (exactly once per stream, rejections that store
+// nothing), and rollups that equal aggregates over the raw rows.
+#include "storage/pg/pg_metric_store.h"
+
+#include <pqxx/connection>
+#include <pqxx/nontransaction>
+#include <pqxx/result>
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "storage/pg/sql_arrays.h"
+#include "storage/rollup.h"
+#include "tests/testing/test_database.h"
+
+namespace metrics::storage::pg {
+namespace {
+
+using ::metrics::testing::StatusIs;
+using ::metrics::testing::TestDatabase;
+using ::testing::HasSubstr;
+
+const absl::Time kT0 = absl::FromUnixSeconds(1763800000);  // 2025-11-22
+
+std::unique_ptr<TestDatabase>& SharedDatabase() {
+  static auto* db = new std::unique_ptr<TestDatabase>();
+  return *db;
+}
+
+class PgMetricStoreTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    absl::StatusOr<std::unique_ptr<TestDatabase>> db = TestDatabase::Create();
+    ASSERT_OK(db);
+    SharedDatabase() = *std::move(db);
+  }
+  static void TearDownTestSuite() { SharedDatabase().reset(); }
+
+  void SetUp() override {
+    ASSERT_NE(SharedDatabase(), nullptr);
+    Exec("TRUNCATE trials, metrics, series, system_rollups, ingest_positions");
+    store_ = NewStore();
+  }
+  void TearDown() override {
+    if (store_ != nullptr) store_->Shutdown(absl::Now() + absl::Seconds(10));
+  }
+
+  std::unique_ptr<PgMetricStore> NewStore(
+      PgMetricStoreOptions options = PgMetricStoreOptions()) {
+    if (options.database_url.empty()) {
+      options.database_url = SharedDatabase()->url();
+    }
+    options.clock = [] { return kT0 + absl::Hours(24 * 365); };
+    return PgMetricStore::Create(std::move(options));
+  }
+
+  static pqxx::result Exec(const std::string& sql) {
+    pqxx::connection conn(SharedDatabase()->url());
+    pqxx::nontransaction tx(conn);
+    return tx.exec(sql);
+  }
+  static std::string Scalar(const std::string& sql) {
+    pqxx::result r = Exec(sql);
+    return r.empty() || r[0][0].is_null() ? "" : r[0][0].as<std::string>();
+  }
+
+  static absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
+
+  BatchOutcome Submit(MetricStore& store, SystemBatch batch) {
+    absl::Notification done;
+    BatchOutcome outcome;
+    absl::Status queued =
+        store.SubmitBatch(std::move(batch), [&](BatchOutcome o) {
+          outcome = std::move(o);
+          done.Notify();
+        });
+    EXPECT_OK(queued);
+    if (!queued.ok()) return outcome;
+    EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    return outcome;
+  }
+  BatchOutcome Submit(SystemBatch batch) {
+    return Submit(*store_, std::move(batch));
+  }
+
+  static SystemBatch Batch(int32_t trial, int64_t sequence,
+                           absl::string_view agent = "agent-1") {
+    SystemBatch batch;
+    batch.stream_id = absl::StrCat(agent, "-stream");
+    batch.sequence = sequence;
+    batch.trial_id = trial;
+    batch.agent_id = std::string(agent);
+    batch.series = {{"cpu_util_simple", "", "percent"},
+                    {"gpu_util", "GPU-1", "percent"},
+                    {"gpu_util", "GPU-2", "percent"}};
+    const absl::Time t = kT0 + absl::Seconds(sequence);
+    batch.reports = {{t, {0, 1, 2}, {10.0 + sequence, 50, 60}}};
+    return batch;
+  }
+
+  void MakeTrial(int32_t id) { ASSERT_OK(store_->CreateTrial(id, Deadline())); }
+
+  std::unique_ptr<PgMetricStore> store_;
+};
+
+TEST_F(PgMetricStoreTest, TrialLifecycle) {
+  ASSERT_OK_AND_ASSIGN(Trial trial, store_->CreateTrial(1, Deadline()));
+  EXPECT_EQ(trial.id, 1);
+  EXPECT_EQ(trial.state, TrialState::kActive);
+  EXPECT_FALSE(trial.ended_at.has_value());
+
+  EXPECT_THAT(store_->CreateTrial(1, Deadline()),
+              StatusIs(absl::StatusCode::kAlreadyExists,
+                       "trial 1 already exists"));
+  // The assigned id skips the one registered explicitly.
+  ASSERT_OK_AND_ASSIGN(Trial assigned,
+                       store_->CreateTrial(std::nullopt, Deadline()));
+  EXPECT_NE(assigned.id, 1);
+  EXPECT_THAT(store_->CreateTrial(-3, Deadline()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("id: -3")));
+
+  ASSERT_OK_AND_ASSIGN(Trial ended,
+                       store_->SetTrialState(1, TrialState::kCompleted,
+                                             Deadline()));
+  EXPECT_EQ(ended.state, TrialState::kCompleted);
+  ASSERT_TRUE(ended.ended_at.has_value());
+  ASSERT_OK_AND_ASSIGN(Trial again,
+                       store_->SetTrialState(1, TrialState::kCompleted,
+                                             Deadline()));
+  EXPECT_EQ(again.ended_at, ended.ended_at);
+  EXPECT_THAT(store_->SetTrialState(1, TrialState::kCanceled, Deadline()),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "trial 1 is already COMPLETED; it cannot become "
+                       "CANCELED"));
+  ASSERT_OK_AND_ASSIGN(Trial read, store_->GetTrial(1, Deadline()));
+  EXPECT_EQ(read.state, TrialState::kCompleted);
+  EXPECT_THAT(store_->GetTrial(99, Deadline()),
+              StatusIs(absl::StatusCode::kNotFound, "trial 99 does not exist"));
+  EXPECT_THAT(store_->SetTrialState(99, TrialState::kError, Deadline()),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(PgMetricStoreTest, StoresRawRowRegistryRollupsAndPosition) {
+  MakeTrial(7);
+  BatchOutcome outcome = Submit(Batch(7, 1));
+  ASSERT_EQ(outcome.kind, BatchOutcome::Kind::kStored) << outcome.status;
+
+  EXPECT_EQ(Scalar("SELECT count(*) FROM metrics"), "1");
+  EXPECT_EQ(Scalar("SELECT format('%s|%s|%s|%s|%s', trial_id, partition_type, "
+                   "metric_group, agent_id, end_time AT TIME ZONE 'UTC') "
+                   "FROM metrics_profiling"),
+            "7|PROFILING|system|agent-1|2025-11-22 08:26:41");
+  EXPECT_EQ(Scalar("SELECT metrics::text FROM metrics"),
+            "{\"gpu_util\": {\"GPU-1\": 50, \"GPU-2\": 60}, "
+            "\"cpu_util_simple\": 11}");
+  EXPECT_EQ(Scalar("SELECT string_agg(format('%s/%s/%s', agent_id, "
+                   "coalesce(nullif(gpu_uuid, ''), '-'), name || ':' || unit), "
+                   "',' ORDER BY name, gpu_uuid) FROM series"),
+            "agent-1/-/cpu_util_simple:percent,agent-1/GPU-1/gpu_util:percent,"
+            "agent-1/GPU-2/gpu_util:percent");
+  EXPECT_EQ(Scalar("SELECT last_sequence FROM ingest_positions WHERE "
+                   "trial_id = 7 AND stream_id = 'agent-1-stream'"),
+            "1");
+  EXPECT_EQ(Scalar("SELECT string_agg(width_s::text, ',' ORDER BY width_s) "
+                   "FROM system_rollups"),
+            "10,60,600,3600,21600");
+  ASSERT_OK_AND_ASSIGN(int64_t position,
+                       store_->GetStreamPosition(7, "agent-1-stream",
+                                                 Deadline()));
+  EXPECT_EQ(position, 1);
+}
+
+TEST_F(PgMetricStoreTest, ResentBatchIsSkippedAndAGapIsRefused) {
+  MakeTrial(7);
+  ASSERT_EQ(Submit(Batch(7, 1)).kind, BatchOutcome::Kind::kStored);
+  ASSERT_EQ(Submit(Batch(7, 2)).kind, BatchOutcome::Kind::kStored);
+
+  BatchOutcome resent = Submit(Batch(7, 2));
+  EXPECT_EQ(resent.kind, BatchOutcome::Kind::kDuplicate);
+  EXPECT_OK(resent.status);
+
+  BatchOutcome gap = Submit(Batch(7, 5));
+  EXPECT_EQ(gap.kind, BatchOutcome::Kind::kFailed);
+  EXPECT_THAT(gap.status,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "batch.sequence 5: stream \"agent-1-stream\" expects "
+                       "sequence 3 next"));
+  EXPECT_EQ(Scalar("SELECT count(*) FROM metrics"), "2");
+  EXPECT_EQ(Scalar("SELECT last_sequence FROM ingest_positions"), "2");
+  // The same stream id in another trial is another stream.
+  MakeTrial(8);
+  EXPECT_EQ(Submit(Batch(8, 1)).kind, BatchOutcome::Kind::kStored);
+}
+
+TEST_F(PgMetricStoreTest, RefusedBatchesStoreNothingAndUseTheirSequence) {
+  PgMetricStoreOptions options;
+  options.limits.max_series_per_trial = 4;
+  store_ = NewStore(options);
+  MakeTrial(7);
+  ASSERT_EQ(Submit(Batch(7, 1)).kind, BatchOutcome::Kind::kStored);
+  const std::string rows_before = Scalar("SELECT count(*) FROM metrics");
+  const std::string rollups_before =
+      Scalar("SELECT md5(string_agg(stats::text, '' ORDER BY width_s)) "
+             "FROM system_rollups");
+
+  struct Case {
+    std::string what;
+    std::function<void(SystemBatch&)> spoil;
+    absl::StatusCode code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"NaN", [](SystemBatch& b) { b.reports[0].values[1] = std::nan(""); },
+       absl::StatusCode::kInvalidArgument,
+       "batch.reports[0].values[1]: NaN is not a finite number"},
+      {"unit change", [](SystemBatch& b) { b.series[0].unit = "ratio"; },
+       absl::StatusCode::kInvalidArgument,
+       "batch.series[0].unit: \"ratio\" differs from \"percent\", the unit "
+       "series \"cpu_util_simple\" of agent agent-1 was registered with"},
+      {"too many series",
+       [](SystemBatch& b) {
+         b.series.push_back({"disk_iops", "", "1/s"});
+         b.series.push_back({"memory_free", "", "bytes"});
+         b.reports[0].series.push_back(3);
+         b.reports[0].values.push_back(1);
+       },
+       absl::StatusCode::kResourceExhausted,
+       "batch.series: trial 7 has 3 series and this batch adds 2; the limit "
+       "per trial is 4"},
+      {"unknown trial", [](SystemBatch& b) { b.trial_id = 404; },
+       absl::StatusCode::kNotFound, "batch.trial_id: trial 404 does not exist"},
+  };
+  int64_t sequence = 2;
+  for (const Case& c : cases) {
+    SystemBatch batch = Batch(7, sequence);
+    c.spoil(batch);
+    // Another trial's stream of the same id starts at 1.
+    if (batch.trial_id != 7) batch.sequence = 1;
+    BatchOutcome outcome = Submit(batch);
+    EXPECT_EQ(outcome.kind, BatchOutcome::Kind::kRejected) << c.what;
+    EXPECT_THAT(outcome.status, StatusIs(c.code, HasSubstr(c.message)))
+        << c.what;
+    if (batch.trial_id == 7) ++sequence;
+  }
+  EXPECT_EQ(Scalar("SELECT count(*) FROM metrics"), rows_before);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM series"), "3");
+  EXPECT_EQ(Scalar("SELECT md5(string_agg(stats::text, '' ORDER BY width_s)) "
+                   "FROM system_rollups"),
+            rollups_before);
+  // The refused batches used their sequence numbers: the next one is stored.
+  EXPECT_EQ(Scalar("SELECT last_sequence FROM ingest_positions WHERE "
+                   "trial_id = 7"),
+            std::to_string(sequence - 1));
+  EXPECT_EQ(Submit(Batch(7, sequence)).kind, BatchOutcome::Kind::kStored);
+
+  ASSERT_OK(store_->SetTrialState(7, TrialState::kCompleted, Deadline()));
+  BatchOutcome late = Submit(Batch(7, sequence + 1));
+  EXPECT_EQ(late.kind, BatchOutcome::Kind::kRejected);
+  EXPECT_THAT(late.status,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "batch.trial_id: trial 7 is COMPLETED and takes no "
+                       "more metrics"));
+}
+
+TEST_F(PgMetricStoreTest, BatchWithoutStreamIdIsStoredEachTime) {
+  MakeTrial(7);
+  SystemBatch batch = Batch(7, 1);
+  batch.stream_id.clear();
+  EXPECT_EQ(Submit(batch).kind, BatchOutcome::Kind::kStored);
+  EXPECT_EQ(Submit(batch).kind, BatchOutcome::Kind::kStored);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM metrics"), "2");
+  EXPECT_EQ(Scalar("SELECT count(*) FROM ingest_positions"), "0");
+  batch.agent_id = "";
+  BatchOutcome bad = Submit(batch);
+  EXPECT_EQ(bad.kind, BatchOutcome::Kind::kRejected);
+  EXPECT_THAT(bad.status, StatusIs(absl::StatusCode::kInvalidArgument,
+                                   "batch.agent_id: must not be empty"));
+}
+
+// The stats of every (agent, series, width, bucket), as the test's own SQL
+// computes them from the raw rows: first and last by (time, id).
+constexpr char kRawAggregates[] = R"sql(
+WITH samples AS (
+  SELECT m.id, m.agent_id, s.series_id,
+         (extract(epoch FROM m.end_time) * 1000000)::bigint AS t,
+         CASE WHEN s.gpu_uuid <> '' THEN (m.metrics -> s.name ->> s.gpu_uuid)
+              WHEN jsonb_typeof(m.metrics -> s.name) = 'object'
+                THEN (m.metrics -> s.name ->> '')
+              ELSE (m.metrics ->> s.name) END::float8 AS v
+    FROM metrics_profiling m
+    JOIN series s ON s.trial_id = m.trial_id AND s.agent_id = m.agent_id
+   WHERE m.trial_id = 7
+)
+SELECT agent_id, series_id, w, t - (((t % (w * 1000000)) + w * 1000000) % (w * 1000000)) AS bucket,
+       count(*), sum(v), min(v), max(v),
+       (array_agg(t ORDER BY t, id))[1], (array_agg(v ORDER BY t, id))[1],
+       (array_agg(t ORDER BY t DESC, id DESC))[1],
+       (array_agg(v ORDER BY t DESC, id DESC))[1]
+  FROM samples CROSS JOIN unnest(array[10, 60, 600, 3600, 21600]::bigint[]) AS w
+ WHERE v IS NOT NULL
+ GROUP BY 1, 2, 3, 4)sql";
+
+TEST_F(PgMetricStoreTest, RollupsEqualAggregatesOfTheRawRows) {
+  MakeTrial(7);
+  std::mt19937 random(12345);
+  std::uniform_real_distribution<double> value(0, 100);
+  std::uniform_int_distribution<int> jitter(-900, 900);  // out of order, late
+  const std::vector<std::string> agents = {"agent-a", "agent-b"};
+  int64_t stored_values = 0;
+  for (const std::string& agent : agents) {
+    for (int64_t seq = 1; seq <= 40; ++seq) {
+      SystemBatch batch = Batch(7, seq, agent);
+      batch.reports.clear();
+      for (int r = 0; r < 25; ++r) {
+        Report report;
+        report.time = kT0 + absl::Seconds(seq * 20 + jitter(random)) +
+                      absl::Microseconds(r * 37);
+        for (uint32_t s = 0; s < 3; ++s) {
+          if (random() % 4 == 0) continue;  // gaps in some series
+          report.series.push_back(s);
+          // Rare spikes, and repeated times with other values.
+          report.values.push_back(random() % 97 == 0 ? 1e6 : value(random));
+        }
+        if (report.values.empty()) continue;
+        stored_values += report.values.size();
+        batch.reports.push_back(report);
+        if (r % 10 == 0) {
+          report.values[0] += 1;
+          batch.reports.push_back(report);
+          stored_values += report.values.size();
+        }
+      }
+      ASSERT_EQ(Submit(batch).kind, BatchOutcome::Kind::kStored);
+    }
+  }
+
+  std::map<std::tuple<std::string, int64_t, int, int64_t>, RollupStats> stored;
+  for (const auto& row :
+       Exec("SELECT agent_id, width_s, (extract(epoch FROM bucket_start) * "
+            "1000000)::bigint, stats FROM system_rollups WHERE trial_id = 7")) {
+    absl::StatusOr<AgentRollup> rollup =
+        DecodeAgentRollup(DecodeByteaHex(row[3].as<std::string>()));
+    ASSERT_OK(rollup);
+    for (const auto& [series_id, stats] : *rollup) {
+      stored[{row[0].as<std::string>(), series_id, row[1].as<int>(),
+              row[2].as<int64_t>()}] = stats;
+    }
+  }
+  size_t compared = 0;
+  int64_t counted = 0;
+  for (const auto& row : Exec(kRawAggregates)) {
+    const auto key = std::make_tuple(row[0].as<std::string>(),
+                                     row[1].as<int64_t>(), row[2].as<int>(),
+                                     row[3].as<int64_t>());
+    auto it = stored.find(key);
+    ASSERT_NE(it, stored.end()) << "no stored bucket for " << std::get<0>(key)
+                                << " series " << std::get<1>(key) << " width "
+                                << std::get<2>(key);
+    const RollupStats& s = it->second;
+    EXPECT_EQ(s.count, row[4].as<int64_t>());
+    EXPECT_NEAR(s.sum, row[5].as<double>(), 1e-9 * std::abs(s.sum));
+    EXPECT_EQ(s.min, row[6].as<double>());
+    EXPECT_EQ(s.max, row[7].as<double>());
+    EXPECT_EQ(s.first_time_us, row[8].as<int64_t>());
+    EXPECT_EQ(s.first_value, row[9].as<double>());
+    EXPECT_EQ(s.last_time_us, row[10].as<int64_t>());
+    EXPECT_EQ(s.last_value, row[11].as<double>());
+    if (std::get<2>(key) == 10) counted += s.count;
+    ++compared;
+  }
+  EXPECT_GT(compared, 500u);
+  EXPECT_EQ(compared, stored.size());  // no stored bucket without raw rows
+  EXPECT_EQ(counted, stored_values);
+}
+
+TEST_F(PgMetricStoreTest, FullQueueIsRefusedAndUnreachableDatabaseFailsBatch) {
+  PgMetricStoreOptions options;
+  options.database_url = "host=127.0.0.1 port=1 connect_timeout=2";
+  options.writer.max_queued_values = 5;
+  options.writer.retry_for = absl::Seconds(1);
+  std::unique_ptr<PgMetricStore> store = NewStore(options);
+
+  absl::Notification done;
+  BatchOutcome outcome;
+  ASSERT_OK(store->SubmitBatch(Batch(7, 1), [&](BatchOutcome o) {
+    outcome = std::move(o);
+    done.Notify();
+  }));
+  // The first batch (3 values) waits for a database that never answers.
+  EXPECT_THAT(store->SubmitBatch(Batch(7, 2), [](BatchOutcome) {
+    ADD_FAILURE() << "a refused batch must not call back";
+  }),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("the ingest queue is full")));
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(outcome.kind, BatchOutcome::Kind::kFailed);
+  EXPECT_THAT(outcome.status,
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("could not commit within 1s")));
+  EXPECT_EQ(store->queued_values(), 0u);
+  store->Shutdown(absl::Now());
+  EXPECT_THAT(store->SubmitBatch(Batch(7, 3), [](BatchOutcome) {}),
+              StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST_F(PgMetricStoreTest, ManyStreamsAtOnceIntoOneAndManyTrials) {
+  MakeTrial(1);
+  MakeTrial(2);
+  constexpr int kStreams = 16, kBatches = 30;
+  std::atomic<int> stored{0};
+  std::vector<std::thread> threads;
+  for (int s = 0; s < kStreams; ++s) {
+    threads.emplace_back([&, s] {
+      const std::string agent = absl::StrCat("agent-", s);
+      for (int64_t seq = 1; seq <= kBatches; ++seq) {
+        BatchOutcome o = Submit(Batch(s % 2 + 1, seq, agent));
+        if (o.kind == BatchOutcome::Kind::kStored) ++stored;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(stored.load(), kStreams * kBatches);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM metrics"),
+            std::to_string(kStreams * kBatches));
+  EXPECT_EQ(Scalar("SELECT count(DISTINCT (trial_id, agent_id)) FROM "
+                   "system_rollups"),
+            std::to_string(kStreams));
+  EXPECT_EQ(Scalar("SELECT sum(last_sequence) FROM ingest_positions"),
+            std::to_string(kStreams * kBatches));
+}
+
+}  // namespace
+}  // namespace metrics::storage::pg
