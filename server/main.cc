@@ -35,6 +35,18 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGINT/SIGTERM, how long in-flight calls may take to finish.");
 ABSL_FLAG(int, http_max_connections, 256,
           "HTTP connections served at once.");
+ABSL_FLAG(int, writer_lanes, 2,
+          "Ingest writer threads, each with its own database connection, "
+          "committing batches in groups.");
+ABSL_FLAG(int64_t, ingest_queue_values, 4000000,
+          "Values waiting for the database, at most; beyond it clients are "
+          "told RESOURCE_EXHAUSTED with a retry hint (about 40 bytes each).");
+ABSL_FLAG(int, max_series_per_trial, 10000,
+          "Distinct series one trial may have.");
+ABSL_FLAG(absl::Duration, max_future, absl::Minutes(10),
+          "How far ahead of the server's clock a report's time may be.");
+ABSL_FLAG(int, db_pool_size, 4,
+          "Database connections for calls other than ingest.");
 
 namespace {
 
@@ -54,6 +66,13 @@ int Run() {
   options.http.address = absl::GetFlag(FLAGS_http_address);
   options.http.max_connections = absl::GetFlag(FLAGS_http_max_connections);
   options.migrate = absl::GetFlag(FLAGS_migrate);
+  options.store.pool_size = absl::GetFlag(FLAGS_db_pool_size);
+  options.store.writer.lanes = absl::GetFlag(FLAGS_writer_lanes);
+  options.store.writer.max_queued_values =
+      static_cast<size_t>(absl::GetFlag(FLAGS_ingest_queue_values));
+  options.store.limits.max_series_per_trial =
+      absl::GetFlag(FLAGS_max_series_per_trial);
+  options.store.limits.max_future = absl::GetFlag(FLAGS_max_future);
 
   absl::StatusOr<std::unique_ptr<metrics::server::MetricsServer>> server =
       metrics::server::MetricsServer::Create(

@@ -2,6 +2,7 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
@@ -78,6 +79,16 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   RETURN_IF_ERROR(CheckSchema(options, log));
 
   std::unique_ptr<MetricsServer> server(new MetricsServer());
+  storage::pg::PgMetricStoreOptions store_options = options.store;
+  store_options.database_url = options.database_url;
+  server->store_ = storage::pg::PgMetricStore::Create(std::move(store_options));
+  server->executor_ = std::make_unique<BlockingExecutor>(
+      options.executor_threads, options.executor_queue);
+  server->trial_service_ = std::make_unique<TrialService>(
+      server->store_.get(), server->executor_.get());
+  server->ingest_service_ = std::make_unique<IngestService>(
+      server->store_.get(), server->executor_.get(), options.ingest);
+
   grpc::EnableDefaultHealthCheckService(true);
   // Server reflection lets operators list and call services with grpcurl or
   // grpc_cli. gRPC also needs at least one service registered at build time;
@@ -87,6 +98,12 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   builder.AddListeningPort(options.grpc_address,
                            grpc::InsecureServerCredentials(),
                            &server->grpc_port_);
+  builder.RegisterService(server->trial_service_.get());
+  builder.RegisterService(server->ingest_service_.get());
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  grpc::ResourceQuota quota("metricsd");
+  quota.Resize(options.grpc_memory_bytes);
+  builder.SetResourceQuota(quota);
   server->grpc_ = builder.BuildAndStart();
   if (server->grpc_ == nullptr || server->grpc_port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
@@ -116,6 +133,9 @@ void MetricsServer::Shutdown(absl::Duration grace) {
     grpc_->Wait();
   }
   if (http_ != nullptr) http_->Shutdown();
+  // In-flight store calls hold pointers into the store: stop them first.
+  if (executor_ != nullptr) executor_->Shutdown();
+  if (store_ != nullptr) store_->Shutdown(absl::Now() + grace);
 }
 
 HttpResponse MetricsServer::HandleHttp(const HttpRequest& request) const {

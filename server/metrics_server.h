@@ -1,6 +1,6 @@
-// The metricsd server: checks the database schema, then serves gRPC
-// (the standard grpc.health.v1 health service and server reflection) and HTTP
-// (/healthz, and the REST gateway as it grows) until Shutdown.
+// The metricsd server: checks the database schema, then serves gRPC (trials,
+// ingest, the standard grpc.health.v1 health service, server reflection)
+// and HTTP (/healthz, and the REST gateway as it grows) until Shutdown.
 //
 // Usage (what main.cc does):
 //   ASSIGN_OR_RETURN(auto server, MetricsServer::Create(options));
@@ -21,8 +21,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/blocking_executor.h"
 #include "server/http_server.h"
+#include "server/ingest_service.h"
 #include "server/server_options.h"
+#include "server/trial_service.h"
+#include "storage/pg/pg_metric_store.h"
 
 namespace metrics::server {
 
@@ -45,7 +49,8 @@ class MetricsServer {
   int http_port() const { return http_->port(); }
 
   // Marks the server NOT_SERVING, lets in-flight RPCs finish for up to
-  // `grace`, then stops gRPC and HTTP. Idempotent.
+  // `grace`, then stops gRPC and HTTP, and lets the ingest writer commit what
+  // it holds (again up to `grace`). Idempotent.
   void Shutdown(absl::Duration grace);
 
  private:
@@ -53,6 +58,10 @@ class MetricsServer {
 
   HttpResponse HandleHttp(const HttpRequest& request) const;
 
+  std::unique_ptr<storage::pg::PgMetricStore> store_;
+  std::unique_ptr<BlockingExecutor> executor_;
+  std::unique_ptr<TrialService> trial_service_;
+  std::unique_ptr<IngestService> ingest_service_;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<HttpServer> http_;
   int grpc_port_ = 0;

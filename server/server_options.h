@@ -9,6 +9,8 @@
 #include <string>
 
 #include "server/http_server.h"
+#include "server/ingest_stream_reactor.h"
+#include "storage/pg/pg_metric_store.h"
 
 namespace metrics::server {
 
@@ -22,6 +24,17 @@ struct ServerOptions {
   HttpServerOptions http;
   // Apply pending migrations at start instead of refusing to start.
   bool migrate = false;
+  // The store: pool, writer lanes and queue, ingest limits. Its
+  // database_url is set from the one above.
+  storage::pg::PgMetricStoreOptions store;
+  IngestStreamOptions ingest;
+  // Threads (and queue bound) for the blocking work of unary calls.
+  int executor_threads = 4;
+  size_t executor_queue = 1000;
+  // Largest gRPC message accepted (a batch of thousands of reports fits).
+  int max_message_bytes = 32 << 20;
+  // Memory gRPC may use for calls in progress before it pushes back.
+  size_t grpc_memory_bytes = size_t{1} << 30;
 };
 
 }  // namespace metrics::server

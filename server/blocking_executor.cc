@@ -1,0 +1,43 @@
+#include "server/blocking_executor.h"
+
+namespace metrics::server {
+
+BlockingExecutor::BlockingExecutor(int threads, size_t max_queued)
+    : max_queued_(max_queued) {
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+}
+
+BlockingExecutor::~BlockingExecutor() { Shutdown(); }
+
+bool BlockingExecutor::Post(absl::AnyInvocable<void() &&> work) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_ || queue_.size() >= max_queued_) return false;
+  queue_.push_back(std::move(work));
+  return true;
+}
+
+void BlockingExecutor::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void BlockingExecutor::Loop() {
+  while (true) {
+    absl::AnyInvocable<void() &&> work;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &BlockingExecutor::HasWorkOrStopping));
+      if (queue_.empty()) return;  // stopping and drained
+      work = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::move(work)();
+  }
+}
+
+}  // namespace metrics::server

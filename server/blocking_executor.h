@@ -1,0 +1,47 @@
+// A fixed pool of threads for the blocking work of unary RPCs (calls into
+// the store), so gRPC's callback threads never block (gRFC L67). The queue
+// is bounded: Post refuses work rather than let it pile up.
+//
+// Thread-safety: thread-safe.
+#ifndef METRICS_SERVER_BLOCKING_EXECUTOR_H_
+#define METRICS_SERVER_BLOCKING_EXECUTOR_H_
+
+#include <deque>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/synchronization/mutex.h"
+
+namespace metrics::server {
+
+class BlockingExecutor {
+ public:
+  BlockingExecutor(int threads, size_t max_queued);
+  // Runs what is queued, then joins.
+  ~BlockingExecutor();
+
+  // Queues `work`; false (and `work` dropped) when the queue is full or the
+  // executor is stopping.
+  bool Post(absl::AnyInvocable<void() &&> work) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Stops taking work, runs what is queued, joins the threads. Idempotent.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void Loop();
+  bool HasWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !queue_.empty() || stopping_;
+  }
+
+  const size_t max_queued_;
+  absl::Mutex mu_;
+  std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace metrics::server
+
+#endif  // METRICS_SERVER_BLOCKING_EXECUTOR_H_

@@ -1,0 +1,64 @@
+#include "server/ingest_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "server/proto_convert.h"
+#include "storage/batch_validation.h"
+
+namespace metrics::server {
+
+grpc::ServerBidiReactor<v1::StreamSystemMetricsRequest,
+                        v1::StreamSystemMetricsResponse>*
+IngestService::StreamSystemMetrics(grpc::CallbackServerContext* context) {
+  return new IngestStreamReactor(context, store_, executor_, options_);
+}
+
+grpc::ServerUnaryReactor* IngestService::ReportSystemMetrics(
+    grpc::CallbackServerContext* context,
+    const v1::ReportSystemMetricsRequest* request,
+    v1::ReportSystemMetricsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!request->has_batch()) {
+    reactor->Finish(common::ToGrpcStatus(
+        absl::InvalidArgumentError("batch: missing")));
+    return reactor;
+  }
+  if (absl::Status label = storage::ValidateLabel(
+          "stream_id", request->stream_id(), 128, /*allow_empty=*/true);
+      !label.ok()) {
+    reactor->Finish(common::ToGrpcStatus(label));
+    return reactor;
+  }
+  storage::SystemBatch batch = BatchFromProto(request->batch());
+  batch.stream_id = request->stream_id();
+  if (batch.stream_id.empty()) batch.sequence = 0;
+  absl::Status queued = store_->SubmitBatch(
+      std::move(batch), [reactor, response](storage::BatchOutcome outcome) {
+        switch (outcome.kind) {
+          case storage::BatchOutcome::Kind::kStored:
+            response->set_acked_sequence(outcome.sequence);
+            reactor->Finish(grpc::Status::OK);
+            return;
+          case storage::BatchOutcome::Kind::kDuplicate:
+            response->set_acked_sequence(outcome.sequence);
+            response->set_duplicate(true);
+            reactor->Finish(grpc::Status::OK);
+            return;
+          case storage::BatchOutcome::Kind::kRejected:
+          case storage::BatchOutcome::Kind::kFailed:
+            reactor->Finish(common::ToGrpcStatus(outcome.status));
+            return;
+        }
+      });
+  if (!queued.ok()) {
+    if (queued.code() == absl::StatusCode::kResourceExhausted) {
+      context->AddTrailingMetadata(
+          "retry-after-ms",
+          std::to_string(absl::ToInt64Milliseconds(options_.retry_after)));
+    }
+    reactor->Finish(common::ToGrpcStatus(queued));
+  }
+  return reactor;
+}
+
+}  // namespace metrics::server

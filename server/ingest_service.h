@@ -1,0 +1,40 @@
+// metrics.v1.IngestService: StreamSystemMetrics (one IngestStreamReactor
+// per call) and the unary ReportSystemMetrics, both over the store's
+// group-commit writer.
+//
+// Thread-safety: thread-safe; gRPC calls it from its callback threads.
+#ifndef METRICS_SERVER_INGEST_SERVICE_H_
+#define METRICS_SERVER_INGEST_SERVICE_H_
+
+#include "proto/metrics/v1/ingest.grpc.pb.h"
+#include "server/blocking_executor.h"
+#include "server/ingest_stream_reactor.h"
+#include "storage/metric_store.h"
+
+namespace metrics::server {
+
+class IngestService final : public v1::IngestService::CallbackService {
+ public:
+  // `store` and `executor` must outlive the service.
+  IngestService(storage::MetricStore* store, BlockingExecutor* executor,
+                IngestStreamOptions options)
+      : store_(store), executor_(executor), options_(options) {}
+
+  grpc::ServerBidiReactor<v1::StreamSystemMetricsRequest,
+                          v1::StreamSystemMetricsResponse>*
+  StreamSystemMetrics(grpc::CallbackServerContext* context) override;
+
+  grpc::ServerUnaryReactor* ReportSystemMetrics(
+      grpc::CallbackServerContext* context,
+      const v1::ReportSystemMetricsRequest* request,
+      v1::ReportSystemMetricsResponse* response) override;
+
+ private:
+  storage::MetricStore* const store_;
+  BlockingExecutor* const executor_;
+  const IngestStreamOptions options_;
+};
+
+}  // namespace metrics::server
+
+#endif  // METRICS_SERVER_INGEST_SERVICE_H_

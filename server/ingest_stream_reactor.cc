@@ -1,0 +1,313 @@
+#include "server/ingest_stream_reactor.h"
+
+#include <grpcpp/server_context.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "server/proto_convert.h"
+#include "storage/batch_validation.h"
+
+namespace metrics::server {
+
+IngestStreamReactor::IngestStreamReactor(grpc::CallbackServerContext* context,
+                                         storage::MetricStore* store,
+                                         BlockingExecutor* executor,
+                                         const IngestStreamOptions& options)
+    : context_(context), store_(store), executor_(executor), options_(options) {
+  absl::MutexLock lock(&mu_);
+  reading_ = true;
+  StartRead(&request_);  // held by gRPC until the reactor is bound
+}
+
+void IngestStreamReactor::OnReadDone(bool ok) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    reading_ = false;
+    if (!ok) {
+      reads_done_ = true;
+    } else if (!finished_) {
+      if (!opened_) {
+        HandleOpen(actions);
+      } else {
+        HandleBatch(actions);
+      }
+    }
+    ProgressLocked(actions);
+  }
+  Run(std::move(actions));
+}
+
+void IngestStreamReactor::HandleOpen(Actions& actions) {
+  if (!request_.has_open()) {
+    FinishLocked(absl::InvalidArgumentError(
+                     "open: the first message of a stream must be `open` "
+                     "(stream id and trial id)"),
+                 actions);
+    return;
+  }
+  const v1::StreamOpen& open = request_.open();
+  if (absl::Status label =
+          storage::ValidateLabel("open.stream_id", open.stream_id(), 128, false);
+      !label.ok()) {
+    FinishLocked(label, actions);
+    return;
+  }
+  if (open.trial_id() <= 0) {
+    FinishLocked(absl::InvalidArgumentError(
+                     "open.trial_id: must be a positive trial id"),
+                 actions);
+    return;
+  }
+  stream_id_ = open.stream_id();
+  trial_id_ = open.trial_id();
+  opening_ = true;
+  ++refs_;
+  const absl::Time deadline = absl::Now() + options_.open_timeout;
+  const bool posted = executor_->Post(
+      [this, trial = trial_id_, stream = stream_id_, deadline]() {
+        absl::StatusOr<int64_t> position;
+        absl::StatusOr<storage::Trial> trial_row =
+            store_->GetTrial(trial, deadline);
+        if (!trial_row.ok()) {
+          position = trial_row.status();
+        } else if (storage::IsTerminal(trial_row->state)) {
+          position = absl::FailedPreconditionError(absl::StrCat(
+              "open.trial_id: trial ", trial, " is ",
+              storage::TrialStateName(trial_row->state),
+              " and takes no more metrics"));
+        } else {
+          position = store_->GetStreamPosition(trial, stream, deadline);
+        }
+        OnOpened(std::move(position));
+      });
+  if (!posted) {
+    --refs_;
+    opening_ = false;
+    context_->AddTrailingMetadata(
+        "retry-after-ms",
+        std::to_string(absl::ToInt64Milliseconds(options_.retry_after)));
+    FinishLocked(absl::ResourceExhaustedError(
+                     "the server is busy opening other streams; retry later"),
+                 actions);
+  }
+}
+
+void IngestStreamReactor::HandleBatch(Actions& actions) {
+  if (request_.has_open()) {
+    FinishLocked(absl::InvalidArgumentError(
+                     "open: a stream is opened once, by its first message"),
+                 actions);
+    return;
+  }
+  if (!request_.has_batch()) {
+    FinishLocked(absl::InvalidArgumentError("batch: the message is empty"),
+                 actions);
+    return;
+  }
+  storage::SystemBatch batch = BatchFromProto(request_.batch());
+  if (batch.trial_id == 0) {
+    batch.trial_id = trial_id_;
+  } else if (batch.trial_id != trial_id_) {
+    FinishLocked(absl::InvalidArgumentError(absl::StrCat(
+                     "batch.trial_id: ", batch.trial_id,
+                     " differs from the stream's trial ", trial_id_)),
+                 actions);
+    return;
+  }
+  if (batch.sequence <= 0) {
+    FinishLocked(absl::InvalidArgumentError(
+                     "batch.sequence: must be 1 or more"),
+                 actions);
+    return;
+  }
+  if (batch.sequence < next_sequence_) return;  // a resend of what we have
+  if (batch.sequence > next_sequence_) {
+    FinishLocked(absl::FailedPreconditionError(absl::StrCat(
+                     "batch.sequence ", batch.sequence, ": expected ",
+                     next_sequence_, " (the server has every batch up to ",
+                     next_sequence_ - 1, ")")),
+                 actions);
+    return;
+  }
+  batch.stream_id = stream_id_;
+  ++inflight_;
+  ++refs_;
+  ++next_sequence_;
+  // The store never calls back before SubmitBatch returns, so holding mu_
+  // here cannot deadlock.
+  absl::Status queued = store_->SubmitBatch(
+      std::move(batch),
+      [this](storage::BatchOutcome outcome) { OnCommitted(std::move(outcome)); });
+  if (!queued.ok()) {
+    --inflight_;
+    --refs_;
+    --next_sequence_;
+    if (queued.code() == absl::StatusCode::kResourceExhausted) {
+      context_->AddTrailingMetadata(
+          "retry-after-ms",
+          std::to_string(absl::ToInt64Milliseconds(options_.retry_after)));
+    }
+    FinishLocked(queued, actions);
+  }
+}
+
+void IngestStreamReactor::OnOpened(absl::StatusOr<int64_t> position) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    opening_ = false;
+    if (!done_ && !finished_) {
+      if (!position.ok()) {
+        FinishLocked(position.status(), actions);
+      } else {
+        opened_ = true;
+        next_sequence_ = *position + 1;
+        acked_ = *position;
+      }
+      ProgressLocked(actions);
+    }
+  }
+  Run(std::move(actions));
+  Release();
+}
+
+void IngestStreamReactor::OnCommitted(storage::BatchOutcome outcome) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    --inflight_;
+    if (!done_ && !finished_) {
+      switch (outcome.kind) {
+        case storage::BatchOutcome::Kind::kStored:
+        case storage::BatchOutcome::Kind::kDuplicate:
+          acked_ = std::max(acked_, outcome.sequence);
+          break;
+        case storage::BatchOutcome::Kind::kRejected: {
+          acked_ = std::max(acked_, outcome.sequence);
+          v1::BatchRejection& r = rejections_.emplace_back();
+          r.set_sequence(outcome.sequence);
+          r.set_code(static_cast<int32_t>(outcome.status.code()));
+          r.set_message(std::string(outcome.status.message()));
+          break;
+        }
+        case storage::BatchOutcome::Kind::kFailed:
+          FinishLocked(outcome.status, actions);
+          break;
+      }
+      ProgressLocked(actions);
+    }
+  }
+  Run(std::move(actions));
+  Release();
+}
+
+void IngestStreamReactor::OnWriteDone(bool ok) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok && !finished_) {
+      finished_ = true;
+      actions.finish = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                    "writing an acknowledgement failed");
+    } else if (finished_) {
+      if (deferred_finish_.has_value()) {
+        actions.finish = std::move(*deferred_finish_);
+        deferred_finish_.reset();
+      }
+    } else {
+      ProgressLocked(actions);
+    }
+  }
+  Run(std::move(actions));
+}
+
+void IngestStreamReactor::OnCancel() {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(absl::CancelledError("the client cancelled the stream"),
+                 actions);
+  }
+  Run(std::move(actions));
+}
+
+void IngestStreamReactor::OnDone() {
+  bool last;
+  {
+    absl::MutexLock lock(&mu_);
+    done_ = true;
+    last = refs_ == 0;
+  }
+  if (last) delete this;
+}
+
+void IngestStreamReactor::FinishLocked(const absl::Status& status,
+                                       Actions& actions) {
+  if (finished_) return;
+  finished_ = true;
+  grpc::Status grpc_status = common::ToGrpcStatus(status);
+  // Send what is acknowledged (and refused) before the status, so the client
+  // learns of it even as the stream ends.
+  if (!writing_ && opened_ && (acked_ != written_ack_ || !rejections_.empty())) {
+    response_.Clear();
+    response_.set_acked_sequence(acked_);
+    for (v1::BatchRejection& r : rejections_) {
+      *response_.add_rejected() = std::move(r);
+    }
+    rejections_.clear();
+    written_ack_ = acked_;
+    writing_ = true;
+    actions.write = true;
+  }
+  if (writing_) {
+    deferred_finish_ = std::move(grpc_status);
+  } else {
+    actions.finish = std::move(grpc_status);
+  }
+}
+
+void IngestStreamReactor::ProgressLocked(Actions& actions) {
+  if (done_ || finished_) return;
+  if (!writing_ && opened_ && (acked_ != written_ack_ || !rejections_.empty())) {
+    response_.Clear();
+    response_.set_acked_sequence(acked_);
+    for (v1::BatchRejection& r : rejections_) {
+      *response_.add_rejected() = std::move(r);
+    }
+    rejections_.clear();
+    written_ack_ = acked_;
+    writing_ = true;
+    actions.write = true;
+  }
+  if (!reading_ && !reads_done_ && opened_ &&
+      inflight_ < options_.max_inflight) {
+    reading_ = true;
+    actions.read = true;
+  }
+  if (reads_done_ && inflight_ == 0 && !opening_ && !writing_) {
+    FinishLocked(absl::OkStatus(), actions);
+  }
+}
+
+void IngestStreamReactor::Run(Actions actions) {
+  if (actions.write) StartWrite(&response_);
+  if (actions.read) StartRead(&request_);
+  if (actions.finish.has_value()) Finish(std::move(*actions.finish));
+}
+
+void IngestStreamReactor::Release() {
+  bool last;
+  {
+    absl::MutexLock lock(&mu_);
+    --refs_;
+    last = done_ && refs_ == 0;
+  }
+  if (last) delete this;
+}
+
+}  // namespace metrics::server

@@ -1,0 +1,113 @@
+// The reactor of one StreamSystemMetrics call. It reads the opening
+// message, looks up the stream's position (on the blocking executor) and
+// answers it, then reads batches one at a time: each batch in sequence is
+// handed to the store's writer; a batch already seen is skipped; a gap ends
+// the stream. At most `max_inflight` batches wait for their commit; beyond
+// that the reactor stops reading, so gRPC flow control slows the client.
+// As commits complete it writes acknowledgements (coalesced: one write
+// carries the highest sequence done and any rejections since the last).
+//
+// Lifetime: created by IngestService for each call; deletes itself once
+// gRPC has called OnDone and no store callback is outstanding.
+//
+// Thread-safety: reactions, executor and writer callbacks run on different
+// threads; all state is under mu_, and gRPC operations are started after
+// mu_ is released.
+#ifndef METRICS_SERVER_INGEST_STREAM_REACTOR_H_
+#define METRICS_SERVER_INGEST_STREAM_REACTOR_H_
+
+#include <grpcpp/support/server_callback.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/metrics/v1/ingest.pb.h"
+#include "server/blocking_executor.h"
+#include "storage/metric_store.h"
+
+namespace metrics::server {
+
+struct IngestStreamOptions {
+  // Batches of one stream waiting for their commit, at most.
+  int max_inflight = 8;
+  // How long the client is told to wait before retrying when overloaded.
+  absl::Duration retry_after = absl::Seconds(1);
+  absl::Duration open_timeout = absl::Seconds(10);
+};
+
+class IngestStreamReactor
+    : public grpc::ServerBidiReactor<v1::StreamSystemMetricsRequest,
+                                     v1::StreamSystemMetricsResponse> {
+ public:
+  IngestStreamReactor(grpc::CallbackServerContext* context,
+                      storage::MetricStore* store, BlockingExecutor* executor,
+                      const IngestStreamOptions& options);
+
+  void OnReadDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnCancel() override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnDone() override ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // gRPC operations decided under mu_, started after it is released.
+  struct Actions {
+    bool read = false;
+    bool write = false;
+    std::optional<grpc::Status> finish;
+  };
+
+  void HandleOpen(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleBatch(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnOpened(absl::StatusOr<int64_t> position) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnCommitted(storage::BatchOutcome outcome) ABSL_LOCKS_EXCLUDED(mu_);
+
+  void FinishLocked(const absl::Status& status, Actions& actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Decides the next read, write or finish after any change.
+  void ProgressLocked(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts the decided gRPC operations. Within a reaction the call cannot
+  // complete underneath; from a store callback, the callback's reference
+  // keeps the reactor alive until Release.
+  void Run(Actions actions);
+  // Drops a store callback's reference; deletes the reactor if it was the
+  // last one after OnDone.
+  void Release() ABSL_LOCKS_EXCLUDED(mu_);
+
+  grpc::CallbackServerContext* const context_;
+  storage::MetricStore* const store_;
+  BlockingExecutor* const executor_;
+  const IngestStreamOptions options_;
+
+  absl::Mutex mu_;
+  // Owned by gRPC between StartRead and OnReadDone.
+  v1::StreamSystemMetricsRequest request_;
+  // Owned by gRPC between StartWrite and OnWriteDone.
+  v1::StreamSystemMetricsResponse response_;
+
+  bool opened_ ABSL_GUARDED_BY(mu_) = false;
+  bool opening_ ABSL_GUARDED_BY(mu_) = false;
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;  // the client half-closed
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> deferred_finish_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;  // gRPC called OnDone
+  // Store callbacks outstanding (each holds a reference): the reactor is
+  // deleted only when this is 0 after OnDone.
+  int refs_ ABSL_GUARDED_BY(mu_) = 0;
+  int inflight_ ABSL_GUARDED_BY(mu_) = 0;   // batches awaiting commit
+
+  std::string stream_id_ ABSL_GUARDED_BY(mu_);
+  int32_t trial_id_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t acked_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t written_ack_ ABSL_GUARDED_BY(mu_) = -1;  // -1: nothing sent yet
+  std::vector<v1::BatchRejection> rejections_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace metrics::server
+
+#endif  // METRICS_SERVER_INGEST_STREAM_REACTOR_H_

@@ -1,0 +1,25 @@
+// Conversions between the metrics.v1 protos and the store's domain types.
+// Handlers call these and nothing else touches both worlds.
+//
+// Thread-safety: pure functions.
+#ifndef METRICS_SERVER_PROTO_CONVERT_H_
+#define METRICS_SERVER_PROTO_CONVERT_H_
+
+#include <optional>
+
+#include "proto/metrics/v1/ingest.pb.h"
+#include "proto/metrics/v1/trials.pb.h"
+#include "storage/metric_store.h"
+
+namespace metrics::server {
+
+storage::SystemBatch BatchFromProto(const v1::SystemMetricsBatch& proto);
+
+void TrialToProto(const storage::Trial& trial, v1::Trial* proto);
+
+// nullopt for STATE_UNSPECIFIED or an unknown value.
+std::optional<storage::TrialState> TrialStateFromProto(v1::Trial::State state);
+
+}  // namespace metrics::server
+
+#endif  // METRICS_SERVER_PROTO_CONVERT_H_

@@ -1,0 +1,41 @@
+// metrics.v1.TrialService: register, read and end trials. Each call runs
+// its store work on the blocking executor and finishes from there.
+//
+// Thread-safety: thread-safe; gRPC calls it from its callback threads.
+#ifndef METRICS_SERVER_TRIAL_SERVICE_H_
+#define METRICS_SERVER_TRIAL_SERVICE_H_
+
+#include "proto/metrics/v1/trials.grpc.pb.h"
+#include "server/blocking_executor.h"
+#include "storage/metric_store.h"
+
+namespace metrics::server {
+
+class TrialService final : public v1::TrialService::CallbackService {
+ public:
+  // `store` and `executor` must outlive the service.
+  TrialService(storage::MetricStore* store, BlockingExecutor* executor)
+      : store_(store), executor_(executor) {}
+
+  grpc::ServerUnaryReactor* CreateTrial(grpc::CallbackServerContext* context,
+                                        const v1::CreateTrialRequest* request,
+                                        v1::Trial* response) override;
+  grpc::ServerUnaryReactor* GetTrial(grpc::CallbackServerContext* context,
+                                     const v1::GetTrialRequest* request,
+                                     v1::Trial* response) override;
+  grpc::ServerUnaryReactor* UpdateTrial(grpc::CallbackServerContext* context,
+                                        const v1::UpdateTrialRequest* request,
+                                        v1::Trial* response) override;
+
+ private:
+  storage::MetricStore* const store_;
+  BlockingExecutor* const executor_;
+};
+
+// The call's deadline, or `fallback` from now when the client set none.
+absl::Time CallDeadline(const grpc::CallbackServerContext& context,
+                        absl::Duration fallback = absl::Seconds(30));
+
+}  // namespace metrics::server
+
+#endif  // METRICS_SERVER_TRIAL_SERVICE_H_
