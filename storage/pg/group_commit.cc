@@ -31,11 +31,13 @@ std::string SeriesCacheKey(int32_t trial, absl::string_view agent,
   return absl::StrCat(trial, "\x1f", agent, "\x1f", gpu, "\x1f", name);
 }
 
-// A stable 64-bit key for the advisory lock serialising rollup upkeep of
-// one agent of one trial, across writer threads and metricsd instances.
-int64_t AgentLockKey(int32_t trial, absl::string_view agent) {
+// A stable 64-bit advisory lock key, the same in every metricsd instance:
+// ("rollup", trial, agent) serialises rollup upkeep of one agent,
+// ("series", trial, "") registrations of new series in one trial.
+int64_t LockKey(absl::string_view kind, int32_t trial,
+                absl::string_view agent) {
   uint64_t hash = 1469598103934665603ull;  // FNV-1a
-  const std::string text = absl::StrCat("rollup:", trial, ":", agent);
+  const std::string text = absl::StrCat(kind, ":", trial, ":", agent);
   for (unsigned char c : text) {
     hash ^= c;
     hash *= 1099511628211ull;
@@ -255,6 +257,11 @@ class GroupTransaction {
     }
     if (missing.empty()) return absl::OkStatus();
 
+    // Serialises registrations in one trial (across lanes and instances) so
+    // the count below cannot be outdated by a concurrent one: the limit is
+    // exact. Taken only when a series is new, which is rare.
+    tx_.exec_params("SELECT pg_advisory_xact_lock($1)",
+                    LockKey("series", batch.trial_id, ""));
     const int64_t registered =
         tx_.exec_params("SELECT count(*) FROM series WHERE trial_id = $1",
                         batch.trial_id)[0][0]
@@ -359,7 +366,7 @@ class GroupTransaction {
 
     std::vector<int64_t> locks;
     for (const auto& [key, rollup] : fresh) {
-      locks.push_back(AgentLockKey(std::get<0>(key), std::get<1>(key)));
+      locks.push_back(LockKey("rollup", std::get<0>(key), std::get<1>(key)));
     }
     std::sort(locks.begin(), locks.end());
     locks.erase(std::unique(locks.begin(), locks.end()), locks.end());

@@ -17,14 +17,14 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "storage/pg/sql_arrays.h"
-#include "storage/rollup.h"
+#include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/test_database.h"
 
 namespace metrics::storage::pg {
 namespace {
 
 using ::metrics::testing::StatusIs;
+namespace testing = ::metrics::storage::pg::testing;
 using ::metrics::testing::TestDatabase;
 using ::testing::HasSubstr;
 
@@ -285,29 +285,6 @@ TEST_F(PgMetricStoreTest, BatchWithoutStreamIdIsStoredEachTime) {
                                    "batch.agent_id: must not be empty"));
 }
 
-// The stats of every (agent, series, width, bucket), as the test's own SQL
-// computes them from the raw rows: first and last by (time, id).
-constexpr char kRawAggregates[] = R"sql(
-WITH samples AS (
-  SELECT m.id, m.agent_id, s.series_id,
-         (extract(epoch FROM m.end_time) * 1000000)::bigint AS t,
-         CASE WHEN s.gpu_uuid <> '' THEN (m.metrics -> s.name ->> s.gpu_uuid)
-              WHEN jsonb_typeof(m.metrics -> s.name) = 'object'
-                THEN (m.metrics -> s.name ->> '')
-              ELSE (m.metrics ->> s.name) END::float8 AS v
-    FROM metrics_profiling m
-    JOIN series s ON s.trial_id = m.trial_id AND s.agent_id = m.agent_id
-   WHERE m.trial_id = 7
-)
-SELECT agent_id, series_id, w, t - (((t % (w * 1000000)) + w * 1000000) % (w * 1000000)) AS bucket,
-       count(*), sum(v), min(v), max(v),
-       (array_agg(t ORDER BY t, id))[1], (array_agg(v ORDER BY t, id))[1],
-       (array_agg(t ORDER BY t DESC, id DESC))[1],
-       (array_agg(v ORDER BY t DESC, id DESC))[1]
-  FROM samples CROSS JOIN unnest(array[10, 60, 600, 3600, 21600]::bigint[]) AS w
- WHERE v IS NOT NULL
- GROUP BY 1, 2, 3, 4)sql";
-
 TEST_F(PgMetricStoreTest, RollupsEqualAggregatesOfTheRawRows) {
   MakeTrial(7);
   std::mt19937 random(12345);
@@ -342,43 +319,26 @@ TEST_F(PgMetricStoreTest, RollupsEqualAggregatesOfTheRawRows) {
     }
   }
 
-  std::map<std::tuple<std::string, int64_t, int, int64_t>, RollupStats> stored;
-  for (const auto& row :
-       Exec("SELECT agent_id, width_s, (extract(epoch FROM bucket_start) * "
-            "1000000)::bigint, stats FROM system_rollups WHERE trial_id = 7")) {
-    absl::StatusOr<AgentRollup> rollup =
-        DecodeAgentRollup(DecodeByteaHex(row[3].as<std::string>()));
-    ASSERT_OK(rollup);
-    for (const auto& [series_id, stats] : *rollup) {
-      stored[{row[0].as<std::string>(), series_id, row[1].as<int>(),
-              row[2].as<int64_t>()}] = stats;
-    }
-  }
-  size_t compared = 0;
-  int64_t counted = 0;
-  for (const auto& row : Exec(kRawAggregates)) {
-    const auto key = std::make_tuple(row[0].as<std::string>(),
-                                     row[1].as<int64_t>(), row[2].as<int>(),
-                                     row[3].as<int64_t>());
-    auto it = stored.find(key);
-    ASSERT_NE(it, stored.end()) << "no stored bucket for " << std::get<0>(key)
-                                << " series " << std::get<1>(key) << " width "
-                                << std::get<2>(key);
-    const RollupStats& s = it->second;
-    EXPECT_EQ(s.count, row[4].as<int64_t>());
-    EXPECT_NEAR(s.sum, row[5].as<double>(), 1e-9 * std::abs(s.sum));
-    EXPECT_EQ(s.min, row[6].as<double>());
-    EXPECT_EQ(s.max, row[7].as<double>());
-    EXPECT_EQ(s.first_time_us, row[8].as<int64_t>());
-    EXPECT_EQ(s.first_value, row[9].as<double>());
-    EXPECT_EQ(s.last_time_us, row[10].as<int64_t>());
-    EXPECT_EQ(s.last_value, row[11].as<double>());
-    if (std::get<2>(key) == 10) counted += s.count;
-    ++compared;
-  }
-  EXPECT_GT(compared, 500u);
-  EXPECT_EQ(compared, stored.size());  // no stored bucket without raw rows
-  EXPECT_EQ(counted, stored_values);
+  ASSERT_OK_AND_ASSIGN(int64_t compared,
+                       testing::CheckRollupsMatchRawRows(
+                           SharedDatabase()->url(), 7));
+  EXPECT_GT(compared, 500);
+  ASSERT_OK_AND_ASSIGN(int64_t raw_values,
+                       testing::CountRawValues(SharedDatabase()->url(), 7));
+  EXPECT_EQ(raw_values, stored_values);
+}
+
+TEST_F(PgMetricStoreTest, RollupCheckSpotsARawRowThatDisagrees) {
+  MakeTrial(7);
+  ASSERT_EQ(Submit(Batch(7, 1)).kind, BatchOutcome::Kind::kStored);
+  ASSERT_EQ(Submit(Batch(7, 2)).kind, BatchOutcome::Kind::kStored);
+  ASSERT_OK(testing::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
+  Exec("UPDATE metrics_profiling SET metrics = jsonb_set(metrics, "
+       "'{cpu_util_simple}', '99') WHERE end_time = (SELECT min(end_time) "
+       "FROM metrics_profiling)");
+  EXPECT_THAT(testing::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7),
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("rollup differs at agent agent-1")));
 }
 
 TEST_F(PgMetricStoreTest, FullQueueIsRefusedAndUnreachableDatabaseFailsBatch) {

@@ -1,0 +1,197 @@
+#include "storage/pg/testing/pg_checks.h"
+
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <pqxx/connection>
+#include <pqxx/nontransaction>
+#include <pqxx/result>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "storage/pg/pg_errors.h"
+#include "storage/pg/sql_arrays.h"
+#include "storage/rollup.h"
+
+namespace metrics::storage::pg::testing {
+
+namespace {
+
+// Every (agent, series, width, bucket) of a trial aggregated by plain SQL
+// over the raw rows; first and last by (time, id), id being ingest order.
+constexpr char kRawAggregates[] = R"sql(
+WITH samples AS (
+  SELECT m.id, m.agent_id, s.series_id,
+         (extract(epoch FROM m.end_time) * 1000000)::bigint AS t,
+         CASE WHEN s.gpu_uuid <> '' THEN (m.metrics -> s.name ->> s.gpu_uuid)
+              WHEN jsonb_typeof(m.metrics -> s.name) = 'object'
+                THEN (m.metrics -> s.name ->> '')
+              ELSE (m.metrics ->> s.name) END::float8 AS v
+    FROM metrics_profiling m
+    JOIN series s ON s.trial_id = m.trial_id AND s.agent_id = m.agent_id
+   WHERE m.trial_id = $1 AND m.metric_group = 'system'
+     AND s.metric_group = 'system'
+)
+SELECT agent_id, series_id, w,
+       t - (((t % (w * 1000000)) + w * 1000000) % (w * 1000000)) AS bucket,
+       count(*), sum(v), min(v), max(v),
+       (array_agg(t ORDER BY t, id))[1], (array_agg(v ORDER BY t, id))[1],
+       (array_agg(t ORDER BY t DESC, id DESC))[1],
+       (array_agg(v ORDER BY t DESC, id DESC))[1]
+  FROM samples CROSS JOIN unnest(array[10, 60, 600, 3600, 21600]::bigint[]) AS w
+ WHERE v IS NOT NULL
+ GROUP BY 1, 2, 3, 4)sql";
+
+std::string Describe(const RollupStats& s) {
+  return absl::StrCat("count=", s.count, " sum=", s.sum, " min=", s.min,
+                      " max=", s.max, " first=", s.first_time_us, "/",
+                      s.first_value, " last=", s.last_time_us, "/",
+                      s.last_value);
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> CheckRollupsMatchRawRows(const std::string& url,
+                                                 int32_t trial_id) {
+  return GuardPg("checking rollups", [&]() -> absl::StatusOr<int64_t> {
+    pqxx::connection conn(url);
+    pqxx::nontransaction tx(conn);
+    using Key = std::tuple<std::string, int64_t, int, int64_t>;
+    std::map<Key, RollupStats> stored;
+    for (const auto& row : tx.exec_params(
+             "SELECT agent_id, width_s, (extract(epoch FROM bucket_start) * "
+             "1000000)::bigint, stats FROM system_rollups WHERE trial_id = $1",
+             trial_id)) {
+      ASSIGN_OR_RETURN(AgentRollup rollup,
+                       DecodeAgentRollup(DecodeByteaHex(row[3].as<std::string>())));
+      for (const auto& [series_id, stats] : rollup) {
+        stored[{row[0].as<std::string>(), series_id, row[1].as<int>(),
+                row[2].as<int64_t>()}] = stats;
+      }
+    }
+    int64_t compared = 0;
+    for (const auto& row : tx.exec_params(kRawAggregates, trial_id)) {
+      const Key key{row[0].as<std::string>(), row[1].as<int64_t>(),
+                    row[2].as<int>(), row[3].as<int64_t>()};
+      RollupStats raw;
+      raw.count = row[4].as<int64_t>();
+      raw.sum = row[5].as<double>();
+      raw.min = row[6].as<double>();
+      raw.max = row[7].as<double>();
+      raw.first_time_us = row[8].as<int64_t>();
+      raw.first_value = row[9].as<double>();
+      raw.last_time_us = row[10].as<int64_t>();
+      raw.last_value = row[11].as<double>();
+      const std::string where =
+          absl::StrCat("agent ", std::get<0>(key), " series ",
+                       std::get<1>(key), " width ", std::get<2>(key),
+                       "s bucket ", std::get<3>(key));
+      auto it = stored.find(key);
+      if (it == stored.end()) {
+        return absl::InternalError(
+            absl::StrCat("no stored rollup for ", where, "; raw: ",
+                         Describe(raw)));
+      }
+      RollupStats s = it->second;
+      const bool sum_close =
+          std::abs(s.sum - raw.sum) <= 1e-9 * std::max(1.0, std::abs(raw.sum));
+      s.sum = raw.sum;
+      if (!sum_close || !(s == raw)) {
+        return absl::InternalError(absl::StrCat(
+            "rollup differs at ", where, ": stored ", Describe(it->second),
+            "; raw ", Describe(raw)));
+      }
+      stored.erase(it);
+      ++compared;
+    }
+    if (!stored.empty()) {
+      return absl::InternalError(absl::StrCat(
+          stored.size(), " stored rollup buckets have no raw rows, e.g. agent ",
+          std::get<0>(stored.begin()->first), " series ",
+          std::get<1>(stored.begin()->first)));
+    }
+    return compared;
+  });
+}
+
+absl::StatusOr<int64_t> CountRawValues(const std::string& url,
+                                       int32_t trial_id) {
+  return GuardPg("counting raw values", [&]() -> absl::StatusOr<int64_t> {
+    pqxx::connection conn(url);
+    pqxx::nontransaction tx(conn);
+    return tx
+        .exec_params(
+            "SELECT coalesce(sum(CASE jsonb_typeof(e.value) WHEN 'object' "
+            "  THEN (SELECT count(*) FROM jsonb_object_keys(e.value)) "
+            "  ELSE 1 END), 0)::bigint "
+            "FROM metrics_profiling m, jsonb_each(m.metrics) e "
+            "WHERE m.trial_id = $1 AND m.metric_group = 'system'",
+            trial_id)[0][0]
+        .as<int64_t>();
+  });
+}
+
+absl::StatusOr<std::string> QueryScalar(const std::string& url,
+                                        const std::string& sql) {
+  return GuardPg("test query", [&]() -> absl::StatusOr<std::string> {
+    pqxx::connection conn(url);
+    pqxx::nontransaction tx(conn);
+    pqxx::result r = tx.exec(sql);
+    return r.empty() || r[0][0].is_null() ? "" : r[0][0].as<std::string>();
+  });
+}
+
+absl::StatusOr<int> TerminateBackends(const std::string& url,
+                                      absl::string_view prefix) {
+  return GuardPg("terminating backends", [&]() -> absl::StatusOr<int> {
+    pqxx::connection conn(url);
+    pqxx::nontransaction tx(conn);
+    return tx
+        .exec_params(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int "
+            "FROM pg_stat_activity WHERE starts_with(application_name, $1) "
+            "AND pid <> pg_backend_pid()",
+            std::string(prefix))[0][0]
+        .as<int>();
+  });
+}
+
+absl::Status RestartServer(const std::string& url) {
+  std::string data_dir, bin_dir;
+  RETURN_IF_ERROR(GuardPg("locating the server", [&]() -> absl::Status {
+    pqxx::connection conn(url);
+    pqxx::nontransaction tx(conn);
+    data_dir = tx.exec("SHOW data_directory")[0][0].as<std::string>();
+    bin_dir = tx.exec("SELECT setting FROM pg_config WHERE name = 'BINDIR'")[0][0]
+                  .as<std::string>();
+    return absl::OkStatus();
+  }));
+  struct stat info;
+  if (::stat(data_dir.c_str(), &info) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot stat the data directory ", data_dir));
+  }
+  std::string command = absl::StrCat(
+      bin_dir, "/pg_ctl -D '", data_dir, "' -l '", data_dir,
+      "/restart-by-test.log' -m fast -w -t 60 restart > /dev/null");
+  if (::geteuid() != info.st_uid) {
+    const passwd* owner = ::getpwuid(info.st_uid);
+    if (owner == nullptr || ::geteuid() != 0) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "restarting PostgreSQL needs to run as the owner of ", data_dir));
+    }
+    command = absl::StrCat("runuser -u ", owner->pw_name, " -- ", command);
+  }
+  if (std::system(command.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("failed: ", command));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace metrics::storage::pg::testing

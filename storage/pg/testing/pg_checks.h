@@ -1,0 +1,47 @@
+// Test helpers that look at the database directly, for tests that must
+// check what was stored independently of the code that stored it, and that
+// disturb the server (terminate connections, restart PostgreSQL).
+//
+// Thread-safety: each call opens its own connection; thread-safe.
+#ifndef METRICS_STORAGE_PG_TESTING_PG_CHECKS_H_
+#define METRICS_STORAGE_PG_TESTING_PG_CHECKS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace metrics::storage::pg::testing {
+
+// Compares every stored rollup bucket of `trial_id` (all agents, series and
+// widths) with the same aggregate computed by plain SQL over the raw rows
+// of `metrics`: count, min, max, first and last exactly, sum to 1e-9
+// relative. OK, or INTERNAL describing the first difference. Returns the
+// number of buckets compared.
+absl::StatusOr<int64_t> CheckRollupsMatchRawRows(const std::string& url,
+                                                 int32_t trial_id);
+
+// Values stored for `trial_id` in raw rows (every number in the jsonb).
+absl::StatusOr<int64_t> CountRawValues(const std::string& url,
+                                       int32_t trial_id);
+
+// Runs `sql` and returns the first column of the first row as text ("" for
+// no row or NULL).
+absl::StatusOr<std::string> QueryScalar(const std::string& url,
+                                        const std::string& sql);
+
+// Terminates every backend whose application_name starts with `prefix`.
+// Returns how many.
+absl::StatusOr<int> TerminateBackends(const std::string& url,
+                                      absl::string_view prefix);
+
+// Restarts the PostgreSQL server `url` points to (pg_ctl restart -m fast,
+// as the owner of its data directory). Needs superuser on the server and
+// the right to become the owner (root, or the owner itself), as under
+// pg_virtualenv.
+absl::Status RestartServer(const std::string& url);
+
+}  // namespace metrics::storage::pg::testing
+
+#endif  // METRICS_STORAGE_PG_TESTING_PG_CHECKS_H_

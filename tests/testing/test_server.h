@@ -1,0 +1,45 @@
+// The real metricsd server in-process on a throwaway database, on loopback
+// ports chosen at run time, for gRPC and HTTP tests.
+//
+// Usage:
+//   ASSERT_OK_AND_ASSIGN(auto server, TestServer::Start());
+//   auto stub = v1::TrialService::NewStub(server->Channel());
+//
+// Thread-safety: thread-compatible.
+#ifndef METRICS_TESTS_TESTING_TEST_SERVER_H_
+#define METRICS_TESTS_TESTING_TEST_SERVER_H_
+
+#include <grpcpp/channel.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/metrics_server.h"
+#include "tests/testing/test_database.h"
+
+namespace metrics::testing {
+
+class TestServer {
+ public:
+  // Creates a migrated database and starts a server on it. `options` is
+  // used as given except for the database and the addresses.
+  static absl::StatusOr<std::unique_ptr<TestServer>> Start(
+      server::ServerOptions options = server::ServerOptions());
+  ~TestServer();
+
+  std::shared_ptr<grpc::Channel> Channel() const;
+  std::string grpc_target() const;
+  int http_port() const { return server_->http_port(); }
+  const std::string& database_url() const { return database_->url(); }
+  server::MetricsServer& server() { return *server_; }
+
+ private:
+  TestServer() = default;
+  std::unique_ptr<TestDatabase> database_;
+  std::unique_ptr<server::MetricsServer> server_;
+};
+
+}  // namespace metrics::testing
+
+#endif  // METRICS_TESTS_TESTING_TEST_SERVER_H_
