@@ -1,0 +1,195 @@
+// Exactly once, end to end: clients stream realistic reports to a real
+// metricsd process while the test breaks things (terminates its database
+// connections, restarts PostgreSQL, kills metricsd with SIGKILL and starts
+// another). The clients resend from their last acknowledgement; afterwards
+// the stored values must equal the sent values exactly and every rollup
+// bucket must equal the aggregate of the raw rows.
+#include <grpcpp/create_channel.h>
+#include <signal.h>
+
+#include <atomic>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/metrics/v1/trials.grpc.pb.h"
+#include "storage/pg/testing/pg_checks.h"
+#include "tests/testing/resending_streamer.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/test_database.h"
+
+namespace metrics::testing {
+namespace {
+
+namespace pgtest = ::metrics::storage::pg::testing;
+
+constexpr int kAgents = 2;
+constexpr int kBatches = 80;
+constexpr int kReportsPerBatch = 10;
+constexpr int kGpus = 8;
+constexpr int kValuesPerReport = 9 + 2 * kGpus;  // 25
+
+// Realistic reports: 9 host series and 2 per GPU, one report a second.
+std::vector<v1::SystemMetricsBatch> AgentBatches(int32_t trial, int agent) {
+  const int64_t start = absl::ToUnixSeconds(absl::Now()) - 3600;
+  std::vector<v1::SystemMetricsBatch> batches;
+  for (int b = 0; b < kBatches; ++b) {
+    v1::SystemMetricsBatch batch;
+    batch.set_trial_id(trial);
+    batch.set_agent_id(absl::StrCat("agent-", agent));
+    for (const char* name :
+         {"cpu_util_simple", "memory_free", "disk_iops", "disk_throughput_read",
+          "disk_throughput_write", "net_throughput_sent", "net_throughput_recv",
+          "load_avg", "open_files"}) {
+      v1::SeriesDeclaration* s = batch.add_series();
+      s->set_name(name);
+      s->set_unit("x");
+    }
+    for (int g = 0; g < kGpus; ++g) {
+      for (const char* name : {"gpu_util", "gpu_free_memory"}) {
+        v1::SeriesDeclaration* s = batch.add_series();
+        s->set_name(name);
+        s->set_gpu_uuid(absl::StrCat("GPU-", agent, "-", g));
+        s->set_unit("x");
+      }
+    }
+    for (int r = 0; r < kReportsPerBatch; ++r) {
+      v1::SystemMetricsReport* report = batch.add_reports();
+      report->mutable_time()->set_seconds(start + b * kReportsPerBatch + r);
+      report->mutable_time()->set_nanos(123456789);
+      for (int v = 0; v < kValuesPerReport; ++v) {
+        report->add_series(v);
+        report->add_values((b * 31 + r * 7 + v * 13) % 101 + 0.25 * agent);
+      }
+    }
+    batches.push_back(std::move(batch));
+  }
+  return batches;
+}
+
+class ExactlyOnceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(db_, TestDatabase::Create());
+    StartMetricsd();
+    auto trials = v1::TrialService::NewStub(grpc::CreateChannel(
+        Target(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    v1::CreateTrialRequest request;
+    request.set_id(1);
+    v1::Trial trial;
+    ASSERT_TRUE(trials->CreateTrial(&context, request, &trial).ok());
+  }
+
+  void StartMetricsd() {
+    absl::StatusOr<std::unique_ptr<Subprocess>> p = Subprocess::Start(
+        {METRICSD_PATH, "--database-url=" + db_->url(),
+         "--grpc-address=127.0.0.1:0", "--http-address=127.0.0.1:0"});
+    ASSERT_OK(p);
+    absl::StatusOr<std::string> line =
+        (*p)->WaitForLine("gRPC listening on", absl::Seconds(30));
+    ASSERT_OK(line);
+    int port = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(line->substr(line->rfind(':') + 1), &port));
+    absl::MutexLock lock(&mu_);
+    metricsd_ = *std::move(p);
+    target_ = absl::StrCat("127.0.0.1:", port);
+  }
+
+  std::string Target() {
+    absl::MutexLock lock(&mu_);
+    return target_;
+  }
+
+  // Streams every agent's batches concurrently; `disturb` is called (once)
+  // on the reader thread of agent 0 when it sees acknowledgement `at`.
+  void StreamAll(int64_t at, std::function<void()> disturb) {
+    std::atomic<bool> disturbed{false};
+    std::vector<std::thread> agents;
+    std::vector<absl::Status> results(kAgents);
+    for (int a = 0; a < kAgents; ++a) {
+      agents.emplace_back([&, a] {
+        StreamerOptions options;
+        options.stream_id = absl::StrCat("agent-", a, "/stream");
+        options.trial_id = 1;
+        options.window = 8;
+        if (a == 0) {
+          options.on_ack = [&](int64_t acked) {
+            if (acked >= at && !disturbed.exchange(true)) disturb();
+          };
+        }
+        ResendingStreamer streamer([this] { return Target(); }, options);
+        results[a] = streamer.SendAll(AgentBatches(1, a));
+        connections_ += streamer.connections();
+        EXPECT_TRUE(streamer.rejections().empty());
+      });
+    }
+    for (auto& t : agents) t.join();
+    for (const absl::Status& r : results) ASSERT_OK(r);
+    EXPECT_TRUE(disturbed.load());
+  }
+
+  void ExpectEverythingStoredOnce() {
+    ASSERT_OK_AND_ASSIGN(int64_t values, pgtest::CountRawValues(db_->url(), 1));
+    EXPECT_EQ(values,
+              int64_t{kAgents} * kBatches * kReportsPerBatch * kValuesPerReport);
+    ASSERT_OK_AND_ASSIGN(std::string rows,
+                         pgtest::QueryScalar(db_->url(),
+                                             "SELECT count(*) FROM metrics"));
+    EXPECT_EQ(rows, std::to_string(kAgents * kBatches * kReportsPerBatch));
+    ASSERT_OK_AND_ASSIGN(int64_t buckets,
+                         pgtest::CheckRollupsMatchRawRows(db_->url(), 1));
+    EXPECT_GT(buckets, 0);
+  }
+
+  // The disturbance hit a commit: a writer lane logged that it retried.
+  void ExpectMetricsdRetried() {
+    absl::MutexLock lock(&mu_);
+    EXPECT_OK(metricsd_->WaitForLine("; retrying", absl::Seconds(10)));
+  }
+
+  std::unique_ptr<TestDatabase> db_;
+  absl::Mutex mu_;
+  std::unique_ptr<Subprocess> metricsd_ ABSL_GUARDED_BY(mu_);
+  std::string target_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int> connections_{0};
+};
+
+TEST_F(ExactlyOnceTest, SurvivesTerminatedDatabaseConnections) {
+  StreamAll(10, [&] {
+    for (int i = 0; i < 3; ++i) {
+      absl::StatusOr<int> killed = pgtest::TerminateBackends(db_->url(), "metricsd");
+      EXPECT_OK(killed);
+      absl::SleepFor(absl::Milliseconds(30));
+    }
+  });
+  ExpectMetricsdRetried();
+  ExpectEverythingStoredOnce();
+}
+
+TEST_F(ExactlyOnceTest, SurvivesAPostgresRestart) {
+  StreamAll(20, [&] { EXPECT_OK(pgtest::RestartServer(db_->url())); });
+  ExpectMetricsdRetried();
+  ExpectEverythingStoredOnce();
+}
+
+TEST_F(ExactlyOnceTest, SurvivesSigkillOfMetricsdAndAFreshStart) {
+  StreamAll(25, [&] {
+    {
+      absl::MutexLock lock(&mu_);
+      metricsd_->Signal(SIGKILL);
+      EXPECT_OK(metricsd_->Wait(absl::Seconds(10)));
+    }
+    StartMetricsd();
+  });
+  EXPECT_GT(connections_.load(), kAgents);  // the clients had to reconnect
+  ExpectEverythingStoredOnce();
+}
+
+}  // namespace
+}  // namespace metrics::testing
