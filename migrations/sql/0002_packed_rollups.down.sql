@@ -1,6 +1,8 @@
 -- Reverses 0002: back to per-series rollup rows (empty: rollups are derived
 -- data; rebuild them from raw rows) and registry columns kept per commit
 -- (filled with the time of this migration until rebuilt).
+DROP TABLE trial_series_counts;
+
 ALTER TABLE series
   DROP COLUMN created_at,
   ADD COLUMN first_time timestamptz NOT NULL DEFAULT now(),

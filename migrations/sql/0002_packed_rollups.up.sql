@@ -28,3 +28,12 @@ ALTER TABLE series
   DROP COLUMN last_time,
   DROP COLUMN sample_count,
   ADD COLUMN created_at timestamptz NOT NULL DEFAULT now();
+
+-- The number of series registered per trial, so the per-trial limit is
+-- checked in O(1) under this row's lock instead of counting the registry.
+CREATE TABLE trial_series_counts (
+  trial_id integer PRIMARY KEY,
+  series_count integer NOT NULL
+);
+INSERT INTO trial_series_counts (trial_id, series_count)
+  SELECT trial_id, count(*) FROM series GROUP BY trial_id;

@@ -32,8 +32,7 @@ std::string SeriesCacheKey(int32_t trial, absl::string_view agent,
 }
 
 // A stable 64-bit advisory lock key, the same in every metricsd instance:
-// ("rollup", trial, agent) serialises rollup upkeep of one agent,
-// ("series", trial, "") registrations of new series in one trial.
+// ("rollup", trial, agent) serialises rollup upkeep of one agent.
 int64_t LockKey(absl::string_view kind, int32_t trial,
                 absl::string_view agent) {
   uint64_t hash = 1469598103934665603ull;  // FNV-1a
@@ -257,14 +256,16 @@ class GroupTransaction {
     }
     if (missing.empty()) return absl::OkStatus();
 
-    // Serialises registrations in one trial (across lanes and instances) so
-    // the count below cannot be outdated by a concurrent one: the limit is
-    // exact. Taken only when a series is new, which is rare.
-    tx_.exec_params("SELECT pg_advisory_xact_lock($1)",
-                    LockKey("series", batch.trial_id, ""));
+    // The trial's counter row, locked until commit, serialises registrations
+    // in one trial (across lanes and instances): the limit is exact, and
+    // checking it costs O(1).
     const int64_t registered =
-        tx_.exec_params("SELECT count(*) FROM series WHERE trial_id = $1",
-                        batch.trial_id)[0][0]
+        tx_.exec_params(
+               "INSERT INTO trial_series_counts AS c (trial_id, series_count) "
+               "VALUES ($1, 0) ON CONFLICT (trial_id) "
+               "DO UPDATE SET series_count = c.series_count "
+               "RETURNING series_count",
+               batch.trial_id)[0][0]
             .as<int64_t>();
     if (registered + static_cast<int64_t>(missing.size()) >
         committer_.max_series_per_trial_) {
@@ -281,15 +282,19 @@ class GroupTransaction {
     }
     // A concurrent insert of the same series (another metricsd) makes ON
     // CONFLICT skip it; the look-up below then finds the committed row.
-    tx_.exec_params(
+    const pqxx::result inserted = tx_.exec_params(
         "INSERT INTO series (trial_id, metric_group, agent_id, gpu_uuid, "
         "name, unit) "
         "SELECT $1, 'system', $2, g, n, u "
         "FROM unnest($3::text[], $4::text[], $5::text[]) AS k(g, n, u) "
         "ON CONFLICT (trial_id, metric_group, agent_id, gpu_uuid, name) "
-        "DO NOTHING",
+        "DO NOTHING RETURNING 1",
         batch.trial_id, batch.agent_id, TextArray(gpus), TextArray(names),
         TextArray(units));
+    tx_.exec_params(
+        "UPDATE trial_series_counts SET series_count = series_count + $2 "
+        "WHERE trial_id = $1",
+        batch.trial_id, static_cast<int64_t>(inserted.size()));
     LookUpRegistry(batch, missing);
     for (size_t i : missing) {
       const GroupCommitter::SeriesInfo* info = FindSeries(keys[i]);

@@ -46,7 +46,8 @@ class PgMetricStoreTest : public ::testing::Test {
 
   void SetUp() override {
     ASSERT_NE(SharedDatabase(), nullptr);
-    Exec("TRUNCATE trials, metrics, series, system_rollups, ingest_positions");
+    Exec("TRUNCATE trials, metrics, series, system_rollups, ingest_positions, "
+         "trial_series_counts");
     store_ = NewStore();
   }
   void TearDown() override {

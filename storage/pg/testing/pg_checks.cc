@@ -7,6 +7,8 @@
 #include <pqxx/connection>
 #include <pqxx/nontransaction>
 #include <pqxx/result>
+#include <pqxx/stream_to>
+#include <pqxx/transaction>
 
 #include <cmath>
 #include <cstdlib>
@@ -14,6 +16,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/sql_arrays.h"
@@ -192,6 +195,27 @@ absl::Status RestartServer(const std::string& url) {
     return absl::InternalError(absl::StrCat("failed: ", command));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<absl::Duration> CopyRawRows(const std::string& url,
+                                           int32_t trial_id,
+                                           const std::vector<RawRow>& rows) {
+  return GuardPg("copying raw rows", [&]() -> absl::StatusOr<absl::Duration> {
+    pqxx::connection conn(url);
+    const absl::Time start = absl::Now();
+    pqxx::work tx(conn);
+    pqxx::stream_to copy(tx, "metrics_profiling",
+                         std::vector<std::string>{"trial_id", "partition_type",
+                                                  "metric_group", "agent_id",
+                                                  "end_time", "metrics"});
+    for (const RawRow& row : rows) {
+      copy << std::make_tuple(trial_id, "PROFILING", "system", row.agent_id,
+                              TimestampText(row.time), row.json);
+    }
+    copy.complete();
+    tx.commit();
+    return absl::Now() - start;
+  });
 }
 
 }  // namespace metrics::storage::pg::testing

@@ -8,9 +8,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace metrics::storage::pg::testing {
 
@@ -41,6 +43,18 @@ absl::StatusOr<int> TerminateBackends(const std::string& url,
 // the right to become the owner (root, or the owner itself), as under
 // pg_virtualenv.
 absl::Status RestartServer(const std::string& url);
+
+// For benchmarks: COPYs `rows` (agent id, time, jsonb text) of `trial_id`
+// into the profiling partition in one transaction, the way the ingest
+// writer stores raw rows, and returns how long it took.
+struct RawRow {
+  std::string agent_id;
+  absl::Time time;
+  std::string json;
+};
+absl::StatusOr<absl::Duration> CopyRawRows(const std::string& url,
+                                           int32_t trial_id,
+                                           const std::vector<RawRow>& rows);
 
 }  // namespace metrics::storage::pg::testing
 

@@ -1,0 +1,486 @@
+// The ingest benchmark (issue 3). Starts metricsd on a throwaway database
+// (run it under pg_virtualenv: bench/ingest.sh) and measures, in one run:
+//   1. bulk throughput: a few streams send realistic reports (9 host series
+//      + 2 per GPU x 8 GPUs = 25 values) as fast as acknowledgements allow;
+//      values per second from first send to last acknowledgement, so every
+//      value counted is committed with its registry, rollups and position;
+//   2. the ceiling: the same rows COPYed straight into the same partition
+//      from one session, and the ratio of the two;
+//   3. fan-in: N streams each sending one report a second, for growing N;
+//      the acknowledgement latency (send to ack received) and the server's
+//      resident memory at each N.
+// Prints a table, then one JSON object as the last line.
+#include <grpcpp/create_channel.h>
+#include <grpcpp/support/client_callback.h>
+
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "common/json_text.h"
+#include "proto/metrics/v1/ingest.grpc.pb.h"
+#include "proto/metrics/v1/trials.grpc.pb.h"
+#include "storage/pg/testing/pg_checks.h"
+#include "tests/testing/resending_streamer.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/test_database.h"
+
+ABSL_FLAG(int, bulk_streams, 4, "Streams (agents) sending in the bulk run.");
+ABSL_FLAG(int, bulk_reports, 200000, "Reports sent in the bulk run, in all.");
+ABSL_FLAG(int, batch_reports, 200, "Reports per batch in the bulk run.");
+ABSL_FLAG(std::string, fanin_steps, "250,500,1000,1500,2000",
+          "Stream counts of the fan-in run.");
+ABSL_FLAG(int, fanin_seconds, 10, "Measured seconds per fan-in step.");
+ABSL_FLAG(int, warmup_seconds, 3, "Unmeasured seconds before each step.");
+
+namespace metrics::bench {
+namespace {
+
+using storage::pg::testing::RawRow;
+using testing::ResendingStreamer;
+using testing::StreamerOptions;
+using testing::Subprocess;
+using testing::TestDatabase;
+
+constexpr int kGpus = 8;
+const char* const kHostSeries[] = {
+    "cpu_util_simple",      "memory_free",         "disk_iops",
+    "disk_throughput_read", "disk_throughput_write", "net_throughput_sent",
+    "net_throughput_recv",  "load_avg",            "open_files"};
+
+// Declares the 25 series of an agent in `batch`.
+void DeclareSeries(v1::SystemMetricsBatch& batch) {
+  for (const char* name : kHostSeries) {
+    v1::SeriesDeclaration* s = batch.add_series();
+    s->set_name(name);
+    s->set_unit("x");
+  }
+  for (int g = 0; g < kGpus; ++g) {
+    for (const char* name : {"gpu_util", "gpu_free_memory"}) {
+      v1::SeriesDeclaration* s = batch.add_series();
+      s->set_name(name);
+      s->set_gpu_uuid(absl::StrCat("GPU-", g));
+      s->set_unit("x");
+    }
+  }
+}
+
+void AddReport(v1::SystemMetricsBatch& batch, absl::Time t, int64_t seed) {
+  v1::SystemMetricsReport* report = batch.add_reports();
+  const int64_t micros = absl::ToUnixMicros(t);
+  report->mutable_time()->set_seconds(micros / 1000000);
+  report->mutable_time()->set_nanos(static_cast<int32_t>(micros % 1000000) * 1000);
+  for (int v = 0; v < batch.series_size(); ++v) {
+    report->add_series(v);
+    report->add_values(static_cast<double>((seed * 7919 + v * 104729) % 100000) / 7);
+  }
+}
+
+// The raw row the server stores for a report (same jsonb text).
+RawRow RowOf(const v1::SystemMetricsBatch& batch,
+             const v1::SystemMetricsReport& report) {
+  std::map<std::string, std::vector<std::pair<std::string, double>>> by_name;
+  for (int i = 0; i < report.values_size(); ++i) {
+    const v1::SeriesDeclaration& s = batch.series(report.series(i));
+    by_name[s.name()].emplace_back(s.gpu_uuid(), report.values(i));
+  }
+  std::string json = "{";
+  for (const auto& [name, values] : by_name) {
+    if (json.size() > 1) json += ',';
+    common::AppendJsonString(json, name);
+    json += ':';
+    if (values.size() == 1 && values[0].first.empty()) {
+      common::AppendJsonNumber(json, values[0].second);
+      continue;
+    }
+    json += '{';
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (i > 0) json += ',';
+      common::AppendJsonString(json, values[i].first);
+      json += ':';
+      common::AppendJsonNumber(json, values[i].second);
+    }
+    json += '}';
+  }
+  json += '}';
+  return {batch.agent_id(),
+          absl::FromUnixSeconds(report.time().seconds()) +
+              absl::Nanoseconds(report.time().nanos()),
+          json};
+}
+
+double RssMb(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) {
+      int64_t kb = 0;
+      std::vector<std::string> parts =
+          absl::StrSplit(line, ' ', absl::SkipEmpty());
+      if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &kb)) {
+        return kb / 1024.0;
+      }
+    }
+  }
+  return 0;
+}
+
+double Percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t index = std::min(values.size() - 1,
+                                static_cast<size_t>(p * values.size()));
+  return values[index];
+}
+
+// Acknowledgement latencies of the measured part of a fan-in step.
+class Recorder {
+ public:
+  void Enable() {
+    absl::MutexLock lock(&mu_);
+    enabled_ = true;
+  }
+  void Record(double ms) {
+    absl::MutexLock lock(&mu_);
+    if (enabled_) ms_.push_back(ms);
+  }
+  std::vector<double> Take() {
+    absl::MutexLock lock(&mu_);
+    return std::move(ms_);
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool enabled_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<double> ms_ ABSL_GUARDED_BY(mu_);
+};
+
+// One agent of the fan-in run: a stream that sends one report when asked
+// and records how long each acknowledgement took.
+class FanInStream : public grpc::ClientBidiReactor<
+                        v1::StreamSystemMetricsRequest,
+                        v1::StreamSystemMetricsResponse> {
+ public:
+  FanInStream(v1::IngestService::Stub* stub, int32_t trial, std::string agent,
+              Recorder* recorder)
+      : agent_(std::move(agent)), recorder_(recorder) {
+    stub->async()->StreamSystemMetrics(&context_, this);
+    open_.mutable_open()->set_stream_id(agent_);
+    open_.mutable_open()->set_trial_id(trial);
+    DeclareSeries(*template_.mutable_batch());
+    template_.mutable_batch()->set_agent_id(agent_);
+    writing_ = true;
+    StartWrite(&open_);
+    StartRead(&response_);
+    StartCall();
+  }
+
+  // Sends one report now, unless the previous write is still going out.
+  void SendOne() {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!opened_ || writing_ || closing_ || done_) {
+        ++skipped_;
+        return;
+      }
+      request_ = template_;
+      request_.mutable_batch()->set_sequence(++sequence_);
+      AddReport(*request_.mutable_batch(), absl::Now(), sequence_);
+      sent_[sequence_] = absl::Now();
+      writing_ = true;
+    }
+    StartWrite(&request_);
+  }
+
+  void Close() {
+    bool now;
+    {
+      absl::MutexLock lock(&mu_);
+      closing_ = true;
+      now = !writing_ && !writes_done_;
+      writes_done_ |= now;
+    }
+    if (now) StartWritesDone();
+  }
+
+  void OnWriteDone(bool) override {
+    bool close;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      close = closing_ && !writes_done_;
+      writes_done_ |= close;
+    }
+    if (close) StartWritesDone();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    const absl::Time now = absl::Now();
+    {
+      absl::MutexLock lock(&mu_);
+      opened_ = true;
+      for (auto it = sent_.begin();
+           it != sent_.end() && it->first <= response_.acked_sequence();) {
+        recorder_->Record(absl::ToDoubleMilliseconds(now - it->second));
+        it = sent_.erase(it);
+      }
+    }
+    StartRead(&response_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    status_ = status;
+    done_ = true;
+  }
+
+  bool WaitDone(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&done_), timeout);
+  }
+  grpc::Status status() {
+    absl::MutexLock lock(&mu_);
+    return status_;
+  }
+  int64_t skipped() {
+    absl::MutexLock lock(&mu_);
+    return skipped_;
+  }
+
+ private:
+  const std::string agent_;
+  Recorder* const recorder_;
+  grpc::ClientContext context_;
+  v1::StreamSystemMetricsRequest open_, template_, request_;
+  v1::StreamSystemMetricsResponse response_;
+  absl::Mutex mu_;
+  bool opened_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool writes_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t skipped_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<int64_t, absl::Time> sent_ ABSL_GUARDED_BY(mu_);
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+struct FanInResult {
+  int streams = 0;
+  size_t acks = 0;
+  double p50_ms = 0, p99_ms = 0, max_ms = 0;
+  int failed = 0;
+  int64_t skipped = 0;
+  double rss_mb = 0;
+};
+
+FanInResult RunFanIn(const std::string& target, pid_t server, int32_t trial,
+                     int streams, int step) {
+  FanInResult result;
+  result.streams = streams;
+  Recorder recorder;
+  // Several connections, as many agents on many hosts would have.
+  std::vector<std::unique_ptr<v1::IngestService::Stub>> stubs;
+  for (int c = 0; c < std::max(1, streams / 100); ++c) {
+    grpc::ChannelArguments args;
+    args.SetInt("metrics.bench.connection", c);
+    stubs.push_back(v1::IngestService::NewStub(grpc::CreateCustomChannel(
+        target, grpc::InsecureChannelCredentials(), args)));
+  }
+  std::atomic<bool> sampling{true};
+  std::atomic<double> rss{0};
+  std::thread sampler([&] {
+    while (sampling) {
+      rss = std::max(rss.load(), RssMb(server));
+      absl::SleepFor(absl::Milliseconds(200));
+    }
+  });
+  std::vector<std::unique_ptr<FanInStream>> agents;
+  for (int i = 0; i < streams; ++i) {
+    agents.push_back(std::make_unique<FanInStream>(
+        stubs[i % stubs.size()].get(), trial,
+        absl::StrCat("fanin-", step, "-", i), &recorder));
+    if (i % 200 == 199) absl::SleepFor(absl::Milliseconds(100));
+  }
+  // Each stream sends once a second, spread evenly over the second.
+  const int total = absl::GetFlag(FLAGS_warmup_seconds) +
+                    absl::GetFlag(FLAGS_fanin_seconds);
+  const absl::Time start = absl::Now();
+  constexpr int kTicks = 100;
+  for (int second = 0; second < total; ++second) {
+    if (second == absl::GetFlag(FLAGS_warmup_seconds)) recorder.Enable();
+    for (int tick = 0; tick < kTicks; ++tick) {
+      for (int i = tick; i < streams; i += kTicks) agents[i]->SendOne();
+      const absl::Time next =
+          start + absl::Seconds(second) + absl::Milliseconds(10 * (tick + 1));
+      absl::SleepFor(next - absl::Now());
+    }
+  }
+  absl::SleepFor(absl::Seconds(2));  // let the last acknowledgements arrive
+  for (auto& a : agents) a->Close();
+  for (auto& a : agents) {
+    if (!a->WaitDone(absl::Seconds(30)) || !a->status().ok()) ++result.failed;
+    result.skipped += a->skipped();
+  }
+  sampling = false;
+  sampler.join();
+  std::vector<double> ms = recorder.Take();
+  result.acks = ms.size();
+  result.p50_ms = Percentile(ms, 0.50);
+  result.p99_ms = Percentile(ms, 0.99);
+  result.max_ms = ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end());
+  result.rss_mb = rss;
+  return result;
+}
+
+int Run() {
+  absl::StatusOr<std::unique_ptr<TestDatabase>> db = TestDatabase::Create();
+  if (!db.ok()) {
+    std::fprintf(stderr, "bench: %s\n", db.status().ToString().c_str());
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<Subprocess>> metricsd =
+      Subprocess::Start({METRICSD_PATH, "--database-url=" + (*db)->url(),
+                         "--grpc-address=127.0.0.1:0",
+                         "--http-address=127.0.0.1:0"});
+  absl::StatusOr<std::string> line =
+      metricsd.ok() ? (*metricsd)->WaitForLine("gRPC listening on",
+                                               absl::Seconds(30))
+                    : metricsd.status();
+  if (!line.ok()) {
+    std::fprintf(stderr, "bench: metricsd: %s\n", line.status().ToString().c_str());
+    return 1;
+  }
+  const std::string target =
+      absl::StrCat("127.0.0.1:", line->substr(line->rfind(':') + 1));
+  const pid_t server = (*metricsd)->pid();
+  auto trials = v1::TrialService::NewStub(
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  for (int32_t id : {1, 3}) {
+    grpc::ClientContext context;
+    v1::CreateTrialRequest request;
+    request.set_id(id);
+    v1::Trial trial;
+    if (!trials->CreateTrial(&context, request, &trial).ok()) return 1;
+  }
+
+  // 1. Bulk.
+  const int streams = absl::GetFlag(FLAGS_bulk_streams);
+  const int per_batch = absl::GetFlag(FLAGS_batch_reports);
+  const int batches_per_stream =
+      absl::GetFlag(FLAGS_bulk_reports) / streams / per_batch;
+  const absl::Time history = absl::Now() - absl::Hours(24 * 30);
+  std::vector<std::vector<v1::SystemMetricsBatch>> work(streams);
+  std::vector<RawRow> rows;
+  for (int s = 0; s < streams; ++s) {
+    for (int b = 0; b < batches_per_stream; ++b) {
+      v1::SystemMetricsBatch batch;
+      batch.set_trial_id(1);
+      batch.set_agent_id(absl::StrCat("bulk-", s));
+      DeclareSeries(batch);
+      for (int r = 0; r < per_batch; ++r) {
+        AddReport(batch, history + absl::Seconds(b * per_batch + r), b * per_batch + r);
+        rows.push_back(RowOf(batch, batch.reports(r)));
+      }
+      work[s].push_back(std::move(batch));
+    }
+  }
+  const int64_t values = static_cast<int64_t>(rows.size()) * (9 + 2 * kGpus);
+  const absl::Time bulk_start = absl::Now();
+  std::vector<std::thread> senders;
+  std::atomic<int> bulk_failures{0};
+  for (int s = 0; s < streams; ++s) {
+    senders.emplace_back([&, s] {
+      StreamerOptions options;
+      options.stream_id = absl::StrCat("bulk-", s);
+      options.trial_id = 1;
+      options.window = 16;
+      options.timeout = absl::Minutes(10);
+      ResendingStreamer streamer([&] { return target; }, options);
+      if (!streamer.SendAll(std::move(work[s])).ok()) ++bulk_failures;
+    });
+  }
+  for (auto& t : senders) t.join();
+  const absl::Duration bulk = absl::Now() - bulk_start;
+  const double samples_per_s = values / absl::ToDoubleSeconds(bulk);
+  absl::StatusOr<int64_t> stored = storage::pg::testing::CountRawValues((*db)->url(), 1);
+
+  // 2. The COPY ceiling, same rows, same partition.
+  absl::StatusOr<absl::Duration> copy =
+      storage::pg::testing::CopyRawRows((*db)->url(), 2, rows);
+  if (!copy.ok()) {
+    std::fprintf(stderr, "bench: %s\n", copy.status().ToString().c_str());
+    return 1;
+  }
+  const double copy_per_s = values / absl::ToDoubleSeconds(*copy);
+
+  std::printf("bulk ingest: %d streams x %d batches x %d reports x 25 values\n",
+              streams, batches_per_stream, per_batch);
+  std::printf("  %-34s %12.0f values/s  (%.2f s, %lld values, %lld stored%s)\n",
+              "metricsd (gRPC, committed)", samples_per_s,
+              absl::ToDoubleSeconds(bulk), static_cast<long long>(values),
+              static_cast<long long>(stored.ok() ? *stored : -1),
+              bulk_failures > 0 ? ", FAILURES" : "");
+  std::printf("  %-34s %12.0f values/s  (%.2f s)\n",
+              "COPY of the same rows, one session", copy_per_s,
+              absl::ToDoubleSeconds(*copy));
+  std::printf("  %-34s %12.2f\n\n", "ratio", samples_per_s / copy_per_s);
+
+  // 3. Fan-in.
+  std::printf("fan-in: each stream sends 1 report (25 values) per second\n");
+  std::printf("  %8s %8s %9s %9s %9s %7s %8s %9s\n", "streams", "acks",
+              "p50 ms", "p99 ms", "max ms", "failed", "skipped", "rss MB");
+  int best = 0;
+  double best_p99 = 0, peak_rss = 0;
+  int step = 0;
+  for (absl::string_view text :
+       absl::StrSplit(absl::GetFlag(FLAGS_fanin_steps), ',')) {
+    int n = 0;
+    if (!absl::SimpleAtoi(text, &n)) continue;
+    FanInResult r = RunFanIn(target, server, 3, n, step++);
+    std::printf("  %8d %8zu %9.1f %9.1f %9.1f %7d %8lld %9.1f\n", r.streams,
+                r.acks, r.p50_ms, r.p99_ms, r.max_ms, r.failed,
+                static_cast<long long>(r.skipped), r.rss_mb);
+    std::fflush(stdout);
+    peak_rss = std::max(peak_rss, r.rss_mb);
+    if (r.p99_ms < 1000 && r.failed == 0 && r.acks > 0) {
+      best = n;
+      best_p99 = r.p99_ms;
+    } else {
+      break;
+    }
+  }
+  (*metricsd)->Signal(SIGTERM);
+  (void)(*metricsd)->Wait(absl::Seconds(60));
+
+  std::printf(
+      "{\"samples_per_s\": %.0f, \"copy_samples_per_s\": %.0f, "
+      "\"ratio_to_copy\": %.3f, \"fanin_streams\": %d, \"p99_ack_ms\": %.1f, "
+      "\"server_peak_rss_mb\": %.1f}\n",
+      samples_per_s, copy_per_s, samples_per_s / copy_per_s, best, best_p99,
+      peak_rss);
+  return bulk_failures > 0 ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace metrics::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return metrics::bench::Run();
+}
