@@ -82,6 +82,9 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   storage::pg::PgMetricStoreOptions store_options = options.store;
   store_options.database_url = options.database_url;
   server->store_ = storage::pg::PgMetricStore::Create(std::move(store_options));
+  if (options.wrap_store_for_test) {
+    server->store_ = options.wrap_store_for_test(std::move(server->store_));
+  }
   server->executor_ = std::make_unique<BlockingExecutor>(
       options.executor_threads, options.executor_queue);
   server->trial_service_ = std::make_unique<TrialService>(

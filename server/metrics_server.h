@@ -58,7 +58,7 @@ class MetricsServer {
 
   HttpResponse HandleHttp(const HttpRequest& request) const;
 
-  std::unique_ptr<storage::pg::PgMetricStore> store_;
+  std::unique_ptr<storage::MetricStore> store_;
   std::unique_ptr<BlockingExecutor> executor_;
   std::unique_ptr<TrialService> trial_service_;
   std::unique_ptr<IngestService> ingest_service_;

@@ -1,0 +1,72 @@
+#include "storage/testing/fault_injecting_metric_store.h"
+
+namespace metrics::storage::testing {
+
+void FaultInjectingMetricStore::FailNextSubmits(int n, absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  fail_submits_ = n;
+  fail_status_ = std::move(status);
+}
+
+void FaultInjectingMetricStore::HoldOutcomes() {
+  absl::MutexLock lock(&mu_);
+  hold_ = true;
+}
+
+void FaultInjectingMetricStore::ReleaseOutcomes() {
+  std::vector<Held> held;
+  {
+    absl::MutexLock lock(&mu_);
+    hold_ = false;
+    held.swap(held_);
+  }
+  for (Held& h : held) std::move(h.done)(std::move(h.outcome));
+}
+
+int FaultInjectingMetricStore::submitted() const {
+  absl::MutexLock lock(&mu_);
+  return submitted_;
+}
+
+bool FaultInjectingMetricStore::AwaitSubmitted(int n, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  struct Args {
+    const int* submitted;
+    int n;
+  } args{&submitted_, n};
+  return mu_.AwaitWithTimeout(
+      absl::Condition(
+          +[](Args* a) { return *a->submitted >= a->n; }, &args),
+      timeout);
+}
+
+absl::Status FaultInjectingMetricStore::SubmitBatch(
+    SystemBatch batch, absl::AnyInvocable<void(BatchOutcome) &&> done) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (fail_submits_ > 0) {
+      --fail_submits_;
+      return fail_status_;
+    }
+    ++submitted_;
+  }
+  return base_->SubmitBatch(
+      std::move(batch),
+      [this, done = std::move(done)](BatchOutcome outcome) mutable {
+        {
+          absl::MutexLock lock(&mu_);
+          if (hold_) {
+            held_.push_back({std::move(done), std::move(outcome)});
+            return;
+          }
+        }
+        std::move(done)(std::move(outcome));
+      });
+}
+
+void FaultInjectingMetricStore::Shutdown(absl::Time deadline) {
+  ReleaseOutcomes();
+  base_->Shutdown(deadline);
+}
+
+}  // namespace metrics::storage::testing

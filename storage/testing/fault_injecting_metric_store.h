@@ -1,0 +1,73 @@
+// A MetricStore that wraps a real one (never a fake) and lets a test inject
+// faults: fail the next N submits with a given status, or hold back commit
+// outcomes until released (to observe what happens while the database is
+// slow). Everything else passes through.
+//
+// Thread-safety: thread-safe.
+#ifndef METRICS_STORAGE_TESTING_FAULT_INJECTING_METRIC_STORE_H_
+#define METRICS_STORAGE_TESTING_FAULT_INJECTING_METRIC_STORE_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "storage/metric_store.h"
+
+namespace metrics::storage::testing {
+
+class FaultInjectingMetricStore : public MetricStore {
+ public:
+  explicit FaultInjectingMetricStore(std::unique_ptr<MetricStore> base)
+      : base_(std::move(base)) {}
+
+  // The next `n` SubmitBatch calls return `status` without queueing.
+  void FailNextSubmits(int n, absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+  // While held, outcomes of committed batches are kept, not delivered.
+  void HoldOutcomes() ABSL_LOCKS_EXCLUDED(mu_);
+  // Delivers the kept outcomes (on this thread) and stops holding.
+  void ReleaseOutcomes() ABSL_LOCKS_EXCLUDED(mu_);
+  // Batches that reached the real store.
+  int submitted() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until `n` batches reached the real store; false on timeout.
+  bool AwaitSubmitted(int n, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+
+  absl::StatusOr<Trial> CreateTrial(std::optional<int32_t> id,
+                                    absl::Time deadline) override {
+    return base_->CreateTrial(id, deadline);
+  }
+  absl::StatusOr<Trial> GetTrial(int32_t id, absl::Time deadline) override {
+    return base_->GetTrial(id, deadline);
+  }
+  absl::StatusOr<Trial> SetTrialState(int32_t id, TrialState state,
+                                      absl::Time deadline) override {
+    return base_->SetTrialState(id, state, deadline);
+  }
+  absl::StatusOr<int64_t> GetStreamPosition(int32_t trial_id,
+                                            absl::string_view stream_id,
+                                            absl::Time deadline) override {
+    return base_->GetStreamPosition(trial_id, stream_id, deadline);
+  }
+  absl::Status SubmitBatch(SystemBatch batch,
+                           absl::AnyInvocable<void(BatchOutcome) &&> done)
+      override ABSL_LOCKS_EXCLUDED(mu_);
+  void Shutdown(absl::Time deadline) override;
+
+ private:
+  struct Held {
+    absl::AnyInvocable<void(BatchOutcome) &&> done;
+    BatchOutcome outcome;
+  };
+
+  const std::unique_ptr<MetricStore> base_;
+  mutable absl::Mutex mu_;
+  int fail_submits_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status fail_status_ ABSL_GUARDED_BY(mu_);
+  bool hold_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<Held> held_ ABSL_GUARDED_BY(mu_);
+  int submitted_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace metrics::storage::testing
+
+#endif  // METRICS_STORAGE_TESTING_FAULT_INJECTING_METRIC_STORE_H_
