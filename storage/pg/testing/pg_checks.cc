@@ -218,4 +218,14 @@ absl::StatusOr<absl::Duration> CopyRawRows(const std::string& url,
   });
 }
 
+absl::Status TruncateProfilingRows(const std::string& url) {
+  return GuardPg("truncating metrics_profiling", [&]() -> absl::Status {
+    pqxx::connection conn(url);
+    pqxx::nontransaction tx(conn);
+    tx.exec("TRUNCATE metrics_profiling");
+    tx.exec("CHECKPOINT");  // so neither load pays for the other's writes
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace metrics::storage::pg::testing

@@ -56,6 +56,10 @@ absl::StatusOr<absl::Duration> CopyRawRows(const std::string& url,
                                            int32_t trial_id,
                                            const std::vector<RawRow>& rows);
 
+// For benchmarks: empties the profiling partition, so two measured loads
+// start from the same state.
+absl::Status TruncateProfilingRows(const std::string& url);
+
 }  // namespace metrics::storage::pg::testing
 
 #endif  // METRICS_STORAGE_PG_TESTING_PG_CHECKS_H_
