@@ -31,10 +31,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "common/json_text.h"
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
+#include "server/proto_convert.h"
 #include "storage/pg/testing/pg_checks.h"
+#include "storage/report_json.h"
+#include "tests/testing/realistic_batch.h"
 #include "tests/testing/resending_streamer.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
@@ -51,76 +53,18 @@ namespace metrics::bench {
 namespace {
 
 using storage::pg::testing::RawRow;
+using testing::AddRealisticReport;
+using testing::DeclareRealisticSeries;
 using testing::ResendingStreamer;
 using testing::StreamerOptions;
 using testing::Subprocess;
 using testing::TestDatabase;
 
-constexpr int kGpus = 8;
-const char* const kHostSeries[] = {
-    "cpu_util_simple",      "memory_free",         "disk_iops",
-    "disk_throughput_read", "disk_throughput_write", "net_throughput_sent",
-    "net_throughput_recv",  "load_avg",            "open_files"};
-
-// Declares the 25 series of an agent in `batch`.
-void DeclareSeries(v1::SystemMetricsBatch& batch) {
-  for (const char* name : kHostSeries) {
-    v1::SeriesDeclaration* s = batch.add_series();
-    s->set_name(name);
-    s->set_unit("x");
-  }
-  for (int g = 0; g < kGpus; ++g) {
-    for (const char* name : {"gpu_util", "gpu_free_memory"}) {
-      v1::SeriesDeclaration* s = batch.add_series();
-      s->set_name(name);
-      s->set_gpu_uuid(absl::StrCat("GPU-", g));
-      s->set_unit("x");
-    }
-  }
-}
-
-void AddReport(v1::SystemMetricsBatch& batch, absl::Time t, int64_t seed) {
-  v1::SystemMetricsReport* report = batch.add_reports();
-  const int64_t micros = absl::ToUnixMicros(t);
-  report->mutable_time()->set_seconds(micros / 1000000);
-  report->mutable_time()->set_nanos(static_cast<int32_t>(micros % 1000000) * 1000);
-  for (int v = 0; v < batch.series_size(); ++v) {
-    report->add_series(v);
-    report->add_values(static_cast<double>((seed * 7919 + v * 104729) % 100000) / 7);
-  }
-}
-
 // The raw row the server stores for a report (same jsonb text).
-RawRow RowOf(const v1::SystemMetricsBatch& batch,
-             const v1::SystemMetricsReport& report) {
-  std::map<std::string, std::vector<std::pair<std::string, double>>> by_name;
-  for (int i = 0; i < report.values_size(); ++i) {
-    const v1::SeriesDeclaration& s = batch.series(report.series(i));
-    by_name[s.name()].emplace_back(s.gpu_uuid(), report.values(i));
-  }
-  std::string json = "{";
-  for (const auto& [name, values] : by_name) {
-    if (json.size() > 1) json += ',';
-    common::AppendJsonString(json, name);
-    json += ':';
-    if (values.size() == 1 && values[0].first.empty()) {
-      common::AppendJsonNumber(json, values[0].second);
-      continue;
-    }
-    json += '{';
-    for (size_t i = 0; i < values.size(); ++i) {
-      if (i > 0) json += ',';
-      common::AppendJsonString(json, values[i].first);
-      json += ':';
-      common::AppendJsonNumber(json, values[i].second);
-    }
-    json += '}';
-  }
-  json += '}';
-  return {batch.agent_id(),
-          absl::FromUnixSeconds(report.time().seconds()) +
-              absl::Nanoseconds(report.time().nanos()),
-          json};
+RawRow RowOf(const v1::SystemMetricsBatch& proto, int report) {
+  const storage::SystemBatch batch = server::BatchFromProto(proto);
+  return {batch.agent_id, batch.reports[report].time,
+          storage::ReportJson(batch, batch.reports[report])};
 }
 
 double RssMb(pid_t pid) {
@@ -181,7 +125,7 @@ class FanInStream : public grpc::ClientBidiReactor<
     stub->async()->StreamSystemMetrics(&context_, this);
     open_.mutable_open()->set_stream_id(agent_);
     open_.mutable_open()->set_trial_id(trial);
-    DeclareSeries(*template_.mutable_batch());
+    DeclareRealisticSeries(*template_.mutable_batch());
     template_.mutable_batch()->set_agent_id(agent_);
     writing_ = true;
     StartWrite(&open_);
@@ -199,7 +143,7 @@ class FanInStream : public grpc::ClientBidiReactor<
       }
       request_ = template_;
       request_.mutable_batch()->set_sequence(++sequence_);
-      AddReport(*request_.mutable_batch(), absl::Now(), sequence_);
+      AddRealisticReport(*request_.mutable_batch(), absl::Now(), sequence_);
       sent_[sequence_] = absl::Now();
       writing_ = true;
     }
@@ -392,15 +336,17 @@ int Run() {
       v1::SystemMetricsBatch batch;
       batch.set_trial_id(1);
       batch.set_agent_id(absl::StrCat("bulk-", s));
-      DeclareSeries(batch);
+      DeclareRealisticSeries(batch);
       for (int r = 0; r < per_batch; ++r) {
-        AddReport(batch, history + absl::Seconds(b * per_batch + r), b * per_batch + r);
-        rows.push_back(RowOf(batch, batch.reports(r)));
+        AddRealisticReport(batch, history + absl::Seconds(b * per_batch + r),
+                           b * per_batch + r);
+        rows.push_back(RowOf(batch, r));
       }
       work[s].push_back(std::move(batch));
     }
   }
-  const int64_t values = static_cast<int64_t>(rows.size()) * (9 + 2 * kGpus);
+  const int64_t values =
+      static_cast<int64_t>(rows.size()) * testing::kRealisticValuesPerReport;
 
   // The ceiling first: the same rows COPYed into the empty partition from
   // one session. Then the partition is emptied again, so the ingest starts

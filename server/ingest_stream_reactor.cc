@@ -253,17 +253,7 @@ void IngestStreamReactor::FinishLocked(const absl::Status& status,
   grpc::Status grpc_status = common::ToGrpcStatus(status);
   // Send what is acknowledged (and refused) before the status, so the client
   // learns of it even as the stream ends.
-  if (!writing_ && opened_ && (acked_ != written_ack_ || !rejections_.empty())) {
-    response_.Clear();
-    response_.set_acked_sequence(acked_);
-    for (v1::BatchRejection& r : rejections_) {
-      *response_.add_rejected() = std::move(r);
-    }
-    rejections_.clear();
-    written_ack_ = acked_;
-    writing_ = true;
-    actions.write = true;
-  }
+  PrepareAckLocked(actions);
   if (writing_) {
     deferred_finish_ = std::move(grpc_status);
   } else {
@@ -271,19 +261,25 @@ void IngestStreamReactor::FinishLocked(const absl::Status& status,
   }
 }
 
+void IngestStreamReactor::PrepareAckLocked(Actions& actions) {
+  if (writing_ || !opened_ ||
+      (acked_ == written_ack_ && rejections_.empty())) {
+    return;
+  }
+  response_.Clear();
+  response_.set_acked_sequence(acked_);
+  for (v1::BatchRejection& r : rejections_) {
+    *response_.add_rejected() = std::move(r);
+  }
+  rejections_.clear();
+  written_ack_ = acked_;
+  writing_ = true;
+  actions.write = true;
+}
+
 void IngestStreamReactor::ProgressLocked(Actions& actions) {
   if (done_ || finished_) return;
-  if (!writing_ && opened_ && (acked_ != written_ack_ || !rejections_.empty())) {
-    response_.Clear();
-    response_.set_acked_sequence(acked_);
-    for (v1::BatchRejection& r : rejections_) {
-      *response_.add_rejected() = std::move(r);
-    }
-    rejections_.clear();
-    written_ack_ = acked_;
-    writing_ = true;
-    actions.write = true;
-  }
+  PrepareAckLocked(actions);
   if (!reading_ && !reads_done_ && opened_ &&
       inflight_ < options_.max_inflight) {
     reading_ = true;

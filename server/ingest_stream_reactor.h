@@ -66,6 +66,9 @@ class IngestStreamReactor
 
   void FinishLocked(const absl::Status& status, Actions& actions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fills response_ with what is new to acknowledge, if anything and no
+  // write is in progress.
+  void PrepareAckLocked(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Decides the next read, write or finish after any change.
   void ProgressLocked(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts the decided gRPC operations. Within a reaction the call cannot

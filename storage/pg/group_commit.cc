@@ -12,9 +12,9 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/strings/str_cat.h"
-#include "common/json_text.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/sql_arrays.h"
+#include "storage/report_json.h"
 #include "storage/rollup.h"
 
 namespace metrics::storage::pg {
@@ -50,39 +50,6 @@ std::optional<TrialState> ParseTrialState(absl::string_view text) {
     if (TrialStateName(s) == text) return s;
   }
   return std::nullopt;
-}
-
-// The jsonb of one report, as generic readers of `metrics` see it:
-// {"cpu_util_simple": 3.5, "gpu_util": {"GPU-1": 50, "GPU-2": 7}}. An
-// agent-wide value of a name that also has GPU values in the same report
-// sits under the key "" of that name's object.
-std::string ReportJson(const SystemBatch& batch, const Report& report) {
-  absl::btree_map<absl::string_view,
-                  std::vector<std::pair<absl::string_view, double>>>
-      by_name;
-  for (size_t v = 0; v < report.values.size(); ++v) {
-    const SeriesDeclaration& s = batch.series[report.series[v]];
-    by_name[s.name].emplace_back(s.gpu_uuid, report.values[v]);
-  }
-  std::string json = "{";
-  for (const auto& [name, values] : by_name) {
-    if (json.size() > 1) json += ',';
-    common::AppendJsonString(json, name);
-    json += ':';
-    if (values.size() == 1 && values[0].first.empty()) {
-      common::AppendJsonNumber(json, values[0].second);
-      continue;
-    }
-    json += '{';
-    for (size_t i = 0; i < values.size(); ++i) {
-      if (i > 0) json += ',';
-      common::AppendJsonString(json, values[i].first);
-      json += ':';
-      common::AppendJsonNumber(json, values[i].second);
-    }
-    json += '}';
-  }
-  return json + "}";
 }
 
 }  // namespace

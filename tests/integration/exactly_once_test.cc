@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
 #include "storage/pg/testing/pg_checks.h"
+#include "tests/testing/realistic_batch.h"
 #include "tests/testing/resending_streamer.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
@@ -31,41 +32,20 @@ namespace pgtest = ::metrics::storage::pg::testing;
 constexpr int kAgents = 2;
 constexpr int kBatches = 80;
 constexpr int kReportsPerBatch = 10;
-constexpr int kGpus = 8;
-constexpr int kValuesPerReport = 9 + 2 * kGpus;  // 25
+constexpr int kValuesPerReport = kRealisticValuesPerReport;  // 25
 
-// Realistic reports: 9 host series and 2 per GPU, one report a second.
 std::vector<v1::SystemMetricsBatch> AgentBatches(int32_t trial, int agent) {
-  const int64_t start = absl::ToUnixSeconds(absl::Now()) - 3600;
+  const absl::Time start = absl::Now() - absl::Hours(1) + absl::Nanoseconds(123456789);
   std::vector<v1::SystemMetricsBatch> batches;
   for (int b = 0; b < kBatches; ++b) {
     v1::SystemMetricsBatch batch;
     batch.set_trial_id(trial);
     batch.set_agent_id(absl::StrCat("agent-", agent));
-    for (const char* name :
-         {"cpu_util_simple", "memory_free", "disk_iops", "disk_throughput_read",
-          "disk_throughput_write", "net_throughput_sent", "net_throughput_recv",
-          "load_avg", "open_files"}) {
-      v1::SeriesDeclaration* s = batch.add_series();
-      s->set_name(name);
-      s->set_unit("x");
-    }
-    for (int g = 0; g < kGpus; ++g) {
-      for (const char* name : {"gpu_util", "gpu_free_memory"}) {
-        v1::SeriesDeclaration* s = batch.add_series();
-        s->set_name(name);
-        s->set_gpu_uuid(absl::StrCat("GPU-", agent, "-", g));
-        s->set_unit("x");
-      }
-    }
+    DeclareRealisticSeries(batch, absl::StrCat(agent, "-"));
     for (int r = 0; r < kReportsPerBatch; ++r) {
-      v1::SystemMetricsReport* report = batch.add_reports();
-      report->mutable_time()->set_seconds(start + b * kReportsPerBatch + r);
-      report->mutable_time()->set_nanos(123456789);
-      for (int v = 0; v < kValuesPerReport; ++v) {
-        report->add_series(v);
-        report->add_values((b * 31 + r * 7 + v * 13) % 101 + 0.25 * agent);
-      }
+      AddRealisticReport(batch,
+                         start + absl::Seconds(b * kReportsPerBatch + r),
+                         agent * 100000 + b * kReportsPerBatch + r);
     }
     batches.push_back(std::move(batch));
   }
