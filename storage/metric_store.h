@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "storage/rollup.h"
 
 namespace metrics::storage {
 
@@ -73,6 +74,32 @@ struct BatchOutcome {
   int64_t sequence = 0;
 };
 
+// A series of a trial, from the registry; its extent and count come from
+// the coarsest rollups.
+struct SeriesInfo {
+  int64_t series_id = 0;
+  std::string agent_id;
+  std::string gpu_uuid;  // empty for agent-wide series
+  std::string name;
+  std::string unit;
+  int64_t sample_count = 0;               // 0 when nothing is stored
+  std::optional<absl::Time> first_time;   // set when sample_count > 0
+  std::optional<absl::Time> last_time;
+};
+
+// One stored rollup bucket of one agent: the stats of the series asked for.
+struct RollupRow {
+  std::string agent_id;
+  int64_t bucket_start_us = 0;
+  AgentRollup stats;
+};
+
+// One raw sample: microseconds since the epoch and its value.
+struct Sample {
+  int64_t time_us = 0;
+  double value = 0;
+};
+
 class MetricStore {
  public:
   virtual ~MetricStore() = default;
@@ -93,6 +120,27 @@ class MetricStore {
   virtual absl::StatusOr<int64_t> GetStreamPosition(int32_t trial_id,
                                                     absl::string_view stream_id,
                                                     absl::Time deadline) = 0;
+
+  // The trial's system series, ordered by agent, name and GPU. With
+  // `extents`, also each series' first and last time and sample count, read
+  // from the coarsest rollups (a few rows per agent and day; never raw
+  // rows). NOT_FOUND for an unknown trial.
+  virtual absl::StatusOr<std::vector<SeriesInfo>> ListSeries(
+      int32_t trial_id, bool extents, absl::Time deadline) = 0;
+
+  // The stored rollup buckets of `width_s` of `agents` whose start lies in
+  // [from_us, to_us), holding only the stats of `series_ids`; ordered by
+  // agent and bucket start.
+  virtual absl::StatusOr<std::vector<RollupRow>> ReadRollups(
+      int32_t trial_id, const std::vector<std::string>& agents, int width_s,
+      const std::vector<int64_t>& series_ids, int64_t from_us, int64_t to_us,
+      absl::Time deadline) = 0;
+
+  // The raw samples of each of `series` with time in [from_us, to_us), each
+  // in time order (ties in ingest order); result[i] belongs to series[i].
+  virtual absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
+      int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
+      int64_t to_us, absl::Time deadline) = 0;
 
   // Queues a batch for the group-commit writer and returns at once; never
   // blocks. `done` runs exactly once, on a writer thread, after the batch's

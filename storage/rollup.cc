@@ -107,6 +107,44 @@ std::string EncodeAgentRollup(const AgentRollup& rollup) {
   return out;
 }
 
+absl::StatusOr<AgentRollup> DecodeAgentRollup(
+    absl::string_view bytes, const std::vector<int64_t>& wanted) {
+  if (bytes.empty() || bytes[0] != kVersion ||
+      (bytes.size() - 1) % kEntryBytes != 0) {
+    return absl::DataLossError(absl::StrCat(
+        "rollup row of ", bytes.size(), " bytes is not in packed format 1"));
+  }
+  AgentRollup rollup;
+  const size_t entries = (bytes.size() - 1) / kEntryBytes;
+  const char* base = bytes.data() + 1;
+  for (int64_t id : wanted) {
+    // Entries are sorted by series id: binary search.
+    size_t lo = 0, hi = entries;
+    while (lo < hi) {
+      const size_t mid = (lo + hi) / 2;
+      const char* at = base + mid * kEntryBytes;
+      if (Get<int64_t>(at) < id) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    if (lo == entries) continue;
+    const char* in = base + lo * kEntryBytes;
+    if (Get<int64_t>(in) != id) continue;
+    RollupStats& s = rollup[id];
+    s.count = Get<int64_t>(in);
+    s.sum = Get<double>(in);
+    s.min = Get<double>(in);
+    s.max = Get<double>(in);
+    s.first_time_us = Get<int64_t>(in);
+    s.first_value = Get<double>(in);
+    s.last_time_us = Get<int64_t>(in);
+    s.last_value = Get<double>(in);
+  }
+  return rollup;
+}
+
 absl::StatusOr<AgentRollup> DecodeAgentRollup(absl::string_view bytes) {
   if (bytes.empty() || bytes[0] != kVersion ||
       (bytes.size() - 1) % kEntryBytes != 0) {

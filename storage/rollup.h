@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/container/btree_map.h"
 #include "absl/status/statusor.h"
@@ -61,6 +62,9 @@ int64_t BucketStartMicros(int64_t time_us, int width_s);
 std::string EncodeAgentRollup(const AgentRollup& rollup);
 // DATA_LOSS for bytes that are not EncodeAgentRollup's output.
 absl::StatusOr<AgentRollup> DecodeAgentRollup(absl::string_view bytes);
+// The same, keeping only the series in `wanted` (sorted ascending).
+absl::StatusOr<AgentRollup> DecodeAgentRollup(
+    absl::string_view bytes, const std::vector<int64_t>& wanted);
 
 }  // namespace metrics::storage
 

@@ -3,11 +3,16 @@
 #include <pqxx/result>
 #include <pqxx/transaction>
 
+#include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
 #include "common/status_macros.h"
 #include "storage/pg/pg_errors.h"
+#include "storage/pg/sql_arrays.h"
 
 namespace metrics::storage::pg {
 
@@ -163,6 +168,146 @@ absl::StatusOr<int64_t> PgMetricStore::GetStreamPosition(
             "WHERE trial_id = $1 AND stream_id = $2",
             trial_id, std::string(stream_id));
         return r.empty() ? 0 : r[0][0].as<int64_t>();
+      });
+}
+
+absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeries(
+    int32_t trial_id, bool extents, absl::Time deadline) {
+  return InTransaction<std::vector<SeriesInfo>>(
+      pool_, absl::StrCat("listing the series of trial ", trial_id), deadline,
+      [&](pqxx::work& tx) -> absl::StatusOr<std::vector<SeriesInfo>> {
+        if (tx.exec_params("SELECT 1 FROM trials WHERE id = $1", trial_id)
+                .empty()) {
+          return absl::NotFoundError(
+              absl::StrCat("trial ", trial_id, " does not exist"));
+        }
+        std::vector<SeriesInfo> series;
+        absl::flat_hash_map<int64_t, size_t> by_id;
+        // Relies on the unique key (trial_id, metric_group, agent_id, ...).
+        for (const auto& row : tx.exec_params(
+                 "SELECT series_id, agent_id, gpu_uuid, name, unit FROM series "
+                 "WHERE trial_id = $1 AND metric_group = 'system' "
+                 "ORDER BY agent_id, name, gpu_uuid",
+                 trial_id)) {
+          SeriesInfo info;
+          info.series_id = row[0].as<int64_t>();
+          info.agent_id = row[1].as<std::string>();
+          info.gpu_uuid = row[2].as<std::string>();
+          info.name = row[3].as<std::string>();
+          info.unit = row[4].as<std::string>();
+          by_id[info.series_id] = series.size();
+          series.push_back(std::move(info));
+        }
+        if (!extents || series.empty()) return series;
+        // The coarsest buckets hold every sample once: their counts add up
+        // to the total, and their first and last times bound the series.
+        // Relies on the primary key (trial_id, agent_id, width_s, ...).
+        for (const auto& row : tx.exec_params(
+                 "SELECT stats FROM system_rollups WHERE trial_id = $1 "
+                 "AND width_s = $2",
+                 trial_id, kRollupWidthsSeconds[std::size(kRollupWidthsSeconds) - 1])) {
+          absl::StatusOr<AgentRollup> rollup =
+              DecodeAgentRollup(DecodeByteaHex(row[0].as<std::string>()));
+          if (!rollup.ok()) return rollup.status();
+          for (const auto& [id, stats] : *rollup) {
+            auto it = by_id.find(id);
+            if (it == by_id.end()) continue;
+            SeriesInfo& info = series[it->second];
+            info.sample_count += stats.count;
+            const absl::Time first = absl::FromUnixMicros(stats.first_time_us);
+            const absl::Time last = absl::FromUnixMicros(stats.last_time_us);
+            if (!info.first_time || first < *info.first_time) {
+              info.first_time = first;
+            }
+            if (!info.last_time || last > *info.last_time) info.last_time = last;
+          }
+        }
+        return series;
+      });
+}
+
+absl::StatusOr<std::vector<RollupRow>> PgMetricStore::ReadRollups(
+    int32_t trial_id, const std::vector<std::string>& agents, int width_s,
+    const std::vector<int64_t>& series_ids, int64_t from_us, int64_t to_us,
+    absl::Time deadline) {
+  std::vector<int64_t> wanted = series_ids;
+  std::sort(wanted.begin(), wanted.end());
+  return InTransaction<std::vector<RollupRow>>(
+      pool_, absl::StrCat("reading rollups of trial ", trial_id), deadline,
+      [&](pqxx::work& tx) -> absl::StatusOr<std::vector<RollupRow>> {
+        std::vector<RollupRow> rows;
+        // A range scan of the primary key (trial_id, agent_id, width_s,
+        // bucket_start) per agent.
+        for (const auto& row : tx.exec_params(
+                 "SELECT agent_id, (extract(epoch FROM bucket_start) * "
+                 "1000000)::bigint, stats FROM system_rollups "
+                 "WHERE trial_id = $1 AND agent_id = ANY($2::text[]) "
+                 "AND width_s = $3 "
+                 "AND bucket_start >= timestamptz 'epoch' + $4 * interval '1 microsecond' "
+                 "AND bucket_start < timestamptz 'epoch' + $5 * interval '1 microsecond' "
+                 "ORDER BY agent_id, bucket_start",
+                 trial_id, TextArray(agents), width_s, from_us, to_us)) {
+          RollupRow r;
+          r.agent_id = row[0].as<std::string>();
+          r.bucket_start_us = row[1].as<int64_t>();
+          absl::StatusOr<AgentRollup> stats = DecodeAgentRollup(
+              DecodeByteaHex(row[2].as<std::string>()), wanted);
+          if (!stats.ok()) return stats.status();
+          r.stats = *std::move(stats);
+          rows.push_back(std::move(r));
+        }
+        return rows;
+      });
+}
+
+absl::StatusOr<std::vector<std::vector<Sample>>> PgMetricStore::ReadRawSamples(
+    int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
+    int64_t to_us, absl::Time deadline) {
+  return InTransaction<std::vector<std::vector<Sample>>>(
+      pool_, absl::StrCat("reading raw samples of trial ", trial_id), deadline,
+      [&](pqxx::work& tx) -> absl::StatusOr<std::vector<std::vector<Sample>>> {
+        std::vector<std::vector<Sample>> result(series.size());
+        // One scan per agent, extracting every wanted series of it from the
+        // jsonb in SQL. Relies on the primary key (trial_id, metric_group,
+        // agent_id, end_time, id): a range scan in time, then ingest order.
+        absl::btree_map<std::string, std::vector<size_t>> by_agent;
+        for (size_t i = 0; i < series.size(); ++i) {
+          by_agent[series[i].agent_id].push_back(i);
+        }
+        for (const auto& [agent, indexes] : by_agent) {
+          std::string columns;
+          for (size_t i : indexes) {
+            const SeriesInfo& s = series[i];
+            const std::string name = tx.quote(s.name);
+            absl::StrAppend(
+                &columns, ", ",
+                s.gpu_uuid.empty()
+                    ? absl::StrCat("(CASE WHEN jsonb_typeof(metrics -> ", name,
+                                   ") = 'object' THEN metrics -> ", name,
+                                   " ->> '' ELSE metrics ->> ", name,
+                                   " END)::float8")
+                    : absl::StrCat("(metrics -> ", name, " ->> ",
+                                   tx.quote(s.gpu_uuid), ")::float8"));
+          }
+          for (const auto& row : tx.exec_params(
+                   absl::StrCat(
+                       "SELECT (extract(epoch FROM end_time) * 1000000)::bigint",
+                       columns,
+                       " FROM metrics_profiling WHERE trial_id = $1 "
+                       "AND metric_group = 'system' AND agent_id = $2 "
+                       "AND end_time >= timestamptz 'epoch' + $3 * interval '1 microsecond' "
+                       "AND end_time < timestamptz 'epoch' + $4 * interval '1 microsecond' "
+                       "ORDER BY end_time, id"),
+                   trial_id, agent, from_us, to_us)) {
+            const int64_t t = row[0].as<int64_t>();
+            for (size_t c = 0; c < indexes.size(); ++c) {
+              const pqxx::field value = row[static_cast<int>(c + 1)];
+              if (value.is_null()) continue;
+              result[indexes[c]].push_back({t, value.as<double>()});
+            }
+          }
+        }
+        return result;
       });
 }
 

@@ -47,6 +47,15 @@ class PgMetricStore : public MetricStore {
   absl::StatusOr<int64_t> GetStreamPosition(int32_t trial_id,
                                             absl::string_view stream_id,
                                             absl::Time deadline) override;
+  absl::StatusOr<std::vector<SeriesInfo>> ListSeries(
+      int32_t trial_id, bool extents, absl::Time deadline) override;
+  absl::StatusOr<std::vector<RollupRow>> ReadRollups(
+      int32_t trial_id, const std::vector<std::string>& agents, int width_s,
+      const std::vector<int64_t>& series_ids, int64_t from_us, int64_t to_us,
+      absl::Time deadline) override;
+  absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
+      int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
+      int64_t to_us, absl::Time deadline) override;
   absl::Status SubmitBatch(
       SystemBatch batch,
       absl::AnyInvocable<void(BatchOutcome) &&> done) override;

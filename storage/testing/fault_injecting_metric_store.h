@@ -48,6 +48,22 @@ class FaultInjectingMetricStore : public MetricStore {
                                             absl::Time deadline) override {
     return base_->GetStreamPosition(trial_id, stream_id, deadline);
   }
+  absl::StatusOr<std::vector<SeriesInfo>> ListSeries(
+      int32_t trial_id, bool extents, absl::Time deadline) override {
+    return base_->ListSeries(trial_id, extents, deadline);
+  }
+  absl::StatusOr<std::vector<RollupRow>> ReadRollups(
+      int32_t trial_id, const std::vector<std::string>& agents, int width_s,
+      const std::vector<int64_t>& series_ids, int64_t from_us, int64_t to_us,
+      absl::Time deadline) override {
+    return base_->ReadRollups(trial_id, agents, width_s, series_ids, from_us,
+                              to_us, deadline);
+  }
+  absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
+      int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
+      int64_t to_us, absl::Time deadline) override {
+    return base_->ReadRawSamples(trial_id, series, from_us, to_us, deadline);
+  }
   absl::Status SubmitBatch(SystemBatch batch,
                            absl::AnyInvocable<void(BatchOutcome) &&> done)
       override ABSL_LOCKS_EXCLUDED(mu_);

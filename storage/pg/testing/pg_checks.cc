@@ -123,6 +123,77 @@ absl::StatusOr<int64_t> CheckRollupsMatchRawRows(const std::string& url,
   });
 }
 
+namespace {
+
+// The value of one series in a raw row, as plain SQL: $2 agent, $3 GPU,
+// $4 name; samples of the series are the rows where it is not NULL.
+constexpr char kSeriesSamples[] = R"sql(
+SELECT t, v, id FROM (
+  SELECT m.id, (extract(epoch FROM m.end_time) * 1000000)::bigint AS t,
+         CASE WHEN $3 <> '' THEN (m.metrics -> $4 ->> $3)
+              WHEN jsonb_typeof(m.metrics -> $4) = 'object'
+                THEN (m.metrics -> $4 ->> '')
+              ELSE (m.metrics ->> $4) END::float8 AS v
+    FROM metrics m
+   WHERE m.trial_id = $1 AND m.metric_group = 'system' AND m.agent_id = $2
+) s WHERE v IS NOT NULL AND t >= $5 AND t < $6)sql";
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::pair<int64_t, double>>> RawSamplesOf(
+    const std::string& url, int32_t trial_id, const std::string& agent_id,
+    const std::string& gpu_uuid, const std::string& name, int64_t from_us,
+    int64_t to_us) {
+  return GuardPg(
+      "reading raw samples",
+      [&]() -> absl::StatusOr<std::vector<std::pair<int64_t, double>>> {
+        pqxx::connection conn(url);
+        pqxx::nontransaction tx(conn);
+        std::vector<std::pair<int64_t, double>> samples;
+        for (const auto& row : tx.exec_params(
+                 absl::StrCat(kSeriesSamples, " ORDER BY t, id"), trial_id,
+                 agent_id, gpu_uuid, name, from_us, to_us)) {
+          samples.emplace_back(row[0].as<int64_t>(), row[1].as<double>());
+        }
+        return samples;
+      });
+}
+
+absl::StatusOr<std::map<int64_t, RollupStats>> RawBucketsOf(
+    const std::string& url, int32_t trial_id, const std::string& agent_id,
+    const std::string& gpu_uuid, const std::string& name, int64_t from_us,
+    int64_t to_us, int64_t bucket_us) {
+  return GuardPg(
+      "aggregating raw samples",
+      [&]() -> absl::StatusOr<std::map<int64_t, RollupStats>> {
+        pqxx::connection conn(url);
+        pqxx::nontransaction tx(conn);
+        std::map<int64_t, RollupStats> buckets;
+        for (const auto& row : tx.exec_params(
+                 absl::StrCat(
+                     "SELECT t - (((t % $7) + $7) % $7) AS bucket, count(*), "
+                     "sum(v), min(v), max(v), "
+                     "(array_agg(t ORDER BY t, id))[1], "
+                     "(array_agg(v ORDER BY t, id))[1], "
+                     "(array_agg(t ORDER BY t DESC, id DESC))[1], "
+                     "(array_agg(v ORDER BY t DESC, id DESC))[1] FROM (",
+                     kSeriesSamples, ") samples GROUP BY 1"),
+                 trial_id, agent_id, gpu_uuid, name, from_us, to_us,
+                 bucket_us)) {
+          RollupStats& b = buckets[row[0].as<int64_t>()];
+          b.count = row[1].as<int64_t>();
+          b.sum = row[2].as<double>();
+          b.min = row[3].as<double>();
+          b.max = row[4].as<double>();
+          b.first_time_us = row[5].as<int64_t>();
+          b.first_value = row[6].as<double>();
+          b.last_time_us = row[7].as<int64_t>();
+          b.last_value = row[8].as<double>();
+        }
+        return buckets;
+      });
+}
+
 absl::StatusOr<int64_t> CountRawValues(const std::string& url,
                                        int32_t trial_id) {
   return GuardPg("counting raw values", [&]() -> absl::StatusOr<int64_t> {

@@ -7,12 +7,15 @@
 #define METRICS_STORAGE_PG_TESTING_PG_CHECKS_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "storage/rollup.h"
 
 namespace metrics::storage::pg::testing {
 
@@ -23,6 +26,20 @@ namespace metrics::storage::pg::testing {
 // number of buckets compared.
 absl::StatusOr<int64_t> CheckRollupsMatchRawRows(const std::string& url,
                                                  int32_t trial_id);
+
+// The raw samples of one series with time in [from_us, to_us), by plain
+// SQL over `metrics`, in (time, ingest) order: (time_us, value) pairs.
+absl::StatusOr<std::vector<std::pair<int64_t, double>>> RawSamplesOf(
+    const std::string& url, int32_t trial_id, const std::string& agent_id,
+    const std::string& gpu_uuid, const std::string& name, int64_t from_us,
+    int64_t to_us);
+
+// The aggregates of one series' raw samples in [from_us, to_us), grouped
+// into epoch-aligned buckets of `bucket_us`, by plain SQL over `metrics`.
+absl::StatusOr<std::map<int64_t, RollupStats>> RawBucketsOf(
+    const std::string& url, int32_t trial_id, const std::string& agent_id,
+    const std::string& gpu_uuid, const std::string& name, int64_t from_us,
+    int64_t to_us, int64_t bucket_us);
 
 // Values stored for `trial_id` in raw rows (every number in the jsonb).
 absl::StatusOr<int64_t> CountRawValues(const std::string& url,

@@ -1,0 +1,186 @@
+#include "query/query_engine.h"
+
+#include <algorithm>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "query/plan.h"
+#include "storage/batch_validation.h"
+
+namespace metrics::query {
+
+namespace {
+
+using storage::RollupStats;
+using storage::SeriesInfo;
+
+absl::Status ValidateSelection(absl::string_view field,
+                               const std::vector<std::string>& values,
+                               bool allow_empty) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    RETURN_IF_ERROR(storage::ValidateLabel(absl::StrCat(field, "[", i, "]"),
+                                           values[i], 128, allow_empty));
+  }
+  return absl::OkStatus();
+}
+
+bool Selected(const std::vector<std::string>& wanted, const std::string& v) {
+  return wanted.empty() ||
+         std::find(wanted.begin(), wanted.end(), v) != wanted.end();
+}
+
+std::string TimeText(int64_t us) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E*SZ", absl::FromUnixMicros(us),
+                          absl::UTCTimeZone());
+}
+
+void Append(SeriesData& out, int64_t bucket_start, const RollupStats& s) {
+  out.bucket_start_us.push_back(bucket_start);
+  out.count.push_back(s.count);
+  out.sum.push_back(s.sum);
+  out.min.push_back(s.min);
+  out.max.push_back(s.max);
+  out.mean.push_back(s.sum / static_cast<double>(s.count));
+  out.first_time_us.push_back(s.first_time_us);
+  out.first_value.push_back(s.first_value);
+  out.last_time_us.push_back(s.last_time_us);
+  out.last_value.push_back(s.last_value);
+}
+
+int64_t FloorTo(int64_t t, int64_t width) {
+  int64_t floored = t / width * width;
+  if (floored > t) floored -= width;
+  return floored;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<SeriesInfo>> QueryEngine::ListSeries(
+    int32_t trial_id, absl::Time deadline) {
+  return store_->ListSeries(trial_id, /*extents=*/true, deadline);
+}
+
+absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
+                                               absl::Time deadline) {
+  const int max_points = request.max_points.value_or(options_.default_max_points);
+  if (max_points < 1 || max_points > options_.max_max_points) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_points: ", max_points, " is not between 1 and ",
+                     options_.max_max_points));
+  }
+  if (request.start && request.end && *request.start >= *request.end) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "start: ", TimeText(absl::ToUnixMicros(*request.start)),
+        " is not before end ", TimeText(absl::ToUnixMicros(*request.end))));
+  }
+  RETURN_IF_ERROR(ValidateSelection("name", request.names, false));
+  RETURN_IF_ERROR(ValidateSelection("agent_id", request.agent_ids, false));
+  RETURN_IF_ERROR(ValidateSelection("gpu_uuid", request.gpu_uuids, true));
+
+  const bool need_extents = !request.start || !request.end;
+  ASSIGN_OR_RETURN(std::vector<SeriesInfo> all,
+                   store_->ListSeries(request.trial_id, need_extents, deadline));
+  QueryResult result;
+  std::vector<SeriesInfo> selected;
+  std::optional<int64_t> first, last;
+  for (SeriesInfo& s : all) {
+    if (!Selected(request.names, s.name) ||
+        !Selected(request.agent_ids, s.agent_id) ||
+        !Selected(request.gpu_uuids, s.gpu_uuid)) {
+      continue;
+    }
+    if (s.first_time) {
+      const int64_t f = absl::ToUnixMicros(*s.first_time);
+      const int64_t l = absl::ToUnixMicros(*s.last_time);
+      first = first ? std::min(*first, f) : f;
+      last = last ? std::max(*last, l) : l;
+    }
+    selected.push_back(std::move(s));
+  }
+  for (const SeriesInfo& s : selected) result.series.emplace_back().series = s;
+  if (selected.empty()) return result;
+
+  if (request.start) {
+    result.start_us = absl::ToUnixMicros(*request.start);
+  } else if (first) {
+    result.start_us = *first;
+  }
+  if (request.end) {
+    result.end_us = absl::ToUnixMicros(*request.end);
+  } else if (last) {
+    result.end_us = *last + 1;
+  }
+  if (result.start_us >= result.end_us) {  // nothing stored in the window
+    result.start_us = result.end_us = 0;
+    return result;
+  }
+
+  const Plan plan = PlanQuery(result.start_us, result.end_us, max_points);
+  std::vector<absl::btree_map<int64_t, RollupStats>> buckets(selected.size());
+  if (plan.stored_width_s > 0) {
+    std::vector<std::string> agents;
+    std::vector<int64_t> ids;
+    absl::flat_hash_map<std::pair<std::string, int64_t>, size_t> index;
+    for (size_t i = 0; i < selected.size(); ++i) {
+      if (std::find(agents.begin(), agents.end(), selected[i].agent_id) ==
+          agents.end()) {
+        agents.push_back(selected[i].agent_id);
+      }
+      ids.push_back(selected[i].series_id);
+      index[{selected[i].agent_id, selected[i].series_id}] = i;
+    }
+    ASSIGN_OR_RETURN(
+        std::vector<storage::RollupRow> rows,
+        store_->ReadRollups(request.trial_id, agents, plan.stored_width_s, ids,
+                            plan.read_from_us, plan.read_to_us, deadline));
+    for (const storage::RollupRow& row : rows) {
+      const int64_t bucket = FloorTo(row.bucket_start_us, plan.bucket_us);
+      for (const auto& [id, stats] : row.stats) {
+        auto it = index.find(std::make_pair(row.agent_id, id));
+        if (it == index.end()) continue;
+        buckets[it->second][bucket].Merge(stats);
+      }
+    }
+    for (size_t i = 0; i < selected.size(); ++i) {
+      SeriesData& out = result.series[i];
+      out.resolution_us = plan.bucket_us;
+      for (const auto& [start, stats] : buckets[i]) Append(out, start, stats);
+    }
+    return result;
+  }
+
+  // Short window: raw samples, returned as they are when few enough, else
+  // bucketed here, exactly as the rollups would be.
+  ASSIGN_OR_RETURN(
+      std::vector<std::vector<storage::Sample>> samples,
+      store_->ReadRawSamples(request.trial_id, selected, plan.read_from_us,
+                             plan.read_to_us, deadline));
+  for (size_t i = 0; i < selected.size(); ++i) {
+    SeriesData& out = result.series[i];
+    size_t in_window = 0;
+    for (const storage::Sample& s : samples[i]) {
+      in_window += s.time_us >= result.start_us && s.time_us < result.end_us;
+    }
+    if (in_window <= static_cast<size_t>(max_points)) {
+      out.resolution_us = 0;
+      for (const storage::Sample& s : samples[i]) {
+        if (s.time_us < result.start_us || s.time_us >= result.end_us) continue;
+        RollupStats point;
+        point.Add(s.time_us, s.value);
+        Append(out, s.time_us, point);
+      }
+      continue;
+    }
+    out.resolution_us = plan.bucket_us;
+    absl::btree_map<int64_t, RollupStats> bucketed;
+    for (const storage::Sample& s : samples[i]) {
+      bucketed[FloorTo(s.time_us, plan.bucket_us)].Add(s.time_us, s.value);
+    }
+    for (const auto& [start, stats] : bucketed) Append(out, start, stats);
+  }
+  return result;
+}
+
+}  // namespace metrics::query

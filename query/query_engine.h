@@ -1,0 +1,88 @@
+// The query layer: lists a trial's series and answers time-bucketed queries
+// from the store's rollups (or raw samples for short windows), exactly:
+// every returned bucket holds the count, sum, min, max, first and last of
+// the raw samples whose time falls in it. No SQL and no gRPC here; the
+// server maps requests and results to and from protos.
+//
+// Thread-safety: thread-safe (the store is).
+#ifndef METRICS_QUERY_QUERY_ENGINE_H_
+#define METRICS_QUERY_QUERY_ENGINE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "storage/metric_store.h"
+
+namespace metrics::query {
+
+struct QueryOptions {
+  int default_max_points = 1000;
+  int max_max_points = 10000;
+};
+
+struct QueryRequest {
+  int32_t trial_id = 0;
+  // Which series: each list empty means any value of that label.
+  std::vector<std::string> names;
+  std::vector<std::string> agent_ids;
+  std::vector<std::string> gpu_uuids;  // "" selects agent-wide series
+  // [start, end); unset means the selected series' whole extent.
+  std::optional<absl::Time> start;
+  std::optional<absl::Time> end;
+  std::optional<int> max_points;  // unset: the default
+};
+
+// One series' answer in columns; bucket i is [bucket_start_us[i],
+// bucket_start_us[i] + resolution_us). For raw points (resolution_us 0) each
+// entry is one sample: count 1, all values equal, times equal.
+struct SeriesData {
+  storage::SeriesInfo series;
+  int64_t resolution_us = 0;
+  std::vector<int64_t> bucket_start_us;
+  std::vector<int64_t> count;
+  std::vector<double> sum;
+  std::vector<double> min;
+  std::vector<double> max;
+  std::vector<double> mean;
+  std::vector<int64_t> first_time_us;
+  std::vector<double> first_value;
+  std::vector<int64_t> last_time_us;
+  std::vector<double> last_value;
+};
+
+struct QueryResult {
+  // The window answered (after defaults); both 0 when nothing is stored.
+  int64_t start_us = 0;
+  int64_t end_us = 0;
+  std::vector<SeriesData> series;
+};
+
+class QueryEngine {
+ public:
+  // `store` must outlive the engine.
+  QueryEngine(storage::MetricStore* store, QueryOptions options)
+      : store_(store), options_(options) {}
+
+  // Every series of the trial with its extent and count. NOT_FOUND for an
+  // unknown trial.
+  absl::StatusOr<std::vector<storage::SeriesInfo>> ListSeries(
+      int32_t trial_id, absl::Time deadline);
+
+  // INVALID_ARGUMENT for start not before end, max_points out of range, or
+  // a malformed label in the selection; NOT_FOUND for an unknown trial. No
+  // matching series or no data is an empty answer, not an error.
+  absl::StatusOr<QueryResult> Query(const QueryRequest& request,
+                                    absl::Time deadline);
+
+ private:
+  storage::MetricStore* const store_;
+  const QueryOptions options_;
+};
+
+}  // namespace metrics::query
+
+#endif  // METRICS_QUERY_QUERY_ENGINE_H_
