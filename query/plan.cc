@@ -41,4 +41,22 @@ Plan PlanQuery(int64_t start_us, int64_t end_us, int max_points) {
   return plan;
 }
 
+Plan PlanAtResolution(int64_t start_us, int64_t end_us, int64_t bucket_us) {
+  Plan plan;
+  plan.bucket_us = bucket_us;
+  if (bucket_us == 0) {
+    plan.read_from_us = start_us;
+    plan.read_to_us = end_us;
+    return plan;
+  }
+  for (int width : storage::kRollupWidthsSeconds) {
+    if (bucket_us % (int64_t{width} * 1000000) == 0) {
+      plan.stored_width_s = width;
+    }
+  }
+  plan.read_from_us = FloorTo(start_us, bucket_us);
+  plan.read_to_us = FloorTo(end_us - 1, bucket_us) + bucket_us;
+  return plan;
+}
+
 }  // namespace metrics::query

@@ -31,6 +31,12 @@ struct Plan {
 // REQUIRES: start_us < end_us, max_points > 0.
 Plan PlanQuery(int64_t start_us, int64_t end_us, int max_points);
 
+// The plan for buckets of exactly `bucket_us` (0: raw points), read from the
+// coarsest stored width that divides it, else from raw samples. For
+// following a query at the resolution it started with.
+// REQUIRES: start_us < end_us, bucket_us >= 0.
+Plan PlanAtResolution(int64_t start_us, int64_t end_us, int64_t bucket_us);
+
 }  // namespace metrics::query
 
 #endif  // METRICS_QUERY_PLAN_H_

@@ -117,7 +117,11 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
     return result;
   }
 
-  const Plan plan = PlanQuery(result.start_us, result.end_us, max_points);
+  const Plan plan =
+      request.resolution_us
+          ? PlanAtResolution(result.start_us, result.end_us,
+                             *request.resolution_us)
+          : PlanQuery(result.start_us, result.end_us, max_points);
   std::vector<absl::btree_map<int64_t, RollupStats>> buckets(selected.size());
   if (plan.stored_width_s > 0) {
     std::vector<std::string> agents;
@@ -163,7 +167,10 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
     for (const storage::Sample& s : samples[i]) {
       in_window += s.time_us >= result.start_us && s.time_us < result.end_us;
     }
-    if (in_window <= static_cast<size_t>(max_points)) {
+    const bool raw_points =
+        request.resolution_us ? *request.resolution_us == 0
+                              : in_window <= static_cast<size_t>(max_points);
+    if (raw_points) {
       out.resolution_us = 0;
       for (const storage::Sample& s : samples[i]) {
         if (s.time_us < result.start_us || s.time_us >= result.end_us) continue;

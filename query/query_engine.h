@@ -34,6 +34,9 @@ struct QueryRequest {
   std::optional<absl::Time> start;
   std::optional<absl::Time> end;
   std::optional<int> max_points;  // unset: the default
+  // Set: answer at exactly this bucket width (0: raw points), whatever the
+  // window and max_points; for following a query at its first resolution.
+  std::optional<int64_t> resolution_us;
 };
 
 // One series' answer in columns; bucket i is [bucket_start_us[i],

@@ -91,6 +91,11 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
       server->store_.get(), server->executor_.get());
   server->ingest_service_ = std::make_unique<IngestService>(
       server->store_.get(), server->executor_.get(), options.ingest);
+  server->query_engine_ =
+      std::make_unique<query::QueryEngine>(server->store_.get(), options.query);
+  server->query_service_ = std::make_unique<QueryService>(
+      server->query_engine_.get(), server->store_.get(),
+      server->executor_.get(), options.follow);
 
   grpc::EnableDefaultHealthCheckService(true);
   // Server reflection lets operators list and call services with grpcurl or
@@ -103,6 +108,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
                            &server->grpc_port_);
   builder.RegisterService(server->trial_service_.get());
   builder.RegisterService(server->ingest_service_.get());
+  builder.RegisterService(server->query_service_.get());
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   grpc::ResourceQuota quota("metricsd");
   quota.Resize(options.grpc_memory_bytes);

@@ -24,6 +24,7 @@
 #include "server/blocking_executor.h"
 #include "server/http_server.h"
 #include "server/ingest_service.h"
+#include "server/query_service.h"
 #include "server/server_options.h"
 #include "server/trial_service.h"
 #include "storage/pg/pg_metric_store.h"
@@ -62,6 +63,8 @@ class MetricsServer {
   std::unique_ptr<BlockingExecutor> executor_;
   std::unique_ptr<TrialService> trial_service_;
   std::unique_ptr<IngestService> ingest_service_;
+  std::unique_ptr<query::QueryEngine> query_engine_;
+  std::unique_ptr<QueryService> query_service_;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<HttpServer> http_;
   int grpc_port_ = 0;

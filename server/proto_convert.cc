@@ -65,6 +65,55 @@ void TrialToProto(const storage::Trial& trial, v1::Trial* proto) {
   }
 }
 
+void SeriesToProto(const storage::SeriesInfo& series, v1::Series* proto) {
+  proto->set_agent_id(series.agent_id);
+  proto->set_gpu_uuid(series.gpu_uuid);
+  proto->set_name(series.name);
+  proto->set_unit(series.unit);
+  proto->set_sample_count(series.sample_count);
+  if (series.first_time) TimeToProto(*series.first_time, proto->mutable_first_time());
+  if (series.last_time) TimeToProto(*series.last_time, proto->mutable_last_time());
+}
+
+query::QueryRequest QueryFromProto(const v1::QuerySeriesRequest& proto) {
+  query::QueryRequest request;
+  request.trial_id = proto.trial_id();
+  request.names.assign(proto.name().begin(), proto.name().end());
+  request.agent_ids.assign(proto.agent_id().begin(), proto.agent_id().end());
+  request.gpu_uuids.assign(proto.gpu_uuid().begin(), proto.gpu_uuid().end());
+  if (proto.has_start()) request.start = TimeFromProto(proto.start());
+  if (proto.has_end()) request.end = TimeFromProto(proto.end());
+  if (proto.has_max_points()) request.max_points = proto.max_points();
+  return request;
+}
+
+void QueryResultToProto(const query::QueryResult& result,
+                        v1::QuerySeriesResponse* proto) {
+  if (result.end_us > result.start_us) {
+    TimeToProto(absl::FromUnixMicros(result.start_us), proto->mutable_start());
+    TimeToProto(absl::FromUnixMicros(result.end_us), proto->mutable_end());
+  }
+  for (const query::SeriesData& data : result.series) {
+    v1::SeriesBuckets* out = proto->add_series();
+    SeriesToProto(data.series, out->mutable_series());
+    out->set_resolution_us(data.resolution_us);
+    out->mutable_bucket_start_us()->Assign(data.bucket_start_us.begin(),
+                                           data.bucket_start_us.end());
+    out->mutable_count()->Assign(data.count.begin(), data.count.end());
+    out->mutable_min()->Assign(data.min.begin(), data.min.end());
+    out->mutable_max()->Assign(data.max.begin(), data.max.end());
+    out->mutable_mean()->Assign(data.mean.begin(), data.mean.end());
+    out->mutable_first_time_us()->Assign(data.first_time_us.begin(),
+                                         data.first_time_us.end());
+    out->mutable_first_value()->Assign(data.first_value.begin(),
+                                       data.first_value.end());
+    out->mutable_last_time_us()->Assign(data.last_time_us.begin(),
+                                        data.last_time_us.end());
+    out->mutable_last_value()->Assign(data.last_value.begin(),
+                                      data.last_value.end());
+  }
+}
+
 std::optional<storage::TrialState> TrialStateFromProto(v1::Trial::State state) {
   switch (state) {
     case v1::Trial::ACTIVE:

@@ -8,6 +8,8 @@
 #include <optional>
 
 #include "proto/metrics/v1/ingest.pb.h"
+#include "proto/metrics/v1/query.pb.h"
+#include "query/query_engine.h"
 #include "proto/metrics/v1/trials.pb.h"
 #include "storage/metric_store.h"
 
@@ -16,6 +18,13 @@ namespace metrics::server {
 storage::SystemBatch BatchFromProto(const v1::SystemMetricsBatch& proto);
 
 void TrialToProto(const storage::Trial& trial, v1::Trial* proto);
+
+void SeriesToProto(const storage::SeriesInfo& series, v1::Series* proto);
+
+query::QueryRequest QueryFromProto(const v1::QuerySeriesRequest& proto);
+
+void QueryResultToProto(const query::QueryResult& result,
+                        v1::QuerySeriesResponse* proto);
 
 // nullopt for STATE_UNSPECIFIED or an unknown value.
 std::optional<storage::TrialState> TrialStateFromProto(v1::Trial::State state);

@@ -11,6 +11,8 @@
 #include <string>
 
 #include "server/http_server.h"
+#include "query/query_engine.h"
+#include "server/follow_reactor.h"
 #include "server/ingest_stream_reactor.h"
 #include "storage/pg/pg_metric_store.h"
 
@@ -30,6 +32,8 @@ struct ServerOptions {
   // database_url is set from the one above.
   storage::pg::PgMetricStoreOptions store;
   IngestStreamOptions ingest;
+  query::QueryOptions query;
+  FollowOptions follow;
   // Threads (and queue bound) for the blocking work of unary calls.
   int executor_threads = 4;
   size_t executor_queue = 1000;

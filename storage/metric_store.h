@@ -9,6 +9,8 @@
 #define METRICS_STORAGE_METRIC_STORE_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -100,6 +102,13 @@ struct Sample {
   double value = 0;
 };
 
+// A subscription to a trial's changes; dropping it unsubscribes (and once
+// the destructor returns, its callback is not running and will not run).
+class ChangeSubscription {
+ public:
+  virtual ~ChangeSubscription() = default;
+};
+
 class MetricStore {
  public:
   virtual ~MetricStore() = default;
@@ -141,6 +150,13 @@ class MetricStore {
   virtual absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
       int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
       int64_t to_us, absl::Time deadline) = 0;
+
+  // Calls `on_change` soon after data of `trial_id` is committed or its
+  // state changes, by any metricsd on the same database, and after anything
+  // may have been missed (a lost listening connection). Runs on a notifier
+  // thread; must be quick and must not subscribe or unsubscribe.
+  virtual std::unique_ptr<ChangeSubscription> SubscribeToChanges(
+      int32_t trial_id, std::function<void()> on_change) = 0;
 
   // Queues a batch for the group-commit writer and returns at once; never
   // blocks. `done` runs exactly once, on a writer thread, after the batch's

@@ -68,6 +68,7 @@ class GroupTransaction {
     WriteRawRows();
     WriteRollups();
     WritePositions();
+    Notify();
     return outcomes;
   }
 
@@ -418,6 +419,20 @@ class GroupTransaction {
             rollup);
       }
     }
+  }
+
+  // Followers of these trials (in any metricsd) learn of the new data when
+  // this transaction commits.
+  void Notify() {
+    std::vector<int64_t> trials;
+    for (const Accepted& a : accepted_) trials.push_back(a.batch->trial_id);
+    std::sort(trials.begin(), trials.end());
+    trials.erase(std::unique(trials.begin(), trials.end()), trials.end());
+    if (trials.empty()) return;
+    tx_.exec_params(
+        "SELECT pg_notify('metrics_ingest', t::text) "
+        "FROM unnest($1::int[]) AS t",
+        IntArray(trials));
   }
 
   void WritePositions() {

@@ -72,7 +72,8 @@ std::unique_ptr<PgMetricStore> PgMetricStore::Create(
 PgMetricStore::PgMetricStore(PgMetricStoreOptions options)
     : options_(std::move(options)),
       pool_(ConnectionPoolOptions{options_.database_url, "metricsd",
-                                  options_.pool_size}) {
+                                  options_.pool_size}),
+      notifier_(options_.database_url) {
   IngestWriterOptions writer = options_.writer;
   writer.database_url = options_.database_url;
   writer.max_series_per_trial = options_.limits.max_series_per_trial;
@@ -154,6 +155,8 @@ absl::StatusOr<Trial> PgMetricStore::SetTrialState(int32_t id, TrialState state,
                          "ended_at = now() WHERE id = $1 RETURNING ",
                          kTrialColumns),
             id, std::string(TrialStateName(state)));
+        // Ends the trial's follow streams, on every metricsd.
+        tx.exec_params("SELECT pg_notify('metrics_trials', $1::text)", id);
         return TrialFromRow(r[0]);
       });
 }
@@ -311,6 +314,11 @@ absl::StatusOr<std::vector<std::vector<Sample>>> PgMetricStore::ReadRawSamples(
       });
 }
 
+std::unique_ptr<ChangeSubscription> PgMetricStore::SubscribeToChanges(
+    int32_t trial_id, std::function<void()> on_change) {
+  return notifier_.Subscribe(trial_id, std::move(on_change));
+}
+
 absl::Status PgMetricStore::SubmitBatch(
     SystemBatch batch, absl::AnyInvocable<void(BatchOutcome) &&> done) {
   auto pending = std::make_unique<PendingBatch>();
@@ -322,6 +330,7 @@ absl::Status PgMetricStore::SubmitBatch(
 
 void PgMetricStore::Shutdown(absl::Time deadline) {
   writer_->Shutdown(deadline);
+  notifier_.Shutdown();
   pool_.Shutdown();
 }
 

@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "storage/batch_validation.h"
 #include "storage/metric_store.h"
+#include "storage/pg/change_notifier.h"
 #include "storage/pg/connection_pool.h"
 #include "storage/pg/ingest_writer.h"
 
@@ -56,6 +57,8 @@ class PgMetricStore : public MetricStore {
   absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
       int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
       int64_t to_us, absl::Time deadline) override;
+  std::unique_ptr<ChangeSubscription> SubscribeToChanges(
+      int32_t trial_id, std::function<void()> on_change) override;
   absl::Status SubmitBatch(
       SystemBatch batch,
       absl::AnyInvocable<void(BatchOutcome) &&> done) override;
@@ -68,6 +71,7 @@ class PgMetricStore : public MetricStore {
 
   const PgMetricStoreOptions options_;
   ConnectionPool pool_;
+  ChangeNotifier notifier_;
   std::unique_ptr<IngestWriter> writer_;
 };
 

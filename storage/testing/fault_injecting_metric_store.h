@@ -64,6 +64,10 @@ class FaultInjectingMetricStore : public MetricStore {
       int64_t to_us, absl::Time deadline) override {
     return base_->ReadRawSamples(trial_id, series, from_us, to_us, deadline);
   }
+  std::unique_ptr<ChangeSubscription> SubscribeToChanges(
+      int32_t trial_id, std::function<void()> on_change) override {
+    return base_->SubscribeToChanges(trial_id, std::move(on_change));
+  }
   absl::Status SubmitBatch(SystemBatch batch,
                            absl::AnyInvocable<void(BatchOutcome) &&> done)
       override ABSL_LOCKS_EXCLUDED(mu_);

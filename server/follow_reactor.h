@@ -1,0 +1,113 @@
+// The reactor of one FollowSeries call. It sends the current answer, then
+// subscribes to the trial's changes (storage notifications, so commits on
+// any metricsd count): on each, it re-queries the tail of the window at the
+// first answer's resolution and sends the buckets (or raw points) that are
+// new or changed. When the trial reaches a terminal state it sends the last
+// changes and finishes with OK. Queries run on the blocking executor, one
+// round at a time per call; changes arriving meanwhile fold into the next
+// round, so a busy trial costs one query per round, not per commit.
+//
+// A reader that leaves a message unread for `slow_reader_limit` while more
+// is waiting is dropped with RESOURCE_EXHAUSTED: memory per call stays
+// bounded.
+//
+// Lifetime: deletes itself once gRPC called OnDone and no round holds it.
+//
+// Thread-safety: reactions, executor rounds and notifier callbacks run on
+// different threads; shared state is under mu_; gRPC operations start after
+// mu_ is released.
+#ifndef METRICS_SERVER_FOLLOW_REACTOR_H_
+#define METRICS_SERVER_FOLLOW_REACTOR_H_
+
+#include <grpcpp/support/server_callback.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/metrics/v1/query.pb.h"
+#include "query/query_engine.h"
+#include "server/blocking_executor.h"
+#include "storage/metric_store.h"
+
+namespace metrics::server {
+
+struct FollowOptions {
+  absl::Duration slow_reader_limit = absl::Seconds(30);
+};
+
+class FollowReactor
+    : public grpc::ServerWriteReactor<v1::QuerySeriesResponse> {
+ public:
+  FollowReactor(grpc::CallbackServerContext* context,
+                query::QueryEngine* engine, storage::MetricStore* store,
+                BlockingExecutor* executor, query::QueryRequest request,
+                FollowOptions options);
+
+  void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnCancel() override ABSL_LOCKS_EXCLUDED(mu_);
+  void OnDone() override ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // What a series has been sent so far (used by rounds only; rounds never
+  // overlap).
+  struct Tail {
+    // Bucketed: the last buckets sent, by start, to spot their changes.
+    std::map<int64_t, storage::RollupStats> buckets;
+    // Raw: the last point's time and how many points at that time were sent.
+    int64_t last_time_us = INT64_MIN;
+    int64_t sent_at_last = 0;
+  };
+  struct Actions {
+    bool write = false;
+    std::optional<grpc::Status> finish;
+  };
+
+  // Asks for a round (from the notifier thread or the constructor).
+  void Schedule() ABSL_LOCKS_EXCLUDED(mu_);
+  // One round, on the executor.
+  void Round();
+  absl::StatusOr<v1::QuerySeriesResponse> FirstAnswer(absl::Time deadline);
+  absl::StatusOr<v1::QuerySeriesResponse> Changes(absl::Time deadline);
+  // Queues `update` for writing (an empty one only if `always`), ends the
+  // call after it if `last`, or ends it with `error`.
+  void Deliver(v1::QuerySeriesResponse update, bool always, bool last,
+               const absl::Status& error) ABSL_LOCKS_EXCLUDED(mu_);
+  void FinishLocked(grpc::Status status, Actions& actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WriteNextLocked(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Run(Actions actions);
+  void Release() ABSL_LOCKS_EXCLUDED(mu_);
+
+  query::QueryEngine* const engine_;
+  storage::MetricStore* const store_;
+  BlockingExecutor* const executor_;
+  const FollowOptions options_;
+
+  // Round state: touched only by the (single) running round.
+  query::QueryRequest request_;
+  bool answered_ = false;     // the first answer with data was sent
+  int64_t resolution_us_ = 0;
+  std::map<int64_t, Tail> tails_;  // by series id
+
+  std::unique_ptr<storage::ChangeSubscription> subscription_;
+
+  absl::Mutex mu_;
+  v1::QuerySeriesResponse response_;  // owned by gRPC while writing_
+  std::optional<v1::QuerySeriesResponse> pending_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time write_started_ ABSL_GUARDED_BY(mu_);
+  bool running_ ABSL_GUARDED_BY(mu_) = false;  // a round is queued or running
+  bool again_ ABSL_GUARDED_BY(mu_) = false;    // changes came during a round
+  bool end_after_writes_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> finish_after_write_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  int refs_ ABSL_GUARDED_BY(mu_) = 0;  // rounds holding the reactor
+};
+
+}  // namespace metrics::server
+
+#endif  // METRICS_SERVER_FOLLOW_REACTOR_H_

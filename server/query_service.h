@@ -1,0 +1,42 @@
+// metrics.v1.QueryService: ListSeries and QuerySeries (unary, run on the
+// blocking executor) and FollowSeries (one FollowReactor per call).
+//
+// Thread-safety: thread-safe; gRPC calls it from its callback threads.
+#ifndef METRICS_SERVER_QUERY_SERVICE_H_
+#define METRICS_SERVER_QUERY_SERVICE_H_
+
+#include "proto/metrics/v1/query.grpc.pb.h"
+#include "query/query_engine.h"
+#include "server/blocking_executor.h"
+#include "server/follow_reactor.h"
+
+namespace metrics::server {
+
+class QueryService final : public v1::QueryService::CallbackService {
+ public:
+  // `engine`, `store` and `executor` must outlive the service.
+  QueryService(query::QueryEngine* engine, storage::MetricStore* store,
+               BlockingExecutor* executor, FollowOptions follow)
+      : engine_(engine), store_(store), executor_(executor), follow_(follow) {}
+
+  grpc::ServerUnaryReactor* ListSeries(grpc::CallbackServerContext* context,
+                                       const v1::ListSeriesRequest* request,
+                                       v1::ListSeriesResponse* response) override;
+  grpc::ServerUnaryReactor* QuerySeries(
+      grpc::CallbackServerContext* context,
+      const v1::QuerySeriesRequest* request,
+      v1::QuerySeriesResponse* response) override;
+  grpc::ServerWriteReactor<v1::QuerySeriesResponse>* FollowSeries(
+      grpc::CallbackServerContext* context,
+      const v1::QuerySeriesRequest* request) override;
+
+ private:
+  query::QueryEngine* const engine_;
+  storage::MetricStore* const store_;
+  BlockingExecutor* const executor_;
+  const FollowOptions follow_;
+};
+
+}  // namespace metrics::server
+
+#endif  // METRICS_SERVER_QUERY_SERVICE_H_

@@ -1,0 +1,208 @@
+// The query service through gRPC against the real server and PostgreSQL:
+// ListSeries, QuerySeries and its errors, and FollowSeries: the current
+// answer, then changes within 2 s of their commit, and the end of the
+// stream when the trial is marked COMPLETED.
+#include <grpcpp/client_context.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/metrics/v1/ingest.grpc.pb.h"
+#include "proto/metrics/v1/query.grpc.pb.h"
+#include "proto/metrics/v1/trials.grpc.pb.h"
+#include "tests/testing/test_server.h"
+
+namespace metrics::server {
+namespace {
+
+using ::metrics::testing::TestServer;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const int64_t kNow = absl::ToUnixSeconds(absl::Now());
+
+class QueryServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(server_, TestServer::Start());
+    trials_ = v1::TrialService::NewStub(server_->Channel());
+    ingest_ = v1::IngestService::NewStub(server_->Channel());
+    query_ = v1::QueryService::NewStub(server_->Channel());
+    for (int32_t id : {1, 2}) {
+      grpc::ClientContext context;
+      v1::CreateTrialRequest request;
+      request.set_id(id);
+      v1::Trial trial;
+      ASSERT_TRUE(trials_->CreateTrial(&context, request, &trial).ok());
+    }
+  }
+
+  // Stores one report of cpu_util_simple (percent) at `seconds`.
+  void Report(int32_t trial, int64_t seconds, double value) {
+    v1::ReportSystemMetricsRequest request;
+    v1::SystemMetricsBatch* batch = request.mutable_batch();
+    batch->set_trial_id(trial);
+    batch->set_agent_id("agent-a");
+    v1::SeriesDeclaration* s = batch->add_series();
+    s->set_name("cpu_util_simple");
+    s->set_unit("percent");
+    v1::SystemMetricsReport* r = batch->add_reports();
+    r->mutable_time()->set_seconds(seconds);
+    r->add_series(0);
+    r->add_values(value);
+    grpc::ClientContext context;
+    v1::ReportSystemMetricsResponse response;
+    grpc::Status status =
+        ingest_->ReportSystemMetrics(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+
+  grpc::Status EndTrial(int32_t id) {
+    grpc::ClientContext context;
+    v1::UpdateTrialRequest request;
+    request.set_trial_id(id);
+    request.set_state(v1::Trial::COMPLETED);
+    v1::Trial trial;
+    return trials_->UpdateTrial(&context, request, &trial);
+  }
+
+  std::unique_ptr<grpc::ClientContext> Context(absl::Duration timeout) {
+    auto context = std::make_unique<grpc::ClientContext>();
+    context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    return context;
+  }
+
+  std::unique_ptr<TestServer> server_;
+  std::unique_ptr<v1::TrialService::Stub> trials_;
+  std::unique_ptr<v1::IngestService::Stub> ingest_;
+  std::unique_ptr<v1::QueryService::Stub> query_;
+};
+
+TEST_F(QueryServiceTest, ListsSeriesAndAnswersQueries) {
+  Report(1, kNow - 300, 10);
+  Report(1, kNow - 200, 90);
+  Report(1, kNow - 100, 30);
+
+  v1::ListSeriesRequest list;
+  list.set_trial_id(1);
+  v1::ListSeriesResponse series;
+  ASSERT_TRUE(query_->ListSeries(Context(absl::Seconds(30)).get(), list, &series).ok());
+  ASSERT_EQ(series.series_size(), 1);
+  EXPECT_EQ(series.series(0).name(), "cpu_util_simple");
+  EXPECT_EQ(series.series(0).unit(), "percent");
+  EXPECT_EQ(series.series(0).sample_count(), 3);
+  EXPECT_EQ(series.series(0).first_time().seconds(), kNow - 300);
+  EXPECT_EQ(series.series(0).last_time().seconds(), kNow - 100);
+
+  v1::QuerySeriesRequest query;
+  query.set_trial_id(1);
+  v1::QuerySeriesResponse answer;
+  ASSERT_TRUE(query_->QuerySeries(Context(absl::Seconds(30)).get(), query, &answer).ok());
+  ASSERT_EQ(answer.series_size(), 1);
+  const v1::SeriesBuckets& data = answer.series(0);
+  EXPECT_EQ(data.resolution_us(), 0);  // few points: raw
+  EXPECT_THAT(data.max(), ElementsAre(10, 90, 30));
+  EXPECT_THAT(data.bucket_start_us(),
+              ElementsAre((kNow - 300) * 1000000, (kNow - 200) * 1000000,
+                          (kNow - 100) * 1000000));
+
+  query.set_max_points(1);  // one bucket holding all three, the spike kept
+  ASSERT_TRUE(query_->QuerySeries(Context(absl::Seconds(30)).get(), query, &answer).ok());
+  ASSERT_EQ(answer.series(0).count_size(), 1);
+  EXPECT_EQ(answer.series(0).count(0), 3);
+  EXPECT_EQ(answer.series(0).max(0), 90);
+  EXPECT_DOUBLE_EQ(answer.series(0).mean(0), 130.0 / 3);
+}
+
+TEST_F(QueryServiceTest, BadQueriesAreRefusedWithTheirCodes) {
+  v1::QuerySeriesRequest query;
+  query.set_trial_id(1);
+  query.mutable_start()->set_seconds(kNow);
+  query.mutable_end()->set_seconds(kNow - 10);
+  v1::QuerySeriesResponse answer;
+  grpc::Status status =
+      query_->QuerySeries(Context(absl::Seconds(30)).get(), query, &answer);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("is not before end"));
+
+  query.clear_end();
+  query.set_max_points(0);
+  status = query_->QuerySeries(Context(absl::Seconds(30)).get(), query, &answer);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("max_points: 0"));
+
+  query.clear_max_points();
+  query.set_trial_id(404);
+  status = query_->QuerySeries(Context(absl::Seconds(30)).get(), query, &answer);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+
+  v1::ListSeriesRequest list;
+  list.set_trial_id(404);
+  v1::ListSeriesResponse series;
+  EXPECT_EQ(query_->ListSeries(Context(absl::Seconds(30)).get(), list, &series).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(QueryServiceTest, FollowSendsChangesWithinTwoSecondsAndEndsWithTheTrial) {
+  Report(1, kNow - 60, 5);
+  v1::QuerySeriesRequest request;
+  request.set_trial_id(1);
+  auto context = Context(absl::Seconds(60));
+  auto follow = query_->FollowSeries(context.get(), request);
+
+  v1::QuerySeriesResponse message;
+  ASSERT_TRUE(follow->Read(&message));  // the current answer
+  ASSERT_EQ(message.series_size(), 1);
+  EXPECT_THAT(message.series(0).max(), ElementsAre(5));
+
+  for (double value : {7.0, 11.0}) {
+    const absl::Time committed = absl::Now();
+    Report(1, kNow - 30 + static_cast<int64_t>(value), value);
+    ASSERT_TRUE(follow->Read(&message));
+    EXPECT_LT(absl::Now() - committed, absl::Seconds(2));
+    ASSERT_EQ(message.series_size(), 1);
+    // Only the new point is sent.
+    EXPECT_THAT(message.series(0).max(), ElementsAre(value));
+  }
+
+  ASSERT_TRUE(EndTrial(1).ok());
+  while (follow->Read(&message)) {
+  }
+  grpc::Status status = follow->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+TEST_F(QueryServiceTest, FollowOfAnEmptyTrialStartsEmptyThenSendsData) {
+  v1::QuerySeriesRequest request;
+  request.set_trial_id(2);
+  auto context = Context(absl::Seconds(60));
+  auto follow = query_->FollowSeries(context.get(), request);
+  v1::QuerySeriesResponse message;
+  ASSERT_TRUE(follow->Read(&message));
+  EXPECT_EQ(message.series_size(), 0);
+
+  Report(2, kNow - 10, 42);
+  ASSERT_TRUE(follow->Read(&message));
+  ASSERT_EQ(message.series_size(), 1);
+  EXPECT_THAT(message.series(0).max(), ElementsAre(42));
+  context->TryCancel();
+  while (follow->Read(&message)) {
+  }
+  EXPECT_EQ(follow->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+TEST_F(QueryServiceTest, FollowOfAnUnknownTrialIsNotFound) {
+  v1::QuerySeriesRequest request;
+  request.set_trial_id(404);
+  auto context = Context(absl::Seconds(30));
+  auto follow = query_->FollowSeries(context.get(), request);
+  v1::QuerySeriesResponse message;
+  while (follow->Read(&message)) {
+  }
+  EXPECT_EQ(follow->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+}  // namespace
+}  // namespace metrics::server

@@ -1,0 +1,63 @@
+// Tells subscribers when a trial's data or state changed, from PostgreSQL
+// notifications: the ingest writer sends NOTIFY metrics_ingest '<trial>' in
+// each commit, SetTrialState NOTIFY metrics_trials '<trial>'. One thread
+// holds one LISTEN connection for the whole process, so followers on any
+// number of metricsd instances learn of every commit. After losing that
+// connection it reconnects and calls every subscriber once, since
+// notifications may have been missed meanwhile.
+//
+// Thread-safety: thread-safe. Callbacks run on the notifier thread, under
+// its lock: they must be quick and must not subscribe or unsubscribe.
+#ifndef METRICS_STORAGE_PG_CHANGE_NOTIFIER_H_
+#define METRICS_STORAGE_PG_CHANGE_NOTIFIER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "storage/metric_store.h"
+
+namespace metrics::storage::pg {
+
+inline constexpr char kIngestChannel[] = "metrics_ingest";
+inline constexpr char kTrialsChannel[] = "metrics_trials";
+
+class ChangeNotifier {
+ public:
+  explicit ChangeNotifier(std::string database_url);
+  ~ChangeNotifier();
+
+  std::unique_ptr<ChangeSubscription> Subscribe(int32_t trial_id,
+                                                std::function<void()> on_change)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Stops the thread and closes the connection. Idempotent.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Internal: called by the listening thread.
+  void Dispatch(int32_t trial_id) ABSL_LOCKS_EXCLUDED(mu_);
+  void DispatchAll() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  class Handle;
+  void Unsubscribe(int32_t trial_id, int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  void Loop();
+  bool Stopping() ABSL_LOCKS_EXCLUDED(mu_);
+
+  const std::string database_url_;
+  absl::Mutex mu_;
+  std::map<int32_t, std::map<int64_t, std::function<void()>>> subscribers_
+      ABSL_GUARDED_BY(mu_);
+  int64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace metrics::storage::pg
+
+#endif  // METRICS_STORAGE_PG_CHANGE_NOTIFIER_H_
