@@ -1,6 +1,6 @@
 // metricsctl: the operator CLI of the metrics service. Applies, reverts and
-// lists schema migrations. Subcommands parse their own options so each has a
-// --help of its own.
+// lists schema migrations, and rebuilds rollups from raw rows. Subcommands
+// parse their own options so each has a --help of its own.
 //
 // Exit codes: 0 success, 1 the operation failed, 2 bad usage.
 #include <unistd.h>
@@ -15,10 +15,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/database_url.h"
 #include "migrations/migration.h"
 #include "migrations/migrator.h"
+#include "storage/pg/rollup_rebuild.h"
 
 namespace metrics::migrations {
 namespace {
@@ -32,6 +34,8 @@ Commands:
   migrate down [--to N]   revert the newest migration, or all newer than N
                           (--to 0 reverts every migration)
   migrate status          list applied and pending migrations
+  rollups rebuild --trial N
+                          recompute trial N's rollups from its raw rows
 
 Options (accepted anywhere on the line):
   --database-url URL      PostgreSQL to use, as a libpq URI or key=value string.
@@ -81,11 +85,21 @@ CHANGED: its file differs from what was applied, UNKNOWN: applied but not in
 the files) and when it was applied. Exits 1 if any is CHANGED or UNKNOWN.
 )";
 
+constexpr char kRollupsHelp[] = R"(Usage: metricsctl rollups rebuild --trial N [--database-url URL]
+
+Recomputes the stored rollups (the time buckets charts are drawn from) of
+trial N from its raw rows in the metrics table, agent by agent, each in one
+transaction. Ingest of the agent being rebuilt waits for it; other agents and
+trials go on. Safe to run at any time and to run again; the result equals
+what ingest keeps up to date. Shows progress, then a summary.
+)";
+
 struct Args {
   std::vector<std::string> words;  // the command words, in order
   std::string database_url;
   std::string migrations_dir;
   std::optional<int> to;
+  std::optional<int> trial;
   bool help = false;
 };
 
@@ -115,7 +129,7 @@ std::string Parse(int argc, char** argv, Args& args) {
       has_value = true;
     }
     if (name != "--database-url" && name != "--migrations-dir" &&
-        name != "--to") {
+        name != "--to" && name != "--trial") {
       return absl::StrCat("unknown option ", name);
     }
     if (!has_value) {
@@ -126,6 +140,12 @@ std::string Parse(int argc, char** argv, Args& args) {
       args.database_url = value;
     } else if (name == "--migrations-dir") {
       args.migrations_dir = value;
+    } else if (name == "--trial") {
+      int trial = 0;
+      if (!absl::SimpleAtoi(value, &trial) || trial <= 0) {
+        return absl::StrCat("--trial ", value, ": must be a trial id (> 0)");
+      }
+      args.trial = trial;
     } else {
       int to = 0;
       if (!absl::SimpleAtoi(value, &to) || to < 0) {
@@ -176,6 +196,52 @@ void PrintStatusTable(const std::vector<MigrationState>& states) {
   std::printf("\n");
 }
 
+int Rollups(const Args& args) {
+  const std::vector<std::string>& w = args.words;
+  if (w.size() < 2 || w[1] != "rebuild") {
+    std::cout << kRollupsHelp;
+    return args.help ? 0 : 2;
+  }
+  if (args.help) {
+    std::cout << kRollupsHelp;
+    return 0;
+  }
+  if (w.size() > 2) {
+    return UsageError(absl::StrCat("unexpected argument \"", w[2], "\""));
+  }
+  if (!args.trial) return UsageError("rollups rebuild needs --trial N");
+  const bool tty = ::isatty(STDERR_FILENO);
+  const absl::Time start = absl::Now();
+  int last_tenth = -1;
+  auto show = [&](const storage::pg::RebuildProgress& p) {
+    const int percent = p.rows_total > 0
+                            ? static_cast<int>(100 * p.rows_done / p.rows_total)
+                            : 100;
+    const std::string line = absl::StrFormat(
+        "rebuilding trial %d: agent %d/%d (%s), %d/%d rows (%d%%), %.1f s",
+        *args.trial, std::min(p.agents_done + 1, p.agents_total),
+        p.agents_total, p.agent_id, p.rows_done, p.rows_total, percent,
+        absl::ToDoubleSeconds(absl::Now() - start));
+    if (tty) {
+      std::cerr << "\r" << line << "\x1b[K" << std::flush;
+    } else if (percent / 10 != last_tenth) {
+      last_tenth = percent / 10;
+      std::cerr << line << "\n";
+    }
+  };
+  absl::StatusOr<storage::pg::RebuildSummary> summary =
+      storage::pg::RebuildRollups(common::ResolveDatabaseUrl(args.database_url),
+                                  *args.trial, show);
+  if (tty) std::cerr << "\n";
+  if (!summary.ok()) return Fail(summary.status());
+  std::cout << absl::StrFormat(
+      "rebuilt %d rollup buckets of trial %d (%d agents) from %d raw rows "
+      "(%d values) in %.1f s\n",
+      summary->buckets, *args.trial, summary->agents, summary->rows,
+      summary->samples, absl::ToDoubleSeconds(absl::Now() - start));
+  return 0;
+}
+
 int Run(int argc, char** argv) {
   Args args;
   if (std::string error = Parse(argc, argv, args); !error.empty()) {
@@ -186,6 +252,7 @@ int Run(int argc, char** argv) {
     std::cout << kMainHelp;
     return args.help ? 0 : 2;
   }
+  if (w[0] == "rollups") return Rollups(args);
   if (w[0] != "migrate") return UsageError(absl::StrCat("unknown command \"", w[0], "\""));
   if (w.size() == 1) {
     std::cout << kMigrateHelp;

@@ -12,6 +12,7 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/strings/str_cat.h"
+#include "storage/pg/lock_keys.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/sql_arrays.h"
 #include "storage/report_json.h"
@@ -29,19 +30,6 @@ using RollupKey = std::tuple<int32_t, std::string, int, int64_t>;
 std::string SeriesCacheKey(int32_t trial, absl::string_view agent,
                            absl::string_view gpu, absl::string_view name) {
   return absl::StrCat(trial, "\x1f", agent, "\x1f", gpu, "\x1f", name);
-}
-
-// A stable 64-bit advisory lock key, the same in every metricsd instance:
-// ("rollup", trial, agent) serialises rollup upkeep of one agent.
-int64_t LockKey(absl::string_view kind, int32_t trial,
-                absl::string_view agent) {
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a
-  const std::string text = absl::StrCat(kind, ":", trial, ":", agent);
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return static_cast<int64_t>(hash);
 }
 
 std::optional<TrialState> ParseTrialState(absl::string_view text) {
@@ -339,7 +327,7 @@ class GroupTransaction {
 
     std::vector<int64_t> locks;
     for (const auto& [key, rollup] : fresh) {
-      locks.push_back(LockKey("rollup", std::get<0>(key), std::get<1>(key)));
+      locks.push_back(RollupLockKey(std::get<0>(key), std::get<1>(key)));
     }
     std::sort(locks.begin(), locks.end());
     locks.erase(std::unique(locks.begin(), locks.end()), locks.end());

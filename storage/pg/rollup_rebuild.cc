@@ -1,0 +1,199 @@
+#include "storage/pg/rollup_rebuild.h"
+
+#include <pqxx/connection>
+#include <pqxx/cursor>
+#include <pqxx/nontransaction>
+#include <pqxx/result>
+#include <pqxx/transaction>
+
+#include <iterator>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "storage/pg/connection.h"
+#include "storage/pg/lock_keys.h"
+#include "storage/pg/pg_errors.h"
+#include "storage/pg/sql_arrays.h"
+#include "storage/rollup.h"
+
+namespace metrics::storage::pg {
+
+namespace {
+
+constexpr size_t kWidths = std::size(kRollupWidthsSeconds);
+constexpr int kRowsPerFetch = 5000;
+constexpr size_t kBucketsPerInsert = 2000;
+
+// Accumulates one agent's buckets in time order and writes each when time
+// has moved past it.
+class AgentRebuild {
+ public:
+  AgentRebuild(pqxx::work& tx, int32_t trial, std::string agent)
+      : tx_(tx), trial_(trial), agent_(std::move(agent)) {}
+
+  void Add(int64_t time_us, int64_t series_id, double value) {
+    for (size_t w = 0; w < kWidths; ++w) {
+      const int64_t start = BucketStartMicros(time_us, kRollupWidthsSeconds[w]);
+      if (open_[w].has_value() && *open_[w] != start) Close(w);
+      open_[w] = start;
+      stats_[w][series_id].Add(time_us, value);
+    }
+    ++samples_;
+  }
+
+  // Writes what is still open; returns the buckets written.
+  int64_t Finish() {
+    for (size_t w = 0; w < kWidths; ++w) {
+      if (open_[w].has_value()) Close(w);
+    }
+    Flush();
+    return written_;
+  }
+
+  int64_t samples() const { return samples_; }
+
+ private:
+  void Close(size_t w) {
+    widths_.push_back(kRollupWidthsSeconds[w]);
+    starts_.push_back(*open_[w]);
+    blobs_.push_back(EncodeAgentRollup(stats_[w]));
+    stats_[w].clear();
+    open_[w].reset();
+    if (blobs_.size() >= kBucketsPerInsert) Flush();
+  }
+
+  void Flush() {
+    if (blobs_.empty()) return;
+    tx_.exec_params(
+        "INSERT INTO system_rollups (trial_id, agent_id, width_s, "
+        "bucket_start, stats) "
+        "SELECT $1, $2, k.w, timestamptz 'epoch' + k.us * interval "
+        "'1 microsecond', k.stats "
+        "FROM unnest($3::int[], $4::bigint[], $5::bytea[]) AS k(w, us, stats)",
+        trial_, agent_, IntArray(widths_), IntArray(starts_),
+        ByteaArray(blobs_));
+    written_ += static_cast<int64_t>(blobs_.size());
+    widths_.clear();
+    starts_.clear();
+    blobs_.clear();
+  }
+
+  pqxx::work& tx_;
+  const int32_t trial_;
+  const std::string agent_;
+  std::optional<int64_t> open_[kWidths];
+  AgentRollup stats_[kWidths];
+  std::vector<int64_t> widths_, starts_;
+  std::vector<std::string> blobs_;
+  int64_t written_ = 0;
+  int64_t samples_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<RebuildSummary> RebuildRollups(
+    const std::string& database_url, int32_t trial_id,
+    const std::function<void(const RebuildProgress&)>& progress) {
+  ASSIGN_OR_RETURN(std::unique_ptr<pqxx::connection> conn,
+                   Connect(database_url, "metricsctl-rollups"));
+  RebuildProgress state;
+  RebuildSummary summary;
+  std::vector<std::string> agents;
+  RETURN_IF_ERROR(GuardPg("listing the trial's agents", [&]() -> absl::Status {
+    pqxx::nontransaction tx(*conn);
+    if (tx.exec_params("SELECT 1 FROM trials WHERE id = $1", trial_id).empty()) {
+      return absl::NotFoundError(
+          absl::StrCat("trial ", trial_id, " does not exist"));
+    }
+    for (const auto& row : tx.exec_params(
+             "SELECT DISTINCT agent_id FROM series WHERE trial_id = $1 "
+             "AND metric_group = 'system' ORDER BY 1",
+             trial_id)) {
+      agents.push_back(row[0].as<std::string>());
+    }
+    state.rows_total =
+        tx.exec_params("SELECT count(*) FROM metrics_profiling WHERE "
+                       "trial_id = $1 AND metric_group = 'system'",
+                       trial_id)[0][0]
+            .as<int64_t>();
+    return absl::OkStatus();
+  }));
+  state.agents_total = static_cast<int>(agents.size());
+
+  for (const std::string& agent : agents) {
+    state.agent_id = agent;
+    RETURN_IF_ERROR(GuardPg(
+        absl::StrCat("rebuilding the rollups of agent ", agent),
+        [&]() -> absl::Status {
+          pqxx::work tx(*conn);
+          tx.exec_params("SELECT pg_advisory_xact_lock($1)",
+                         RollupLockKey(trial_id, agent));
+          std::vector<std::pair<int64_t, std::string>> series;  // id, expression
+          for (const auto& row : tx.exec_params(
+                   "SELECT series_id, gpu_uuid, name FROM series "
+                   "WHERE trial_id = $1 AND metric_group = 'system' "
+                   "AND agent_id = $2 ORDER BY series_id",
+                   trial_id, agent)) {
+            const std::string gpu = row[1].as<std::string>();
+            const std::string name = tx.quote(row[2].as<std::string>());
+            series.emplace_back(
+                row[0].as<int64_t>(),
+                gpu.empty()
+                    ? absl::StrCat("(CASE WHEN jsonb_typeof(metrics -> ", name,
+                                   ") = 'object' THEN metrics -> ", name,
+                                   " ->> '' ELSE metrics ->> ", name,
+                                   " END)::float8")
+                    : absl::StrCat("(metrics -> ", name, " ->> ",
+                                   tx.quote(gpu), ")::float8"));
+          }
+          tx.exec_params(
+              "DELETE FROM system_rollups WHERE trial_id = $1 AND agent_id = $2",
+              trial_id, agent);
+          std::string columns;
+          for (const auto& [id, expression] : series) {
+            absl::StrAppend(&columns, ", ", expression);
+          }
+          // (time, id) order: the order ingest merged in.
+          pqxx::icursorstream rows(
+              tx,
+              absl::StrCat("SELECT (extract(epoch FROM end_time) * "
+                           "1000000)::bigint",
+                           columns,
+                           " FROM metrics_profiling WHERE trial_id = ",
+                           trial_id, " AND metric_group = 'system' "
+                           "AND agent_id = ", tx.quote(agent),
+                           " ORDER BY end_time, id"),
+              "rollup_rebuild", kRowsPerFetch);
+          AgentRebuild rebuild(tx, trial_id, agent);
+          pqxx::result block;
+          while (rows >> block) {
+            if (block.empty()) break;
+            for (const auto& row : block) {
+              const int64_t t = row[0].as<int64_t>();
+              for (size_t s = 0; s < series.size(); ++s) {
+                const pqxx::field value = row[static_cast<int>(s + 1)];
+                if (!value.is_null()) {
+                  rebuild.Add(t, series[s].first, value.as<double>());
+                }
+              }
+            }
+            state.rows_done += static_cast<int64_t>(block.size());
+            summary.rows += static_cast<int64_t>(block.size());
+            if (progress) progress(state);
+          }
+          summary.buckets += rebuild.Finish();
+          summary.samples += rebuild.samples();
+          tx.commit();
+          return absl::OkStatus();
+        }));
+    ++state.agents_done;
+    ++summary.agents;
+    if (progress) progress(state);
+  }
+  return summary;
+}
+
+}  // namespace metrics::storage::pg
