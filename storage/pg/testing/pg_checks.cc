@@ -289,6 +289,35 @@ absl::StatusOr<absl::Duration> CopyRawRows(const std::string& url,
   });
 }
 
+absl::StatusOr<std::pair<absl::Duration, int64_t>> TimeNaiveBucketQuery(
+    const std::string& url, int32_t trial_id, const std::string& agent_id,
+    const std::string& name, int64_t from_us, int64_t to_us,
+    int64_t bucket_us) {
+  return GuardPg(
+      "naive bucket query",
+      [&]() -> absl::StatusOr<std::pair<absl::Duration, int64_t>> {
+        pqxx::connection conn(url);
+        pqxx::nontransaction tx(conn);
+        tx.exec("SET jit = off");
+        const absl::Time start = absl::Now();
+        pqxx::result r = tx.exec_params(
+            "SELECT date_bin($6 * interval '1 microsecond', end_time, "
+            "         timestamptz 'epoch') AS bucket, "
+            "       count(*), min(v), max(v), avg(v), "
+            "       (array_agg(v ORDER BY end_time, id))[1], "
+            "       (array_agg(v ORDER BY end_time DESC, id DESC))[1] "
+            "FROM (SELECT end_time, id, (metrics ->> $3)::float8 AS v "
+            "        FROM metrics_profiling WHERE trial_id = $1 "
+            "         AND metric_group = 'system' AND agent_id = $2 "
+            "         AND end_time >= timestamptz 'epoch' + $4 * interval '1 microsecond' "
+            "         AND end_time < timestamptz 'epoch' + $5 * interval '1 microsecond') s "
+            "WHERE v IS NOT NULL GROUP BY 1 ORDER BY 1",
+            trial_id, agent_id, name, from_us, to_us, bucket_us);
+        return std::make_pair(absl::Now() - start,
+                              static_cast<int64_t>(r.size()));
+      });
+}
+
 absl::Status TruncateProfilingRows(const std::string& url) {
   return GuardPg("truncating metrics_profiling", [&]() -> absl::Status {
     pqxx::connection conn(url);

@@ -73,6 +73,14 @@ absl::StatusOr<absl::Duration> CopyRawRows(const std::string& url,
                                            int32_t trial_id,
                                            const std::vector<RawRow>& rows);
 
+// For benchmarks: runs the naive answer to a chart query, a date_bin
+// GROUP BY over the raw rows of one agent-wide series computing count, min,
+// max, mean, first and last per bucket, and returns (elapsed, buckets).
+absl::StatusOr<std::pair<absl::Duration, int64_t>> TimeNaiveBucketQuery(
+    const std::string& url, int32_t trial_id, const std::string& agent_id,
+    const std::string& name, int64_t from_us, int64_t to_us,
+    int64_t bucket_us);
+
 // For benchmarks: empties the profiling partition, so two measured loads
 // start from the same state.
 absl::Status TruncateProfilingRows(const std::string& url);
