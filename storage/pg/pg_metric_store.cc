@@ -204,11 +204,20 @@ absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeries(
         if (!extents || series.empty()) return series;
         // The coarsest buckets hold every sample once: their counts add up
         // to the total, and their first and last times bound the series.
-        // Relies on the primary key (trial_id, agent_id, width_s, ...).
+        // Naming the agents makes this a range scan of the primary key
+        // (trial_id, agent_id, width_s, bucket_start) per agent; without
+        // them it would scan every width's rows of the trial.
+        std::vector<std::string> agents;
+        for (const SeriesInfo& info : series) {
+          if (agents.empty() || agents.back() != info.agent_id) {
+            agents.push_back(info.agent_id);  // series are ordered by agent
+          }
+        }
         for (const auto& row : tx.exec_params(
                  "SELECT stats FROM system_rollups WHERE trial_id = $1 "
-                 "AND width_s = $2",
-                 trial_id, kRollupWidthsSeconds[std::size(kRollupWidthsSeconds) - 1])) {
+                 "AND agent_id = ANY($2::text[]) AND width_s = $3",
+                 trial_id, TextArray(agents),
+                 kRollupWidthsSeconds[std::size(kRollupWidthsSeconds) - 1])) {
           absl::StatusOr<AgentRollup> rollup =
               DecodeAgentRollup(DecodeByteaHex(row[0].as<std::string>()));
           if (!rollup.ok()) return rollup.status();
@@ -242,7 +251,7 @@ absl::StatusOr<std::vector<RollupRow>> PgMetricStore::ReadRollups(
         // A range scan of the primary key (trial_id, agent_id, width_s,
         // bucket_start) per agent.
         for (const auto& row : tx.exec_params(
-                 "SELECT agent_id, (extract(epoch FROM bucket_start) * "
+                 "SELECT agent_id, round(date_part('epoch', bucket_start) * "
                  "1000000)::bigint, stats FROM system_rollups "
                  "WHERE trial_id = $1 AND agent_id = ANY($2::text[]) "
                  "AND width_s = $3 "
@@ -294,7 +303,7 @@ absl::StatusOr<std::vector<std::vector<Sample>>> PgMetricStore::ReadRawSamples(
           }
           for (const auto& row : tx.exec_params(
                    absl::StrCat(
-                       "SELECT (extract(epoch FROM end_time) * 1000000)::bigint",
+                       "SELECT round(date_part('epoch', end_time) * 1000000)::bigint",
                        columns,
                        " FROM metrics_profiling WHERE trial_id = $1 "
                        "AND metric_group = 'system' AND agent_id = $2 "

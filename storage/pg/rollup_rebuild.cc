@@ -159,7 +159,7 @@ absl::StatusOr<RebuildSummary> RebuildRollups(
           // (time, id) order: the order ingest merged in.
           pqxx::icursorstream rows(
               tx,
-              absl::StrCat("SELECT (extract(epoch FROM end_time) * "
+              absl::StrCat("SELECT round(date_part('epoch', end_time) * "
                            "1000000)::bigint",
                            columns,
                            " FROM metrics_profiling WHERE trial_id = ",
