@@ -126,14 +126,15 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
   if (plan.stored_width_s > 0) {
     std::vector<std::string> agents;
     std::vector<int64_t> ids;
-    absl::flat_hash_map<std::pair<std::string, int64_t>, size_t> index;
+    // agent -> series id -> index in `selected`; looked up per stored row
+    // without building a key (heterogeneous lookup by string_view).
+    absl::flat_hash_map<std::string, absl::flat_hash_map<int64_t, size_t>>
+        index;
     for (size_t i = 0; i < selected.size(); ++i) {
-      if (std::find(agents.begin(), agents.end(), selected[i].agent_id) ==
-          agents.end()) {
-        agents.push_back(selected[i].agent_id);
-      }
+      auto [it, added] = index.try_emplace(selected[i].agent_id);
+      if (added) agents.push_back(selected[i].agent_id);
+      it->second[selected[i].series_id] = i;
       ids.push_back(selected[i].series_id);
-      index[{selected[i].agent_id, selected[i].series_id}] = i;
     }
     ASSIGN_OR_RETURN(
         std::vector<storage::RollupRow> rows,
@@ -141,9 +142,11 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
                             plan.read_from_us, plan.read_to_us, deadline));
     for (const storage::RollupRow& row : rows) {
       const int64_t bucket = FloorTo(row.bucket_start_us, plan.bucket_us);
+      auto agent = index.find(absl::string_view(row.agent_id));
+      if (agent == index.end()) continue;
       for (const auto& [id, stats] : row.stats) {
-        auto it = index.find(std::make_pair(row.agent_id, id));
-        if (it == index.end()) continue;
+        auto it = agent->second.find(id);
+        if (it == agent->second.end()) continue;
         buckets[it->second][bucket].Merge(stats);
       }
     }
