@@ -29,6 +29,18 @@ T Get(const char*& in) {
   return value;
 }
 
+// Reads an entry's stats (after its series id), advancing `in`.
+void ReadStats(const char*& in, RollupStats& s) {
+  s.count = Get<int64_t>(in);
+  s.sum = Get<double>(in);
+  s.min = Get<double>(in);
+  s.max = Get<double>(in);
+  s.first_time_us = Get<int64_t>(in);
+  s.first_value = Get<double>(in);
+  s.last_time_us = Get<int64_t>(in);
+  s.last_value = Get<double>(in);
+}
+
 }  // namespace
 
 void RollupStats::Add(int64_t time_us, double value) {
@@ -132,15 +144,7 @@ absl::StatusOr<AgentRollup> DecodeAgentRollup(
     if (lo == entries) continue;
     const char* in = base + lo * kEntryBytes;
     if (Get<int64_t>(in) != id) continue;
-    RollupStats& s = rollup[id];
-    s.count = Get<int64_t>(in);
-    s.sum = Get<double>(in);
-    s.min = Get<double>(in);
-    s.max = Get<double>(in);
-    s.first_time_us = Get<int64_t>(in);
-    s.first_value = Get<double>(in);
-    s.last_time_us = Get<int64_t>(in);
-    s.last_value = Get<double>(in);
+    ReadStats(in, rollup[id]);
   }
   return rollup;
 }
@@ -156,15 +160,7 @@ absl::StatusOr<AgentRollup> DecodeAgentRollup(absl::string_view bytes) {
   const char* end = bytes.data() + bytes.size();
   while (in < end) {
     const int64_t series_id = Get<int64_t>(in);
-    RollupStats& s = rollup[series_id];
-    s.count = Get<int64_t>(in);
-    s.sum = Get<double>(in);
-    s.min = Get<double>(in);
-    s.max = Get<double>(in);
-    s.first_time_us = Get<int64_t>(in);
-    s.first_value = Get<double>(in);
-    s.last_time_us = Get<int64_t>(in);
-    s.last_value = Get<double>(in);
+    ReadStats(in, rollup[series_id]);
   }
   return rollup;
 }
