@@ -27,8 +27,11 @@
 namespace metrics::storage {
 
 // The stored bucket widths, in seconds, finest first; buckets are aligned to
-// multiples of the width since the Unix epoch.
-inline constexpr int kRollupWidthsSeconds[] = {10, 60, 600, 3600, 21600};
+// multiples of the width since the Unix epoch. Neighbours differ by at most
+// 10x, so a query reads at most about 10 stored buckets per bucket it
+// returns; the 2 h width keeps long runs (weeks to months at 1000 points)
+// near 1-2 stored buckets per returned one.
+inline constexpr int kRollupWidthsSeconds[] = {10, 60, 600, 3600, 7200, 21600};
 
 struct RollupStats {
   int64_t count = 0;

@@ -172,7 +172,7 @@ TEST_F(PgMetricStoreTest, StoresRawRowRegistryRollupsAndPosition) {
             "1");
   EXPECT_EQ(Scalar("SELECT string_agg(width_s::text, ',' ORDER BY width_s) "
                    "FROM system_rollups"),
-            "10,60,600,3600,21600");
+            "10,60,600,3600,7200,21600");
   ASSERT_OK_AND_ASSIGN(int64_t position,
                        store_->GetStreamPosition(7, "agent-1-stream",
                                                  Deadline()));

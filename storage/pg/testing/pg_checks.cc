@@ -47,7 +47,7 @@ SELECT agent_id, series_id, w,
        (array_agg(t ORDER BY t, id))[1], (array_agg(v ORDER BY t, id))[1],
        (array_agg(t ORDER BY t DESC, id DESC))[1],
        (array_agg(v ORDER BY t DESC, id DESC))[1]
-  FROM samples CROSS JOIN unnest(array[10, 60, 600, 3600, 21600]::bigint[]) AS w
+  FROM samples CROSS JOIN unnest($2::bigint[]) AS w
  WHERE v IS NOT NULL
  GROUP BY 1, 2, 3, 4)sql";
 
@@ -79,7 +79,10 @@ absl::StatusOr<int64_t> CheckRollupsMatchRawRows(const std::string& url,
       }
     }
     int64_t compared = 0;
-    for (const auto& row : tx.exec_params(kRawAggregates, trial_id)) {
+    std::vector<int64_t> widths(std::begin(kRollupWidthsSeconds),
+                                std::end(kRollupWidthsSeconds));
+    for (const auto& row :
+         tx.exec_params(kRawAggregates, trial_id, IntArray(widths))) {
       const Key key{row[0].as<std::string>(), row[1].as<int64_t>(),
                     row[2].as<int>(), row[3].as<int64_t>()};
       RollupStats raw;
