@@ -1,6 +1,6 @@
 // The metricsd server: checks the database schema, then serves gRPC (trials,
-// ingest, the standard grpc.health.v1 health service, server reflection)
-// and HTTP (/healthz, and the REST gateway as it grows) until Shutdown.
+// ingest, queries and follow, the standard grpc.health.v1 health service,
+// server reflection) and HTTP (/healthz) until Shutdown.
 //
 // Usage (what main.cc does):
 //   ASSIGN_OR_RETURN(auto server, MetricsServer::Create(options));

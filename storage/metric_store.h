@@ -1,5 +1,7 @@
-// The store of the metrics service: trials, and the ingest of system-metric
-// batches. MetricStore is the interface the server and query layers use;
+// The store of the metrics service: trials, the ingest of system-metric
+// batches, the reads that queries are built from (series, stored rollups,
+// raw samples) and notifications of change. MetricStore is the interface
+// the server and query layers use;
 // PgMetricStore (storage/pg/) is its one implementation, on PostgreSQL.
 // Tests use the real store (no fake); FaultInjectingMetricStore wraps it to
 // inject failures and delays.

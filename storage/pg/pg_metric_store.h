@@ -1,6 +1,7 @@
 // PgMetricStore: the MetricStore on PostgreSQL. Blocking calls (trials,
-// stream positions) run on the calling thread with a connection leased from
-// a bounded pool; batches go to the group-commit IngestWriter.
+// stream positions, reads) run on the calling thread with a connection
+// leased from a bounded pool; batches go to the group-commit IngestWriter;
+// change notifications come from one LISTEN connection (ChangeNotifier).
 //
 // Usage:
 //   PgMetricStoreOptions options;
