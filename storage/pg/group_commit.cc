@@ -458,6 +458,12 @@ absl::StatusOr<std::vector<BatchOutcome>> GroupCommitter::Commit(
         GroupTransaction work(*this, tx);
         std::vector<BatchOutcome> outcomes = work.Run(group);
         tx.commit();
+        // A cache, not a registry: dropping it costs one look-up per series
+        // when next seen, and keeps a long-running server's memory bounded.
+        if (series_cache_.size() + work.new_series().size() >
+            kMaxCachedSeries) {
+          series_cache_.clear();
+        }
         for (auto& [key, info] : work.new_series()) {
           series_cache_.insert_or_assign(key, std::move(info));
         }

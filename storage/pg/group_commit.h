@@ -8,8 +8,9 @@
 // position. A batch whose sequence number leaves a gap fails without using
 // its number.
 //
-// Runs on a writer thread; the committer keeps a cache of series ids (they
-// never change once registered), filled only from committed transactions.
+// Runs on a writer thread; the committer keeps a bounded cache of series
+// ids (they never change once registered), filled only from committed
+// transactions.
 //
 // Thread-safety: thread-compatible (one per writer thread).
 #ifndef METRICS_STORAGE_PG_GROUP_COMMIT_H_
@@ -36,6 +37,9 @@ struct PendingBatch {
 
 class GroupCommitter {
  public:
+  // Series ids cached per committer at most (about 100 bytes each).
+  static constexpr size_t kMaxCachedSeries = 200000;
+
   explicit GroupCommitter(int max_series_per_trial)
       : max_series_per_trial_(max_series_per_trial) {}
 
