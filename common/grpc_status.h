@@ -1,5 +1,5 @@
-// Conversions between absl::Status and grpc::Status. The numeric codes are
-// identical by design, so only the representation changes.
+// Conversion of absl::Status to grpc::Status for the RPC edge. The numeric
+// codes are identical by design, so only the representation changes.
 //
 // Thread-safety: pure functions.
 #ifndef METRICS_COMMON_GRPC_STATUS_H_
@@ -12,7 +12,6 @@
 namespace metrics::common {
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
-absl::Status FromGrpcStatus(const grpc::Status& status);
 
 }  // namespace metrics::common
 

@@ -8,12 +8,6 @@ namespace metrics::query {
 
 namespace {
 
-int64_t FloorTo(int64_t t, int64_t width) {
-  int64_t floored = t / width * width;
-  if (floored > t) floored -= width;
-  return floored;
-}
-
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
@@ -31,8 +25,8 @@ Plan PlanQuery(int64_t start_us, int64_t end_us, int max_points) {
   // Aligned buckets may straddle both ends of the window: widen by another
   // step until the whole ones fit in max_points.
   while (true) {
-    plan.read_from_us = FloorTo(start_us, plan.bucket_us);
-    plan.read_to_us = FloorTo(end_us - 1, plan.bucket_us) + plan.bucket_us;
+    plan.read_from_us = storage::AlignDown(start_us, plan.bucket_us);
+    plan.read_to_us = storage::AlignDown(end_us - 1, plan.bucket_us) + plan.bucket_us;
     if ((plan.read_to_us - plan.read_from_us) / plan.bucket_us <= max_points) {
       break;
     }
@@ -54,8 +48,8 @@ Plan PlanAtResolution(int64_t start_us, int64_t end_us, int64_t bucket_us) {
       plan.stored_width_s = width;
     }
   }
-  plan.read_from_us = FloorTo(start_us, bucket_us);
-  plan.read_to_us = FloorTo(end_us - 1, bucket_us) + bucket_us;
+  plan.read_from_us = storage::AlignDown(start_us, bucket_us);
+  plan.read_to_us = storage::AlignDown(end_us - 1, bucket_us) + bucket_us;
   return plan;
 }
 

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/time_format.h"
 #include "query/plan.h"
 #include "storage/batch_validation.h"
 
@@ -21,7 +22,8 @@ absl::Status ValidateSelection(absl::string_view field,
                                bool allow_empty) {
   for (size_t i = 0; i < values.size(); ++i) {
     RETURN_IF_ERROR(storage::ValidateLabel(absl::StrCat(field, "[", i, "]"),
-                                           values[i], 128, allow_empty));
+                                           values[i], storage::kMaxLabelLength,
+                                           allow_empty));
   }
   return absl::OkStatus();
 }
@@ -29,11 +31,6 @@ absl::Status ValidateSelection(absl::string_view field,
 bool Selected(const std::vector<std::string>& wanted, const std::string& v) {
   return wanted.empty() ||
          std::find(wanted.begin(), wanted.end(), v) != wanted.end();
-}
-
-std::string TimeText(int64_t us) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E*SZ", absl::FromUnixMicros(us),
-                          absl::UTCTimeZone());
 }
 
 void Append(SeriesData& out, int64_t bucket_start, const RollupStats& s) {
@@ -47,12 +44,6 @@ void Append(SeriesData& out, int64_t bucket_start, const RollupStats& s) {
   out.first_value.push_back(s.first_value);
   out.last_time_us.push_back(s.last_time_us);
   out.last_value.push_back(s.last_value);
-}
-
-int64_t FloorTo(int64_t t, int64_t width) {
-  int64_t floored = t / width * width;
-  if (floored > t) floored -= width;
-  return floored;
 }
 
 }  // namespace
@@ -72,8 +63,8 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
   }
   if (request.start && request.end && *request.start >= *request.end) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "start: ", TimeText(absl::ToUnixMicros(*request.start)),
-        " is not before end ", TimeText(absl::ToUnixMicros(*request.end))));
+        "start: ", common::Rfc3339(*request.start), " is not before end ",
+        common::Rfc3339(*request.end)));
   }
   RETURN_IF_ERROR(ValidateSelection("name", request.names, false));
   RETURN_IF_ERROR(ValidateSelection("agent_id", request.agent_ids, false));
@@ -141,7 +132,7 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
         store_->ReadRollups(request.trial_id, agents, plan.stored_width_s, ids,
                             plan.read_from_us, plan.read_to_us, deadline));
     for (const storage::RollupRow& row : rows) {
-      const int64_t bucket = FloorTo(row.bucket_start_us, plan.bucket_us);
+      const int64_t bucket = storage::AlignDown(row.bucket_start_us, plan.bucket_us);
       auto agent = index.find(absl::string_view(row.agent_id));
       if (agent == index.end()) continue;
       for (const auto& [id, stats] : row.stats) {
@@ -186,7 +177,7 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
     out.resolution_us = plan.bucket_us;
     absl::btree_map<int64_t, RollupStats> bucketed;
     for (const storage::Sample& s : samples[i]) {
-      bucketed[FloorTo(s.time_us, plan.bucket_us)].Add(s.time_us, s.value);
+      bucketed[storage::AlignDown(s.time_us, plan.bucket_us)].Add(s.time_us, s.value);
     }
     for (const auto& [start, stats] : bucketed) Append(out, start, stats);
   }

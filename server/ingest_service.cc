@@ -24,7 +24,8 @@ grpc::ServerUnaryReactor* IngestService::ReportSystemMetrics(
     return reactor;
   }
   if (absl::Status label = storage::ValidateLabel(
-          "stream_id", request->stream_id(), 128, /*allow_empty=*/true);
+          "stream_id", request->stream_id(), storage::kMaxLabelLength,
+          /*allow_empty=*/true);
       !label.ok()) {
     reactor->Finish(common::ToGrpcStatus(label));
     return reactor;

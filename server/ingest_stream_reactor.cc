@@ -51,7 +51,8 @@ void IngestStreamReactor::HandleOpen(Actions& actions) {
   }
   const v1::StreamOpen& open = request_.open();
   if (absl::Status label =
-          storage::ValidateLabel("open.stream_id", open.stream_id(), 128, false);
+          storage::ValidateLabel("open.stream_id", open.stream_id(),
+                                 storage::kMaxLabelLength, false);
       !label.ok()) {
     FinishLocked(label, actions);
     return;

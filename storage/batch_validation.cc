@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/time_format.h"
 
 namespace metrics::storage {
 
@@ -13,10 +14,6 @@ namespace {
 
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
-}
-
-std::string TimeText(absl::Time t) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E*SZ", t, absl::UTCTimeZone());
 }
 
 }  // namespace
@@ -105,15 +102,15 @@ absl::Status ValidateBatch(const SystemBatch& batch,
     const std::string field = absl::StrCat("batch.reports[", r, "]");
     if (report.time < EarliestReportTime()) {
       return Invalid(field + ".time",
-                     absl::StrCat(TimeText(report.time),
+                     absl::StrCat(common::Rfc3339(report.time),
                                   " is before 2000-01-01T00:00:00Z"));
     }
     if (report.time > latest) {
       return Invalid(field + ".time",
-                     absl::StrCat(TimeText(report.time), " is more than ",
+                     absl::StrCat(common::Rfc3339(report.time), " is more than ",
                                   absl::FormatDuration(limits.max_future),
                                   " ahead of the server's clock (",
-                                  TimeText(now), ")"));
+                                  common::Rfc3339(now), ")"));
     }
     if (report.values.empty()) {
       return Invalid(field + ".values", "must not be empty");

@@ -17,12 +17,15 @@
 
 namespace metrics::storage {
 
+// The longest name, agent id, GPU UUID or stream id accepted anywhere.
+inline constexpr size_t kMaxLabelLength = 128;
+
 struct IngestLimits {
   size_t max_reports_per_batch = 10000;
   size_t max_values_per_batch = 500000;
   size_t max_series_per_batch = 4096;
   // Names, agent ids, GPU UUIDs and stream ids.
-  size_t max_label_length = 128;
+  size_t max_label_length = kMaxLabelLength;
   size_t max_unit_length = 32;
   // Report times may be at most this far ahead of the server's clock.
   absl::Duration max_future = absl::Minutes(10);

@@ -94,10 +94,9 @@ void MergeAgentRollup(AgentRollup& into, const AgentRollup& later) {
   for (const auto& [series_id, stats] : later) into[series_id].Merge(stats);
 }
 
-int64_t BucketStartMicros(int64_t time_us, int width_s) {
-  const int64_t width_us = int64_t{width_s} * 1000000;
+int64_t AlignDown(int64_t time_us, int64_t width_us) {
   int64_t start = time_us / width_us * width_us;
-  if (start > time_us) start -= width_us;  // floor for times before 1970
+  if (start > time_us) start -= width_us;  // division truncates toward 0
   return start;
 }
 

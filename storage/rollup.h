@@ -57,8 +57,14 @@ using AgentRollup = absl::btree_map<int64_t, RollupStats>;
 // Merges `later` into `into` series by series.
 void MergeAgentRollup(AgentRollup& into, const AgentRollup& later);
 
+// `time_us` rounded down to a multiple of `width_us` (floor, also before
+// 1970): the start of the bucket of that width holding it.
+int64_t AlignDown(int64_t time_us, int64_t width_us);
+
 // The bucket of `width_s` seconds holding `time_us`.
-int64_t BucketStartMicros(int64_t time_us, int width_s);
+inline int64_t BucketStartMicros(int64_t time_us, int width_s) {
+  return AlignDown(time_us, int64_t{width_s} * 1000000);
+}
 
 // A compact binary form (a version byte, then 72 bytes per series in
 // series-id order, little-endian).

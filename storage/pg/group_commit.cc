@@ -393,7 +393,7 @@ class GroupTransaction {
     constexpr int kFinest = kRollupWidthsSeconds[0];
     absl::btree_map<int64_t, AgentRollup> finest;
     for (const Report& report : batch.reports) {
-      const int64_t t = ToUnixMicrosFloor(report.time);
+      const int64_t t = absl::ToUnixMicros(report.time);
       AgentRollup& bucket = finest[BucketStartMicros(t, kFinest)];
       for (size_t v = 0; v < report.values.size(); ++v) {
         bucket[a.series_ids[report.series[v]]].Add(t, report.values[v]);

@@ -62,13 +62,10 @@ std::string ByteaArray(const std::vector<std::string>& values) {
 }
 
 std::string TimestampText(absl::Time t) {
-  const absl::Time floored = absl::FromUnixMicros(ToUnixMicrosFloor(t));
+  // Stored with microsecond precision; absl::ToUnixMicros rounds down.
+  const absl::Time floored = absl::FromUnixMicros(absl::ToUnixMicros(t));
   return absl::FormatTime("%Y-%m-%d %H:%M:%E6S+00", floored,
                           absl::UTCTimeZone());
-}
-
-int64_t ToUnixMicrosFloor(absl::Time t) {
-  return absl::ToUnixMicros(t);  // rounds toward negative infinity
 }
 
 std::string DecodeByteaHex(absl::string_view text) {

@@ -25,9 +25,6 @@ std::string ByteaArray(const std::vector<std::string>& values);
 // "2026-11-22 05:30:00.123456+00": timestamptz text, microsecond precision.
 std::string TimestampText(absl::Time t);
 
-// Microseconds since the epoch, rounded down: how times are stored.
-int64_t ToUnixMicrosFloor(absl::Time t);
-
 // Decodes bytea's hex output ("\x0a0b") to bytes; empty on malformed input.
 std::string DecodeByteaHex(absl::string_view text);
 
