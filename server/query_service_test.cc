@@ -12,6 +12,7 @@
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "proto/metrics/v1/query.grpc.pb.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
+#include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/test_server.h"
 
 namespace metrics::server {
@@ -191,6 +192,31 @@ TEST_F(QueryServiceTest, FollowOfAnEmptyTrialStartsEmptyThenSendsData) {
   while (follow->Read(&message)) {
   }
   EXPECT_EQ(follow->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+TEST_F(QueryServiceTest, FollowSurvivesTheLossOfTheListeningConnection) {
+  Report(1, kNow - 60, 5);
+  v1::QuerySeriesRequest request;
+  request.set_trial_id(1);
+  auto context = Context(absl::Seconds(60));
+  auto follow = query_->FollowSeries(context.get(), request);
+  v1::QuerySeriesResponse message;
+  ASSERT_TRUE(follow->Read(&message));
+
+  // Whatever commits while the notifier reconnects is caught by the resync
+  // every follower gets after a reconnect.
+  ASSERT_OK_AND_ASSIGN(int killed, storage::pg::testing::TerminateBackends(
+                                       server_->database_url(),
+                                       "metricsd-notifier"));
+  EXPECT_EQ(killed, 1);
+  Report(1, kNow - 30, 8);
+  ASSERT_TRUE(follow->Read(&message));
+  ASSERT_EQ(message.series_size(), 1);
+  EXPECT_THAT(message.series(0).max(), ElementsAre(8));
+  context->TryCancel();
+  while (follow->Read(&message)) {
+  }
+  (void)follow->Finish();  // CANCELLED: the test ended it
 }
 
 TEST_F(QueryServiceTest, FollowOfAnUnknownTrialIsNotFound) {
