@@ -233,7 +233,7 @@ absl::StatusOr<int> TerminateBackends(const std::string& url,
         .exec_params(
             "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int "
             "FROM pg_stat_activity WHERE starts_with(application_name, $1) "
-            "AND pid <> pg_backend_pid()",
+            "AND datname = current_database() AND pid <> pg_backend_pid()",
             std::string(prefix))[0][0]
         .as<int>();
   });

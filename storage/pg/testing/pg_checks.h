@@ -50,8 +50,9 @@ absl::StatusOr<int64_t> CountRawValues(const std::string& url,
 absl::StatusOr<std::string> QueryScalar(const std::string& url,
                                         const std::string& sql);
 
-// Terminates every backend whose application_name starts with `prefix`.
-// Returns how many.
+// Terminates every backend connected to `url`'s database whose
+// application_name starts with `prefix` (other tests' databases on the same
+// server are left alone). Returns how many.
 absl::StatusOr<int> TerminateBackends(const std::string& url,
                                       absl::string_view prefix);
 
