@@ -8,6 +8,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libpqxx-dev libpq-dev libabsl-dev libssl-dev libmicrohttpd-dev
   libgtest-dev libgmock-dev
+  # google/api/{annotations,http}.proto: the REST routes in the protos.
+  golang-github-grpc-ecosystem-grpc-gateway-dev
   postgresql postgresql-contrib postgresql-common
   docker-compose
   python3 curl

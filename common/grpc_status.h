@@ -1,4 +1,4 @@
-// Conversion of absl::Status to grpc::Status for the RPC edge. The numeric
+// Conversion between absl::Status and grpc::Status at the RPC edges. The numeric
 // codes are identical by design, so only the representation changes.
 //
 // Thread-safety: pure functions.
@@ -12,6 +12,7 @@
 namespace metrics::common {
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
+absl::Status FromGrpcStatus(const grpc::Status& status);
 
 }  // namespace metrics::common
 

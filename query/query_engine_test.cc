@@ -126,7 +126,8 @@ class QueryEngineTest : public ::testing::Test {
         batch.reports.push_back({kT0 + absl::Seconds(3600 + b * 300 + r) +
                                      absl::Microseconds(random() % 1000000),
                                  {0},
-                                 {(random() % 10000) / 100.0}});
+                                 {(random() % 10000) / 100.0},
+                                 std::nullopt});
       }
       Submit(std::move(batch));
     }

@@ -38,14 +38,18 @@ int HttpStatusForCode(absl::StatusCode code) {
   }
 }
 
+void AppendErrorJson(std::string& out, const absl::Status& status) {
+  absl::StrAppend(&out, "{\"code\":", static_cast<int>(status.code()),
+                  ",\"message\":");
+  common::AppendJsonString(out, status.message());
+  out += ",\"details\":[]}";
+}
+
 HttpResponse ErrorResponse(const absl::Status& status, int http_status) {
   HttpResponse response;
   response.status =
       http_status != 0 ? http_status : HttpStatusForCode(status.code());
-  response.body = absl::StrCat("{\"code\":", static_cast<int>(status.code()),
-                               ",\"message\":");
-  common::AppendJsonString(response.body, status.message());
-  response.body += ",\"details\":[]}";
+  AppendErrorJson(response.body, status);
   return response;
 }
 

@@ -19,6 +19,9 @@ namespace metrics::server {
 
 int HttpStatusForCode(absl::StatusCode code);
 
+// Appends {"code": ..., "message": ..., "details": []}.
+void AppendErrorJson(std::string& out, const absl::Status& status);
+
 // The error response for `status`, with the HTTP status from its code or,
 // when `http_status` is given, that one (for transport errors such as 413).
 HttpResponse ErrorResponse(const absl::Status& status, int http_status = 0);

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/http_error.h"
@@ -30,10 +31,44 @@ MHD_Result CollectPair(void* cls, MHD_ValueKind, const char* key,
   return MHD_YES;
 }
 
+// A streamed body's state between libmicrohttpd's calls for more.
+struct StreamState {
+  HttpResponse::Stream stream;
+  std::string pending;
+  size_t offset = 0;
+  bool ended = false;
+};
+
+// Called on the connection's thread for more of a streamed body. Never
+// returns 0 (which would make the thread-per-connection mode spin): it
+// blocks in the stream until it has bytes or the stream ends.
+ssize_t ReadStream(void* cls, uint64_t, char* buffer, size_t max) {
+  auto* state = static_cast<StreamState*>(cls);
+  while (state->offset == state->pending.size()) {
+    if (state->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+    state->pending.clear();
+    state->offset = 0;
+    state->ended = !state->stream(state->pending);
+  }
+  const size_t n = std::min(max, state->pending.size() - state->offset);
+  std::memcpy(buffer, state->pending.data() + state->offset, n);
+  state->offset += n;
+  return static_cast<ssize_t>(n);
+}
+
+void FreeStream(void* cls) { delete static_cast<StreamState*>(cls); }
+
 MHD_Result Queue(MHD_Connection* connection, const HttpResponse& response) {
-  MHD_Response* r = MHD_create_response_from_buffer(
-      response.body.size(), const_cast<char*>(response.body.data()),
-      MHD_RESPMEM_MUST_COPY);
+  MHD_Response* r = nullptr;
+  if (response.stream) {
+    r = MHD_create_response_from_callback(
+        MHD_SIZE_UNKNOWN, 16 * 1024, &ReadStream,
+        new StreamState{response.stream, {}, 0, false}, &FreeStream);
+  } else {
+    r = MHD_create_response_from_buffer(
+        response.body.size(), const_cast<char*>(response.body.data()),
+        MHD_RESPMEM_MUST_COPY);
+  }
   if (r == nullptr) return MHD_NO;
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
                           response.content_type.c_str());
@@ -44,6 +79,22 @@ MHD_Result Queue(MHD_Connection* connection, const HttpResponse& response) {
       connection, static_cast<unsigned int>(response.status), r);
   MHD_destroy_response(r);
   return queued;
+}
+
+std::string ClientAddress(MHD_Connection* connection) {
+  const MHD_ConnectionInfo* info =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  if (info == nullptr || info->client_addr == nullptr) return "unknown";
+  char host[NI_MAXHOST];
+  char port[NI_MAXSERV];
+  const socklen_t length = info->client_addr->sa_family == AF_INET6
+                               ? sizeof(sockaddr_in6)
+                               : sizeof(sockaddr_in);
+  if (::getnameinfo(info->client_addr, length, host, sizeof(host), port,
+                    sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+    return "unknown";
+  }
+  return absl::StrCat(host, ":", port);
 }
 
 // libmicrohttpd calls this once with the headers, then once per body chunk,
@@ -61,6 +112,16 @@ MHD_Result Access(void* cls, MHD_Connection* connection, const char* url,
                               &state->request.query);
     MHD_get_connection_values(connection, MHD_HEADER_KIND, CollectPair,
                               &state->request.headers);
+    state->request.client_address = ClientAddress(connection);
+    state->request.client_gone = [connection] {
+      const MHD_ConnectionInfo* info = MHD_get_connection_info(
+          connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+      if (info == nullptr) return true;
+      char byte;
+      const ssize_t n = ::recv(info->connect_fd, &byte, 1,
+                               MSG_PEEK | MSG_DONTWAIT);
+      return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+    };
     *con_cls = state;
     return MHD_YES;
   }
@@ -132,6 +193,13 @@ absl::StatusOr<std::pair<int, int>> Listen(const std::string& host, int port,
 }
 
 }  // namespace
+
+absl::string_view HttpRequest::Header(absl::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (absl::EqualsIgnoreCase(key, name)) return value;
+  }
+  return {};
+}
 
 absl::StatusOr<std::pair<std::string, int>> ParseHostPort(
     absl::string_view flag_name, absl::string_view address) {

@@ -32,13 +32,27 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> query;  // decoded, in order
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
+  std::string client_address;  // "ip:port"
+  // True once the client has closed its connection (a cheap non-blocking
+  // probe), for streams that wait long between messages. Valid until the
+  // response ends.
+  std::function<bool()> client_gone;
+
+  // The first header of that name (case-insensitive), or "".
+  absl::string_view Header(absl::string_view name) const;
 };
 
 struct HttpResponse {
+  // Produces a streamed body: appends the next piece to `chunk` (blocking
+  // as long as it needs) and returns true, or returns false at the end
+  // (after appending the last piece, if any). Sent with chunked encoding.
+  using Stream = std::function<bool(std::string& chunk)>;
+
   int status = 200;
   std::string content_type = "application/json";
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
+  Stream stream;  // when set, the body instead of `body`
 };
 
 struct HttpServerOptions {

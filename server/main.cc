@@ -35,6 +35,15 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGINT/SIGTERM, how long in-flight calls may take to finish.");
 ABSL_FLAG(int, http_max_connections, 256,
           "HTTP connections served at once.");
+ABSL_FLAG(absl::Duration, http_idle_timeout, absl::Seconds(60),
+          "An HTTP connection idle this long is closed.");
+ABSL_FLAG(int64_t, http_max_body_bytes, 16 << 20,
+          "Largest HTTP request body accepted (larger ones get 413).");
+ABSL_FLAG(absl::Duration, http_request_timeout, absl::Seconds(30),
+          "Deadline of a unary REST call (streams run until they end).");
+ABSL_FLAG(std::string, cors_origin, "",
+          "Allow cross-origin REST calls from this origin (\"*\" for any); "
+          "empty allows none.");
 ABSL_FLAG(int, writer_lanes, 2,
           "Ingest writer threads, each with its own database connection, "
           "committing batches in groups.");
@@ -65,6 +74,11 @@ int Run() {
   options.grpc_address = absl::GetFlag(FLAGS_grpc_address);
   options.http.address = absl::GetFlag(FLAGS_http_address);
   options.http.max_connections = absl::GetFlag(FLAGS_http_max_connections);
+  options.http.idle_timeout = absl::GetFlag(FLAGS_http_idle_timeout);
+  options.http.max_body_bytes =
+      static_cast<size_t>(absl::GetFlag(FLAGS_http_max_body_bytes));
+  options.gateway.request_timeout = absl::GetFlag(FLAGS_http_request_timeout);
+  options.gateway.cors_origin = absl::GetFlag(FLAGS_cors_origin);
   options.migrate = absl::GetFlag(FLAGS_migrate);
   options.store.pool_size = absl::GetFlag(FLAGS_db_pool_size);
   options.store.writer.lanes = absl::GetFlag(FLAGS_writer_lanes);
@@ -125,7 +139,8 @@ int main(int argc, char** argv) {
       "the profiling metrics service.\n\n"
       "Usage: metricsd [--database-url URL] [--grpc-address HOST:PORT] "
       "[--http-address HOST:PORT] [--migrate]\n\n"
-      "Serves gRPC and HTTP (GET /healthz) until SIGINT or SIGTERM.");
+      "Serves gRPC and HTTP (the REST API under /api/v1/, GET /healthz) "
+      "until SIGINT or SIGTERM.");
   std::vector<char*> args = DashedFlagsToUnderscores(argc, argv);
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   return Run();

@@ -97,6 +97,9 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
       server->query_engine_.get(), server->store_.get(),
       server->executor_.get(), options.follow);
 
+  server->legacy_service_ = std::make_unique<LegacyProfilerService>(
+      server->store_.get(), &server->legacy_usage_, options.store.limits);
+
   grpc::EnableDefaultHealthCheckService(true);
   // Server reflection lets operators list and call services with grpcurl or
   // grpc_cli. gRPC also needs at least one service registered at build time;
@@ -109,6 +112,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   builder.RegisterService(server->trial_service_.get());
   builder.RegisterService(server->ingest_service_.get());
   builder.RegisterService(server->query_service_.get());
+  builder.RegisterService(server->legacy_service_.get());
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   grpc::ResourceQuota quota("metricsd");
   quota.Resize(options.grpc_memory_bytes);
@@ -119,6 +123,17 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
         "--grpc-address ", options.grpc_address,
         ": cannot listen (address in use or not local?)"));
   }
+  grpc::ChannelArguments channel_arguments;
+  channel_arguments.SetMaxReceiveMessageSize(-1);  // chart answers are large
+  ASSIGN_OR_RETURN(
+      server->gateway_,
+      RestGateway::Create(
+          server->grpc_->InProcessChannel(channel_arguments),
+          {v1::TrialService::service_full_name(),
+           v1::IngestService::service_full_name(),
+           v1::QueryService::service_full_name(),
+           determined::api::v1::Determined::service_full_name()},
+          options.gateway));
   ASSIGN_OR_RETURN(server->http_,
                    HttpServer::Start(options.http,
                                      [s = server.get()](const HttpRequest& r) {
@@ -164,8 +179,7 @@ HttpResponse MetricsServer::HandleHttp(const HttpRequest& request) const {
                             : "{\"status\":\"NOT_SERVING\"}";
     return response;
   }
-  return ErrorResponse(absl::NotFoundError(
-      absl::StrCat("no route for ", request.method, " ", request.path)));
+  return gateway_->Handle(request);
 }
 
 }  // namespace metrics::server

@@ -1,6 +1,7 @@
 // The metricsd server: checks the database schema, then serves gRPC (trials,
-// ingest, queries and follow, the standard grpc.health.v1 health service,
-// server reflection) and HTTP (/healthz) until Shutdown.
+// ingest, queries and follow, the deprecated legacy profiler API, the
+// standard grpc.health.v1 health service, server reflection) and HTTP (the
+// REST gateway to those services, /healthz) until Shutdown.
 //
 // Usage (what main.cc does):
 //   ASSIGN_OR_RETURN(auto server, MetricsServer::Create(options));
@@ -24,7 +25,10 @@
 #include "server/blocking_executor.h"
 #include "server/http_server.h"
 #include "server/ingest_service.h"
+#include "server/legacy_profiler_service.h"
+#include "server/legacy_usage.h"
 #include "server/query_service.h"
+#include "server/rest_gateway.h"
 #include "server/server_options.h"
 #include "server/trial_service.h"
 #include "storage/pg/pg_metric_store.h"
@@ -48,6 +52,7 @@ class MetricsServer {
 
   int grpc_port() const { return grpc_port_; }
   int http_port() const { return http_->port(); }
+  const LegacyUsage& legacy_usage() const { return legacy_usage_; }
 
   // Marks the server NOT_SERVING, lets in-flight RPCs finish for up to
   // `grace`, then stops gRPC and HTTP, and lets the ingest writer commit what
@@ -65,6 +70,9 @@ class MetricsServer {
   std::unique_ptr<IngestService> ingest_service_;
   std::unique_ptr<query::QueryEngine> query_engine_;
   std::unique_ptr<QueryService> query_service_;
+  LegacyUsage legacy_usage_;
+  std::unique_ptr<LegacyProfilerService> legacy_service_;
+  std::unique_ptr<RestGateway> gateway_;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<HttpServer> http_;
   int grpc_port_ = 0;

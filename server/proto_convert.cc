@@ -2,8 +2,6 @@
 
 namespace metrics::server {
 
-namespace {
-
 absl::Time TimeFromProto(const google::protobuf::Timestamp& t) {
   return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
 }
@@ -19,8 +17,6 @@ void TimeToProto(absl::Time t, google::protobuf::Timestamp* proto) {
   proto->set_seconds(seconds);
   proto->set_nanos(static_cast<int32_t>(rest * 1000));
 }
-
-}  // namespace
 
 storage::SystemBatch BatchFromProto(const v1::SystemMetricsBatch& proto) {
   storage::SystemBatch batch;

@@ -15,6 +15,10 @@
 
 namespace metrics::server {
 
+absl::Time TimeFromProto(const google::protobuf::Timestamp& t);
+// Microsecond precision, as stored.
+void TimeToProto(absl::Time t, google::protobuf::Timestamp* proto);
+
 storage::SystemBatch BatchFromProto(const v1::SystemMetricsBatch& proto);
 
 void TrialToProto(const storage::Trial& trial, v1::Trial* proto);

@@ -14,6 +14,7 @@
 #include "query/query_engine.h"
 #include "server/follow_reactor.h"
 #include "server/ingest_stream_reactor.h"
+#include "server/rest_gateway.h"
 #include "storage/pg/pg_metric_store.h"
 
 namespace metrics::server {
@@ -26,6 +27,7 @@ struct ServerOptions {
   // The HTTP side: REST gateway and /healthz. Its address defaults to
   // 127.0.0.1:8080.
   HttpServerOptions http;
+  RestGatewayOptions gateway;
   // Apply pending migrations at start instead of refusing to start.
   bool migrate = false;
   // The store: pool, writer lanes and queue, ingest limits. Its

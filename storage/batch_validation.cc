@@ -57,6 +57,12 @@ absl::Status ValidateBatch(const SystemBatch& batch,
   if (!batch.stream_id.empty() && batch.sequence <= 0) {
     return Invalid("batch.sequence", "must be 1 or more");
   }
+  if (batch.metric_group != kSystemGroup && batch.metric_group != kTimingGroup &&
+      batch.metric_group != kMiscGroup) {
+    return Invalid("batch.metric_group",
+                   absl::StrCat("\"", batch.metric_group,
+                                "\" is not system, timing or misc"));
+  }
   if (batch.series.empty()) return Invalid("batch.series", "must not be empty");
   if (batch.series.size() > limits.max_series_per_batch) {
     return Invalid("batch.series",

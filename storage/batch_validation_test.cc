@@ -23,8 +23,8 @@ SystemBatch GoodBatch() {
   batch.agent_id = "agent-1";
   batch.series = {{"cpu_util_simple", "", "percent"},
                   {"gpu_util", "GPU-aaaa", "percent"}};
-  batch.reports = {{kNow - absl::Seconds(1), {0, 1}, {12.5, 99}},
-                   {kNow, {1}, {100}}};
+  batch.reports = {{kNow - absl::Seconds(1), {0, 1}, {12.5, 99}, std::nullopt},
+                   {kNow, {1}, {100}, std::nullopt}};
   return batch;
 }
 

@@ -28,6 +28,13 @@ namespace metrics::storage {
 
 enum class TrialState { kActive, kCompleted, kCanceled, kError };
 
+// Metric groups of the profiling partition. Only "system" series have
+// rollups and are read by queries; "timing" and "misc" hold the legacy
+// profiler's other metric types (raw rows and registry only).
+inline constexpr absl::string_view kSystemGroup = "system";
+inline constexpr absl::string_view kTimingGroup = "timing";
+inline constexpr absl::string_view kMiscGroup = "misc";
+
 absl::string_view TrialStateName(TrialState state);  // "ACTIVE", ...
 bool IsTerminal(TrialState state);
 
@@ -52,6 +59,9 @@ struct Report {
   absl::Time time;
   std::vector<uint32_t> series;
   std::vector<double> values;
+  // The training batch index (legacy readings carry one), stored in the
+  // row's total_batches column.
+  std::optional<int32_t> batch;
 };
 
 struct SystemBatch {
@@ -61,6 +71,10 @@ struct SystemBatch {
   std::string agent_id;
   std::vector<SeriesDeclaration> series;
   std::vector<Report> reports;
+  // kSystemGroup, kTimingGroup or kMiscGroup.
+  std::string metric_group = std::string(kSystemGroup);
+  // The move of legacy data: accepted for terminal trials too.
+  bool backfill = false;
 
   size_t ValueCount() const;
 };
@@ -82,6 +96,7 @@ struct BatchOutcome {
 // the coarsest rollups.
 struct SeriesInfo {
   int64_t series_id = 0;
+  std::string metric_group = std::string(kSystemGroup);
   std::string agent_id;
   std::string gpu_uuid;  // empty for agent-wide series
   std::string name;
@@ -102,6 +117,20 @@ struct RollupRow {
 struct Sample {
   int64_t time_us = 0;
   double value = 0;
+};
+
+// One raw reading of a series, with the row it came from.
+struct Reading {
+  int64_t time_us = 0;
+  int64_t row_id = 0;  // metrics.id: orders readings at the same time
+  std::optional<int32_t> batch;
+  double value = 0;
+};
+
+// Where a read of readings resumes: after this (time, row).
+struct ReadingCursor {
+  int64_t time_us = INT64_MIN;
+  int64_t row_id = INT64_MIN;
 };
 
 // A subscription to a trial's changes; dropping it unsubscribes (and once
@@ -138,6 +167,17 @@ class MetricStore {
   // rows). NOT_FOUND for an unknown trial.
   virtual absl::StatusOr<std::vector<SeriesInfo>> ListSeries(
       int32_t trial_id, bool extents, absl::Time deadline) = 0;
+
+  // Every series of the trial in every metric group, without extents,
+  // ordered by group, agent, name and GPU. NOT_FOUND for an unknown trial.
+  virtual absl::StatusOr<std::vector<SeriesInfo>> ListSeriesOfEveryGroup(
+      int32_t trial_id, absl::Time deadline) = 0;
+
+  // Up to `limit` raw readings of `series` (of its metric_group) after
+  // `after`, in (time, row) order.
+  virtual absl::StatusOr<std::vector<Reading>> ReadReadings(
+      int32_t trial_id, const SeriesInfo& series, ReadingCursor after,
+      size_t limit, absl::Time deadline) = 0;
 
   // The stored rollup buckets of `width_s` of `agents` whose start lies in
   // [from_us, to_us), holding only the stats of `series_ids`; ordered by

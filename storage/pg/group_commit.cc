@@ -27,9 +27,11 @@ using StreamKey = std::pair<int32_t, std::string>;  // (trial, stream id)
 // (trial, agent, width, bucket start in microseconds)
 using RollupKey = std::tuple<int32_t, std::string, int, int64_t>;
 
-std::string SeriesCacheKey(int32_t trial, absl::string_view agent,
-                           absl::string_view gpu, absl::string_view name) {
-  return absl::StrCat(trial, "\x1f", agent, "\x1f", gpu, "\x1f", name);
+std::string SeriesCacheKey(int32_t trial, absl::string_view group,
+                           absl::string_view agent, absl::string_view gpu,
+                           absl::string_view name) {
+  return absl::StrCat(trial, "\x1f", group, "\x1f", agent, "\x1f", gpu,
+                      "\x1f", name);
 }
 
 std::optional<TrialState> ParseTrialState(absl::string_view text) {
@@ -137,7 +139,7 @@ class GroupTransaction {
     }
     absl::Status refusal = pending.rejection;
     Accepted accepted{&batch, {}};
-    if (refusal.ok()) refusal = CheckTrial(batch.trial_id);
+    if (refusal.ok()) refusal = CheckTrial(batch.trial_id, batch.backfill);
     if (refusal.ok()) refusal = ResolveSeries(batch, accepted.series_ids);
     if (streamed) {
       positions_[key] = batch.sequence;
@@ -153,13 +155,13 @@ class GroupTransaction {
     return outcome;
   }
 
-  absl::Status CheckTrial(int32_t trial_id) const {
+  absl::Status CheckTrial(int32_t trial_id, bool backfill) const {
     const auto found = trials_.find(trial_id);
     if (found == trials_.end()) {
       return absl::NotFoundError(
           absl::StrCat("batch.trial_id: trial ", trial_id, " does not exist"));
     }
-    if (IsTerminal(found->second)) {
+    if (IsTerminal(found->second) && !backfill) {
       return absl::FailedPreconditionError(
           absl::StrCat("batch.trial_id: trial ", trial_id, " is ",
                        TrialStateName(found->second),
@@ -190,8 +192,8 @@ class GroupTransaction {
     std::vector<size_t> missing;
     for (size_t i = 0; i < n; ++i) {
       const SeriesDeclaration& s = batch.series[i];
-      keys[i] = SeriesCacheKey(batch.trial_id, batch.agent_id, s.gpu_uuid,
-                               s.name);
+      keys[i] = SeriesCacheKey(batch.trial_id, batch.metric_group,
+                               batch.agent_id, s.gpu_uuid, s.name);
       if (FindSeries(keys[i]) == nullptr) missing.push_back(i);
     }
     if (!missing.empty()) {
@@ -241,12 +243,12 @@ class GroupTransaction {
     const pqxx::result inserted = tx_.exec_params(
         "INSERT INTO series (trial_id, metric_group, agent_id, gpu_uuid, "
         "name, unit) "
-        "SELECT $1, 'system', $2, g, n, u "
+        "SELECT $1, $6, $2, g, n, u "
         "FROM unnest($3::text[], $4::text[], $5::text[]) AS k(g, n, u) "
         "ON CONFLICT (trial_id, metric_group, agent_id, gpu_uuid, name) "
         "DO NOTHING RETURNING 1",
         batch.trial_id, batch.agent_id, TextArray(gpus), TextArray(names),
-        TextArray(units));
+        TextArray(units), batch.metric_group);
     tx_.exec_params(
         "UPDATE trial_series_counts SET series_count = series_count + $2 "
         "WHERE trial_id = $1",
@@ -291,11 +293,12 @@ class GroupTransaction {
              "SELECT s.series_id, s.gpu_uuid, s.name, s.unit FROM series s "
              "JOIN unnest($3::text[], $4::text[]) AS k(gpu_uuid, name) "
              "USING (gpu_uuid, name) "
-             "WHERE s.trial_id = $1 AND s.metric_group = 'system' "
+             "WHERE s.trial_id = $1 AND s.metric_group = $5 "
              "AND s.agent_id = $2",
              batch.trial_id, batch.agent_id, TextArray(gpus),
-             TextArray(names))) {
-      new_series_[SeriesCacheKey(batch.trial_id, batch.agent_id,
+             TextArray(names), batch.metric_group)) {
+      new_series_[SeriesCacheKey(batch.trial_id, batch.metric_group,
+                                 batch.agent_id,
                                  row[1].as<std::string>(),
                                  row[2].as<std::string>())] = {
           row[0].as<int64_t>(), row[3].as<std::string>()};
@@ -307,13 +310,15 @@ class GroupTransaction {
     // Straight into the partition: COPY into the parent would route each
     // row through the partition key for nothing.
     pqxx::stream_to copy(tx_, "metrics_profiling",
-                         std::vector<std::string>{"trial_id", "partition_type",
-                                                  "metric_group", "agent_id",
-                                                  "end_time", "metrics"});
+                         std::vector<std::string>{
+                             "trial_id", "partition_type", "metric_group",
+                             "agent_id", "end_time", "total_batches",
+                             "metrics"});
     for (const Accepted& a : accepted_) {
       for (const Report& report : a.batch->reports) {
-        copy << std::make_tuple(a.batch->trial_id, "PROFILING", "system",
-                                a.batch->agent_id, TimestampText(report.time),
+        copy << std::make_tuple(a.batch->trial_id, "PROFILING",
+                                a.batch->metric_group, a.batch->agent_id,
+                                TimestampText(report.time), report.batch,
                                 ReportJson(*a.batch, report));
       }
     }
@@ -390,6 +395,7 @@ class GroupTransaction {
   static void AggregateBatch(const Accepted& a,
                              std::map<RollupKey, AgentRollup>& fresh) {
     const SystemBatch& batch = *a.batch;
+    if (batch.metric_group != kSystemGroup) return;  // no rollups kept
     constexpr int kFinest = kRollupWidthsSeconds[0];
     absl::btree_map<int64_t, AgentRollup> finest;
     for (const Report& report : batch.reports) {

@@ -18,6 +18,20 @@ namespace metrics::storage::pg {
 
 namespace {
 
+// The SQL expression of a series' value in a raw row's jsonb (see
+// storage/report_json.h): {"name": v} or {"name": {"gpu": v}}, where an
+// agent-wide value of a name that also has GPU values sits under "".
+std::string ValueOf(pqxx::work& tx, const SeriesInfo& s) {
+  const std::string name = tx.quote(s.name);
+  if (!s.gpu_uuid.empty()) {
+    return absl::StrCat("(metrics -> ", name, " ->> ", tx.quote(s.gpu_uuid),
+                        ")::float8");
+  }
+  return absl::StrCat("(CASE WHEN jsonb_typeof(metrics -> ", name,
+                      ") = 'object' THEN metrics -> ", name,
+                      " ->> '' ELSE metrics ->> ", name, " END)::float8");
+}
+
 constexpr char kTrialColumns[] =
     "id, state, (extract(epoch FROM created_at) * 1000000)::bigint, "
     "(extract(epoch FROM updated_at) * 1000000)::bigint, "
@@ -238,6 +252,69 @@ absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeries(
       });
 }
 
+absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeriesOfEveryGroup(
+    int32_t trial_id, absl::Time deadline) {
+  return InTransaction<std::vector<SeriesInfo>>(
+      pool_, absl::StrCat("listing the series of trial ", trial_id), deadline,
+      [&](pqxx::work& tx) -> absl::StatusOr<std::vector<SeriesInfo>> {
+        if (tx.exec_params("SELECT 1 FROM trials WHERE id = $1", trial_id)
+                .empty()) {
+          return absl::NotFoundError(
+              absl::StrCat("trial ", trial_id, " does not exist"));
+        }
+        std::vector<SeriesInfo> series;
+        for (const auto& row : tx.exec_params(
+                 "SELECT series_id, metric_group, agent_id, gpu_uuid, name, "
+                 "unit FROM series WHERE trial_id = $1 "
+                 "ORDER BY metric_group, agent_id, name, gpu_uuid",
+                 trial_id)) {
+          SeriesInfo info;
+          info.series_id = row[0].as<int64_t>();
+          info.metric_group = row[1].as<std::string>();
+          info.agent_id = row[2].as<std::string>();
+          info.gpu_uuid = row[3].as<std::string>();
+          info.name = row[4].as<std::string>();
+          info.unit = row[5].as<std::string>();
+          series.push_back(std::move(info));
+        }
+        return series;
+      });
+}
+
+absl::StatusOr<std::vector<Reading>> PgMetricStore::ReadReadings(
+    int32_t trial_id, const SeriesInfo& series, ReadingCursor after,
+    size_t limit, absl::Time deadline) {
+  return InTransaction<std::vector<Reading>>(
+      pool_, absl::StrCat("reading series \"", series.name, "\" of trial ",
+                          trial_id),
+      deadline, [&](pqxx::work& tx) -> absl::StatusOr<std::vector<Reading>> {
+        std::vector<Reading> readings;
+        // A range scan of the primary key (trial_id, metric_group, agent_id,
+        // end_time, id) from the cursor on; rows without this series are
+        // skipped by the filter.
+        for (const auto& row : tx.exec_params(
+                 absl::StrCat(
+                     "SELECT t, id, total_batches, v FROM (SELECT "
+                     "round(date_part('epoch', end_time) * 1000000)::bigint AS t, "
+                     "id, total_batches, end_time, ", ValueOf(tx, series),
+                     " AS v FROM metrics_profiling WHERE trial_id = $1 "
+                     "AND metric_group = $2 AND agent_id = $3 AND (end_time, id) > "
+                     "(timestamptz 'epoch' + $4 * interval '1 microsecond', $5) "
+                     ") r WHERE v IS NOT NULL ORDER BY end_time, id LIMIT $6"),
+                 trial_id, series.metric_group, series.agent_id,
+                 std::max<int64_t>(after.time_us, -62135596800000000),
+                 after.row_id, static_cast<int64_t>(limit))) {
+          Reading r;
+          r.time_us = row[0].as<int64_t>();
+          r.row_id = row[1].as<int64_t>();
+          if (!row[2].is_null()) r.batch = row[2].as<int32_t>();
+          r.value = row[3].as<double>();
+          readings.push_back(r);
+        }
+        return readings;
+      });
+}
+
 absl::StatusOr<std::vector<RollupRow>> PgMetricStore::ReadRollups(
     int32_t trial_id, const std::vector<std::string>& agents, int width_s,
     const std::vector<int64_t>& series_ids, int64_t from_us, int64_t to_us,
@@ -289,17 +366,7 @@ absl::StatusOr<std::vector<std::vector<Sample>>> PgMetricStore::ReadRawSamples(
         for (const auto& [agent, indexes] : by_agent) {
           std::string columns;
           for (size_t i : indexes) {
-            const SeriesInfo& s = series[i];
-            const std::string name = tx.quote(s.name);
-            absl::StrAppend(
-                &columns, ", ",
-                s.gpu_uuid.empty()
-                    ? absl::StrCat("(CASE WHEN jsonb_typeof(metrics -> ", name,
-                                   ") = 'object' THEN metrics -> ", name,
-                                   " ->> '' ELSE metrics ->> ", name,
-                                   " END)::float8")
-                    : absl::StrCat("(metrics -> ", name, " ->> ",
-                                   tx.quote(s.gpu_uuid), ")::float8"));
+            absl::StrAppend(&columns, ", ", ValueOf(tx, series[i]));
           }
           for (const auto& row : tx.exec_params(
                    absl::StrCat(

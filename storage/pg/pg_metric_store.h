@@ -51,6 +51,11 @@ class PgMetricStore : public MetricStore {
                                             absl::Time deadline) override;
   absl::StatusOr<std::vector<SeriesInfo>> ListSeries(
       int32_t trial_id, bool extents, absl::Time deadline) override;
+  absl::StatusOr<std::vector<SeriesInfo>> ListSeriesOfEveryGroup(
+      int32_t trial_id, absl::Time deadline) override;
+  absl::StatusOr<std::vector<Reading>> ReadReadings(
+      int32_t trial_id, const SeriesInfo& series, ReadingCursor after,
+      size_t limit, absl::Time deadline) override;
   absl::StatusOr<std::vector<RollupRow>> ReadRollups(
       int32_t trial_id, const std::vector<std::string>& agents, int width_s,
       const std::vector<int64_t>& series_ids, int64_t from_us, int64_t to_us,

@@ -103,7 +103,7 @@ class PgMetricStoreTest : public ::testing::Test {
                     {"gpu_util", "GPU-1", "percent"},
                     {"gpu_util", "GPU-2", "percent"}};
     const absl::Time t = kT0 + absl::Seconds(sequence);
-    batch.reports = {{t, {0, 1, 2}, {10.0 + sequence, 50, 60}}};
+    batch.reports = {{t, {0, 1, 2}, {10.0 + sequence, 50, 60}, std::nullopt}};
     return batch;
   }
 

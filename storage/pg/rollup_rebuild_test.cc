@@ -56,7 +56,8 @@ class RollupRebuildTest : public ::testing::Test {
               {kT0 + absl::Seconds(random() % (2 * 86400)) +
                    absl::Microseconds(random() % 1000000),
                {0, 1},
-               {(random() % 10000) / 100.0, (random() % 100) * 1.5}});
+               {(random() % 10000) / 100.0, (random() % 100) * 1.5},
+               std::nullopt});
         }
         absl::Notification done;
         ASSERT_OK(store_->SubmitBatch(std::move(batch), [&](BatchOutcome o) {

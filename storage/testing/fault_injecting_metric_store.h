@@ -52,6 +52,15 @@ class FaultInjectingMetricStore : public MetricStore {
       int32_t trial_id, bool extents, absl::Time deadline) override {
     return base_->ListSeries(trial_id, extents, deadline);
   }
+  absl::StatusOr<std::vector<SeriesInfo>> ListSeriesOfEveryGroup(
+      int32_t trial_id, absl::Time deadline) override {
+    return base_->ListSeriesOfEveryGroup(trial_id, deadline);
+  }
+  absl::StatusOr<std::vector<Reading>> ReadReadings(
+      int32_t trial_id, const SeriesInfo& series, ReadingCursor after,
+      size_t limit, absl::Time deadline) override {
+    return base_->ReadReadings(trial_id, series, after, limit, deadline);
+  }
   absl::StatusOr<std::vector<RollupRow>> ReadRollups(
       int32_t trial_id, const std::vector<std::string>& agents, int width_s,
       const std::vector<int64_t>& series_ids, int64_t from_us, int64_t to_us,

@@ -1,0 +1,29 @@
+// The REST gateway's JSON for chart data (QuerySeries and FollowSeries
+// answers), written by hand because it is large and on the Web UI's hot
+// path: columns as JSON arrays, times as milliseconds since the epoch
+// (fractions for sub-millisecond raw points) so a browser plots them
+// without parsing. Field names are the proto's in lowerCamelCase, with
+// "Us" columns renamed "Ms":
+//   {"start": "<RFC 3339>", "end": "<RFC 3339>", "series": [{
+//     "series": {"agentId", "gpuUuid", "name", "unit", "firstTime",
+//                "lastTime", "sampleCount"},
+//     "resolutionMs": 10000, "bucketStartMs": [...], "count": [...],
+//     "min": [...], "max": [...], "mean": [...], "firstTimeMs": [...],
+//     "firstValue": [...], "lastTimeMs": [...], "lastValue": [...]}]}
+// bench/chart_json_bench compares it with protobuf's JSON printer.
+//
+// Thread-safety: pure function.
+#ifndef METRICS_SERVER_CHART_JSON_H_
+#define METRICS_SERVER_CHART_JSON_H_
+
+#include <string>
+
+#include "proto/metrics/v1/query.pb.h"
+
+namespace metrics::server {
+
+void AppendChartJson(std::string& out, const v1::QuerySeriesResponse& answer);
+
+}  // namespace metrics::server
+
+#endif  // METRICS_SERVER_CHART_JSON_H_

@@ -1,0 +1,354 @@
+#include "server/http_routes.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/json_text.h"
+#include "common/status_macros.h"
+#include "google/api/annotations.pb.h"
+
+namespace metrics::server {
+
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+std::vector<absl::string_view> PathSegments(absl::string_view path) {
+  return absl::StrSplit(path.substr(path.empty() || path[0] != '/' ? 0 : 1),
+                        '/');
+}
+
+// A field of `type` by proto name or lowerCamelCase JSON name.
+const FieldDescriptor* FindField(const Descriptor* type,
+                                 absl::string_view name) {
+  const std::string key(name);
+  if (const FieldDescriptor* f = type->FindFieldByName(key)) return f;
+  for (int i = 0; i < type->field_count(); ++i) {
+    if (type->field(i)->json_name() == key) return type->field(i);
+  }
+  return nullptr;
+}
+
+// Resolves a dotted field path in `type`; every step but the last must be
+// a singular message.
+absl::StatusOr<std::vector<const FieldDescriptor*>> ResolvePath(
+    const Descriptor* type, absl::string_view path) {
+  std::vector<const FieldDescriptor*> fields;
+  for (absl::string_view part : absl::StrSplit(path, '.')) {
+    if (type == nullptr) {
+      return absl::InvalidArgumentError("is not a field of a message");
+    }
+    const FieldDescriptor* f = FindField(type, part);
+    if (f == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("names no field (\"", part, "\" is not a field of ",
+                       type->full_name(), ")"));
+    }
+    fields.push_back(f);
+    type = f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE &&
+                   !f->is_repeated()
+               ? f->message_type()
+               : nullptr;
+  }
+  return fields;
+}
+
+absl::Status BadValue(absl::string_view what, absl::string_view value,
+                      absl::string_view expected) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, ": \"", value, "\" is not ", expected));
+}
+
+// Sets (or, for a repeated field, adds) one field from its text.
+absl::Status SetFromText(Message* message, const FieldDescriptor* f,
+                         absl::string_view value, absl::string_view what) {
+  const Reflection* r = message->GetReflection();
+  const bool repeated = f->is_repeated();
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32: {
+      int32_t v;
+      if (!absl::SimpleAtoi(value, &v)) return BadValue(what, value, "an int32");
+      repeated ? r->AddInt32(message, f, v) : r->SetInt32(message, f, v);
+      return absl::OkStatus();
+    }
+    case FieldDescriptor::CPPTYPE_INT64: {
+      int64_t v;
+      if (!absl::SimpleAtoi(value, &v)) return BadValue(what, value, "an int64");
+      repeated ? r->AddInt64(message, f, v) : r->SetInt64(message, f, v);
+      return absl::OkStatus();
+    }
+    case FieldDescriptor::CPPTYPE_UINT32: {
+      uint32_t v;
+      if (!absl::SimpleAtoi(value, &v)) return BadValue(what, value, "a uint32");
+      repeated ? r->AddUInt32(message, f, v) : r->SetUInt32(message, f, v);
+      return absl::OkStatus();
+    }
+    case FieldDescriptor::CPPTYPE_UINT64: {
+      uint64_t v;
+      if (!absl::SimpleAtoi(value, &v)) return BadValue(what, value, "a uint64");
+      repeated ? r->AddUInt64(message, f, v) : r->SetUInt64(message, f, v);
+      return absl::OkStatus();
+    }
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+    case FieldDescriptor::CPPTYPE_FLOAT: {
+      double v;
+      if (!absl::SimpleAtod(value, &v)) return BadValue(what, value, "a number");
+      if (f->cpp_type() == FieldDescriptor::CPPTYPE_FLOAT) {
+        repeated ? r->AddFloat(message, f, static_cast<float>(v))
+                 : r->SetFloat(message, f, static_cast<float>(v));
+      } else {
+        repeated ? r->AddDouble(message, f, v) : r->SetDouble(message, f, v);
+      }
+      return absl::OkStatus();
+    }
+    case FieldDescriptor::CPPTYPE_BOOL: {
+      bool v;
+      if (!absl::SimpleAtob(value, &v)) {
+        return BadValue(what, value, "true or false");
+      }
+      repeated ? r->AddBool(message, f, v) : r->SetBool(message, f, v);
+      return absl::OkStatus();
+    }
+    case FieldDescriptor::CPPTYPE_ENUM: {
+      const auto* e = f->enum_type()->FindValueByName(std::string(value));
+      int number;
+      if (e == nullptr && absl::SimpleAtoi(value, &number)) {
+        e = f->enum_type()->FindValueByNumber(number);
+      }
+      if (e == nullptr) {
+        std::vector<std::string> names;
+        for (int i = 0; i < f->enum_type()->value_count(); ++i) {
+          names.push_back(f->enum_type()->value(i)->name());
+        }
+        return BadValue(what, value,
+                        absl::StrCat("one of ", absl::StrJoin(names, ", ")));
+      }
+      repeated ? r->AddEnum(message, f, e) : r->SetEnum(message, f, e);
+      return absl::OkStatus();
+    }
+    case FieldDescriptor::CPPTYPE_STRING:
+      repeated ? r->AddString(message, f, std::string(value))
+               : r->SetString(message, f, std::string(value));
+      return absl::OkStatus();
+    case FieldDescriptor::CPPTYPE_MESSAGE: {
+      const std::string& type = f->message_type()->full_name();
+      if (type != "google.protobuf.Timestamp" &&
+          type != "google.protobuf.Duration") {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": a ", type, " cannot be given as text"));
+      }
+      // The JSON mapping's own parser: RFC 3339 times, "1.5s" durations.
+      std::string json;
+      common::AppendJsonString(json, value);
+      Message* target = repeated ? r->AddMessage(message, f)
+                                 : r->MutableMessage(message, f);
+      if (!google::protobuf::util::JsonStringToMessage(json, target).ok()) {
+        return BadValue(what, value,
+                        type == "google.protobuf.Timestamp"
+                            ? "an RFC 3339 time (2024-01-18T20:47:45.681Z)"
+                            : "a duration (\"1.5s\")");
+      }
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(what, ": unsupported type"));
+}
+
+// Sets the field at a dotted path from text.
+absl::Status SetPath(Message* request, absl::string_view path,
+                     absl::string_view value, absl::string_view what) {
+  absl::StatusOr<std::vector<const FieldDescriptor*>> fields =
+      ResolvePath(request->GetDescriptor(), path);
+  if (!fields.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", fields.status().message()));
+  }
+  Message* target = request;
+  for (size_t i = 0; i + 1 < fields->size(); ++i) {
+    target = target->GetReflection()->MutableMessage(target, (*fields)[i]);
+  }
+  return SetFromText(target, fields->back(), value, what);
+}
+
+absl::Status ParseRoute(const google::api::HttpRule& rule,
+                        const google::protobuf::MethodDescriptor* method,
+                        Route& route) {
+  switch (rule.pattern_case()) {
+    case google::api::HttpRule::kGet:
+      route.http_method = "GET";
+      route.pattern = rule.get();
+      break;
+    case google::api::HttpRule::kPost:
+      route.http_method = "POST";
+      route.pattern = rule.post();
+      break;
+    case google::api::HttpRule::kPatch:
+      route.http_method = "PATCH";
+      route.pattern = rule.patch();
+      break;
+    case google::api::HttpRule::kPut:
+      route.http_method = "PUT";
+      route.pattern = rule.put();
+      break;
+    case google::api::HttpRule::kDelete:
+      route.http_method = "DELETE";
+      route.pattern = rule.delete_();
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          method->full_name(), ": only get, post, patch, put and delete "
+                               "routes are supported"));
+  }
+  route.body = rule.body();
+  route.method = method;
+  if (!absl::StartsWith(route.pattern, "/")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        method->full_name(), ": route \"", route.pattern,
+        "\" must start with /"));
+  }
+  for (absl::string_view part : PathSegments(route.pattern)) {
+    Route::Segment segment;
+    if (absl::StartsWith(part, "{") && absl::EndsWith(part, "}")) {
+      segment.variable = true;
+      segment.text = std::string(part.substr(1, part.size() - 2));
+      if (absl::EndsWith(segment.text, "=*")) {
+        segment.text.resize(segment.text.size() - 2);
+      }
+      absl::StatusOr<std::vector<const FieldDescriptor*>> fields =
+          ResolvePath(method->input_type(), segment.text);
+      if (!fields.ok() || fields->back()->is_repeated()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            method->full_name(), ": route variable {", segment.text,
+            "} is not a singular field of ",
+            method->input_type()->full_name()));
+      }
+    } else {
+      segment.text = std::string(part);
+    }
+    route.segments.push_back(std::move(segment));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RouteTable> RouteTable::Build(
+    const std::vector<const google::protobuf::ServiceDescriptor*>& services) {
+  RouteTable table;
+  for (const google::protobuf::ServiceDescriptor* service : services) {
+    for (int m = 0; m < service->method_count(); ++m) {
+      const google::protobuf::MethodDescriptor* method = service->method(m);
+      if (!method->options().HasExtension(google::api::http)) continue;
+      if (method->client_streaming()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            method->full_name(), ": client streams cannot have a REST route"));
+      }
+      const google::api::HttpRule& rule =
+          method->options().GetExtension(google::api::http);
+      Route route;
+      RETURN_IF_ERROR(ParseRoute(rule, method, route));
+      table.routes_.push_back(std::move(route));
+      for (const google::api::HttpRule& more : rule.additional_bindings()) {
+        Route extra;
+        RETURN_IF_ERROR(ParseRoute(more, method, extra));
+        table.routes_.push_back(std::move(extra));
+      }
+    }
+  }
+  return table;
+}
+
+absl::StatusOr<RouteMatch> RouteTable::Match(absl::string_view http_method,
+                                             absl::string_view path,
+                                             std::string* allowed) const {
+  const std::vector<absl::string_view> parts = PathSegments(path);
+  RouteMatch best;
+  int best_literals = -1;
+  std::vector<std::string> other_methods;
+  for (const Route& route : routes_) {
+    if (route.segments.size() != parts.size()) continue;
+    RouteMatch match{&route, {}};
+    int literals = 0;
+    bool fits = true;
+    for (size_t i = 0; i < parts.size() && fits; ++i) {
+      const Route::Segment& segment = route.segments[i];
+      if (segment.variable) {
+        fits = !parts[i].empty();
+        match.variables.emplace_back(segment.text, std::string(parts[i]));
+      } else {
+        fits = segment.text == parts[i];
+        ++literals;
+      }
+    }
+    if (!fits) continue;
+    if (route.http_method != http_method) {
+      other_methods.push_back(route.http_method);
+      continue;
+    }
+    // A literal segment beats a variable ("/trials/profiler/metrics" over
+    // "/trials/{trial_id}/...").
+    if (literals > best_literals) {
+      best = std::move(match);
+      best_literals = literals;
+    }
+  }
+  if (best.route != nullptr) return best;
+  if (!other_methods.empty()) {
+    if (allowed != nullptr) *allowed = absl::StrJoin(other_methods, ", ");
+    return absl::UnimplementedError(absl::StrCat(
+        "method ", http_method, " is not allowed on ", path, " (allowed: ",
+        absl::StrJoin(other_methods, ", "), ")"));
+  }
+  return absl::NotFoundError(absl::StrCat("no route for ", http_method, " ",
+                                          path));
+}
+
+absl::Status BuildRequest(
+    const RouteMatch& match, absl::string_view body,
+    const std::vector<std::pair<std::string, std::string>>& query,
+    google::protobuf::Message* request) {
+  const Route& route = *match.route;
+  if (!route.body.empty()) {
+    Message* target = request;
+    if (route.body != "*") {
+      const FieldDescriptor* f =
+          request->GetDescriptor()->FindFieldByName(route.body);
+      target = request->GetReflection()->MutableMessage(request, f);
+    }
+    const absl::string_view json =
+        absl::StripAsciiWhitespace(body).empty() ? "{}" : body;
+    const auto parsed = google::protobuf::util::JsonStringToMessage(
+        google::protobuf::StringPiece(json.data(), json.size()), target);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("request body: ", parsed.message().as_string()));
+    }
+  }
+  for (const auto& [path, value] : match.variables) {
+    RETURN_IF_ERROR(SetPath(request, path, value,
+                            absl::StrCat("path parameter {", path, "}")));
+  }
+  if (route.body == "*") {
+    if (!query.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "query parameter \"", query.front().first,
+          "\": this route takes its fields from the request body"));
+    }
+    return absl::OkStatus();
+  }
+  for (const auto& [key, value] : query) {
+    RETURN_IF_ERROR(SetPath(request, key, value,
+                            absl::StrCat("query parameter \"", key, "\"")));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace metrics::server

@@ -1,0 +1,416 @@
+#include "server/legacy_profiler_service.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "common/status_macros.h"
+#include "server/proto_convert.h"
+#include "storage/batch_validation.h"
+#include "storage/legacy_profiler.h"
+
+namespace metrics::server {
+
+namespace {
+
+using determined::api::v1::GetTrialProfilerAvailableSeriesRequest;
+using determined::api::v1::GetTrialProfilerAvailableSeriesResponse;
+using determined::api::v1::GetTrialProfilerMetricsRequest;
+using determined::api::v1::GetTrialProfilerMetricsResponse;
+using determined::api::v1::PostTrialProfilerMetricsBatchRequest;
+using determined::api::v1::PostTrialProfilerMetricsBatchResponse;
+using determined::trial::v1::TrialProfilerMetricLabels;
+using determined::trial::v1::TrialProfilerMetricsBatch;
+
+constexpr absl::Duration kStoreCallTimeout = absl::Seconds(30);
+
+// Wakes a follower when its trial changes.
+class ChangeSignal {
+ public:
+  void Notify() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    changed_ = true;
+  }
+  // Waits until a change or `timeout`, and consumes the change.
+  void Wait(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&changed_), timeout);
+    changed_ = false;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool changed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+absl::Time StoreDeadline(const grpc::ServerContext& context) {
+  return std::min(absl::FromChrono(context.deadline()),
+                  absl::Now() + kStoreCallTimeout);
+}
+
+std::optional<std::string> GroupOfType(
+    TrialProfilerMetricLabels::ProfilerMetricType type) {
+  return storage::GroupOfLegacyType(
+      TrialProfilerMetricLabels::ProfilerMetricType_Name(type));
+}
+
+// The labels of a stored series as the old API names it.
+void LegacyLabels(int32_t trial_id, const storage::SeriesInfo& series,
+                  TrialProfilerMetricLabels* labels) {
+  labels->set_trial_id(trial_id);
+  labels->set_name(storage::ToLegacy(series.metric_group, series.name).name);
+  labels->set_agent_id(series.agent_id);
+  labels->set_gpu_uuid(series.gpu_uuid);
+  TrialProfilerMetricLabels::ProfilerMetricType type =
+      TrialProfilerMetricLabels::PROFILER_METRIC_TYPE_UNSPECIFIED;
+  TrialProfilerMetricLabels::ProfilerMetricType_Parse(
+      storage::LegacyTypeOfGroup(series.metric_group), &type);
+  labels->set_metric_type(type);
+}
+
+// Empty filter labels match any value.
+bool Matches(const TrialProfilerMetricLabels& filter,
+             const storage::SeriesInfo& series) {
+  if (filter.metric_type() !=
+          TrialProfilerMetricLabels::PROFILER_METRIC_TYPE_UNSPECIFIED &&
+      GroupOfType(filter.metric_type()) != series.metric_group) {
+    return false;
+  }
+  if (!filter.name().empty() &&
+      storage::ToLegacy(series.metric_group, series.name).name !=
+          filter.name()) {
+    return false;
+  }
+  if (!filter.agent_id().empty() && filter.agent_id() != series.agent_id) {
+    return false;
+  }
+  return filter.gpu_uuid().empty() || filter.gpu_uuid() == series.gpu_uuid;
+}
+
+absl::Status CheckTrialId(absl::string_view field, int32_t trial_id) {
+  if (trial_id > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": must be a positive trial id"));
+}
+
+// Builds the new ingest's batch of one (trial, agent, group) from legacy
+// series batches: readings at the same instant and training batch share a
+// report (as the old profiler sampled all series of an agent together).
+class BatchBuilder {
+ public:
+  BatchBuilder(int32_t trial_id, std::string agent_id, std::string group) {
+    batch_.trial_id = trial_id;
+    batch_.agent_id = std::move(agent_id);
+    batch_.metric_group = std::move(group);
+  }
+
+  void Add(const storage::StoredName& name, const std::string& gpu_uuid,
+           absl::Time time, int32_t training_batch, double value) {
+    const auto [it, added] =
+        series_.try_emplace({name.name, gpu_uuid}, batch_.series.size());
+    if (added) batch_.series.push_back({name.name, gpu_uuid, name.unit});
+    const uint32_t index = static_cast<uint32_t>(it->second);
+    // A report per (instant, training batch), plus another whenever a
+    // series repeats in it (two readings of one series at one instant).
+    std::vector<size_t>& reports = reports_[{time, training_batch}];
+    size_t* target = nullptr;
+    for (size_t& r : reports) {
+      const std::vector<uint32_t>& used = batch_.reports[r].series;
+      if (std::find(used.begin(), used.end(), index) == used.end()) {
+        target = &r;
+        break;
+      }
+    }
+    if (target == nullptr) {
+      reports.push_back(batch_.reports.size());
+      storage::Report report;
+      report.time = time;
+      report.batch = training_batch;
+      batch_.reports.push_back(std::move(report));
+      target = &reports.back();
+    }
+    storage::Report& report = batch_.reports[*target];
+    report.series.push_back(index);
+    report.values.push_back(value);
+  }
+
+  storage::SystemBatch Take() { return std::move(batch_); }
+
+ private:
+  storage::SystemBatch batch_;
+  std::map<std::pair<std::string, std::string>, size_t> series_;
+  std::map<std::pair<absl::Time, int32_t>, std::vector<size_t>> reports_;
+};
+
+// Checks one legacy batch and adds its readings to `builders`.
+absl::Status AddLegacyBatch(
+    const TrialProfilerMetricsBatch& legacy, const std::string& field,
+    std::map<std::tuple<int32_t, std::string, std::string>, BatchBuilder>&
+        builders) {
+  const TrialProfilerMetricLabels& labels = legacy.labels();
+  RETURN_IF_ERROR(CheckTrialId(field + ".labels.trial_id", labels.trial_id()));
+  const std::optional<std::string> group = GroupOfType(labels.metric_type());
+  if (!group.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".labels.metric_type: must be PROFILER_METRIC_TYPE_SYSTEM, ",
+        "PROFILER_METRIC_TYPE_TIMING or PROFILER_METRIC_TYPE_MISC"));
+  }
+  RETURN_IF_ERROR(storage::ValidateLabel(field + ".labels.name", labels.name(),
+                                         storage::kMaxLabelLength, false));
+  RETURN_IF_ERROR(storage::ValidateLabel(field + ".labels.agent_id",
+                                         labels.agent_id(),
+                                         storage::kMaxLabelLength, false));
+  RETURN_IF_ERROR(storage::ValidateLabel(field + ".labels.gpu_uuid",
+                                         labels.gpu_uuid(),
+                                         storage::kMaxLabelLength, true));
+  if (legacy.values_size() != legacy.batches_size() ||
+      legacy.values_size() != legacy.timestamps_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": values, batches and timestamps must have equal lengths (",
+        legacy.values_size(), ", ", legacy.batches_size(), " and ",
+        legacy.timestamps_size(), ")"));
+  }
+  const storage::StoredName stored =
+      storage::FromLegacy(*group, labels.name());
+  auto [it, added] = builders.try_emplace(
+      {labels.trial_id(), labels.agent_id(), *group}, labels.trial_id(),
+      labels.agent_id(), *group);
+  for (int i = 0; i < legacy.values_size(); ++i) {
+    const float value = legacy.values(i);
+    if (!std::isfinite(value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".values[", i, "]: ", value,
+                       " is not a finite number"));
+    }
+    const google::protobuf::Timestamp& t = legacy.timestamps(i);
+    if (t.nanos() < 0 || t.nanos() > 999999999) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".timestamps[", i, "]: nanos ", t.nanos(),
+                       " is out of range"));
+    }
+    it->second.Add(stored, labels.gpu_uuid(), TimeFromProto(t),
+                   legacy.batches(i), static_cast<double>(value) * stored.scale);
+  }
+  return absl::OkStatus();
+}
+
+// The new ingest's batches of a legacy request, each checked as the store
+// will check it; split so none passes the per-batch report limit.
+absl::StatusOr<std::vector<storage::SystemBatch>> ConvertRequest(
+    const PostTrialProfilerMetricsBatchRequest& request,
+    const storage::IngestLimits& limits) {
+  std::map<std::tuple<int32_t, std::string, std::string>, BatchBuilder>
+      builders;
+  for (int i = 0; i < request.batches_size(); ++i) {
+    RETURN_IF_ERROR(AddLegacyBatch(request.batches(i),
+                                   absl::StrCat("batches[", i, "]"), builders));
+  }
+  std::vector<storage::SystemBatch> batches;
+  for (auto& [key, builder] : builders) {
+    storage::SystemBatch whole = builder.Take();
+    if (whole.reports.empty()) continue;
+    for (size_t from = 0; from < whole.reports.size();
+         from += limits.max_reports_per_batch) {
+      storage::SystemBatch part;
+      part.trial_id = whole.trial_id;
+      part.agent_id = whole.agent_id;
+      part.metric_group = whole.metric_group;
+      part.series = whole.series;
+      const size_t to =
+          std::min(whole.reports.size(), from + limits.max_reports_per_batch);
+      part.reports.assign(std::make_move_iterator(whole.reports.begin() + from),
+                          std::make_move_iterator(whole.reports.begin() + to));
+      if (absl::Status valid = storage::ValidateBatch(part, limits, absl::Now());
+          !valid.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the readings of trial ", part.trial_id, ", agent ", part.agent_id,
+            " (", storage::LegacyTypeOfGroup(part.metric_group),
+            "), converted: ", valid.message()));
+      }
+      batches.push_back(std::move(part));
+    }
+  }
+  return batches;
+}
+
+}  // namespace
+
+void LegacyProfilerService::Deprecate(grpc::ServerContext* context,
+                                      absl::string_view method,
+                                      const std::string& successor) {
+  // Calls through the REST gateway name their HTTP client.
+  std::string client = context->peer();
+  const auto& metadata = context->client_metadata();
+  if (auto it = metadata.find("x-forwarded-for"); it != metadata.end()) {
+    client = std::string(it->second.data(), it->second.size());
+  }
+  usage_->Record(method, client, successor);
+  context->AddInitialMetadata("deprecation",
+                              std::string(kLegacyDeprecationDate));
+  context->AddInitialMetadata(
+      "link", absl::StrCat("<", successor, ">; rel=\"successor-version\""));
+}
+
+grpc::Status LegacyProfilerService::GetTrialProfilerMetrics(
+    grpc::ServerContext* context, const GetTrialProfilerMetricsRequest* request,
+    grpc::ServerWriter<GetTrialProfilerMetricsResponse>* writer) {
+  const TrialProfilerMetricLabels& filter = request->labels();
+  const int32_t trial_id = filter.trial_id();
+  Deprecate(context, "GetTrialProfilerMetrics",
+            absl::StrCat("/api/v1/trials/", trial_id, "/metrics/system"));
+  if (absl::Status s = CheckTrialId("labels.trial_id", trial_id); !s.ok()) {
+    return common::ToGrpcStatus(s);
+  }
+  ChangeSignal signal;
+  std::unique_ptr<storage::ChangeSubscription> subscription;
+  if (request->follow()) {
+    subscription = store_->SubscribeToChanges(
+        trial_id, [&signal] { signal.Notify(); });
+  }
+  std::map<int64_t, storage::ReadingCursor> cursors;  // by series id
+  while (true) {
+    if (context->IsCancelled()) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled");
+    }
+    const absl::Time deadline = StoreDeadline(*context);
+    // The state is read before the readings: once terminal, no commit can
+    // follow (commits hold the trial row FOR SHARE), so this pass is the last.
+    absl::StatusOr<storage::Trial> trial = store_->GetTrial(trial_id, deadline);
+    if (!trial.ok()) return common::ToGrpcStatus(trial.status());
+    const bool last = !request->follow() || storage::IsTerminal(trial->state);
+    absl::StatusOr<std::vector<storage::SeriesInfo>> series =
+        store_->ListSeriesOfEveryGroup(trial_id, deadline);
+    if (!series.ok()) return common::ToGrpcStatus(series.status());
+    for (const storage::SeriesInfo& s : *series) {
+      if (!Matches(filter, s)) continue;
+      const double scale = storage::ToLegacy(s.metric_group, s.name).scale;
+      storage::ReadingCursor& cursor = cursors[s.series_id];
+      while (true) {
+        absl::StatusOr<std::vector<storage::Reading>> readings =
+            store_->ReadReadings(trial_id, s, cursor, kReadingsPerMessage,
+                                 deadline);
+        if (!readings.ok()) return common::ToGrpcStatus(readings.status());
+        if (readings->empty()) break;
+        GetTrialProfilerMetricsResponse response;
+        TrialProfilerMetricsBatch* batch = response.mutable_batch();
+        LegacyLabels(trial_id, s, batch->mutable_labels());
+        for (const storage::Reading& r : *readings) {
+          batch->add_values(static_cast<float>(r.value / scale));
+          batch->add_batches(r.batch.value_or(0));
+          TimeToProto(absl::FromUnixMicros(r.time_us), batch->add_timestamps());
+        }
+        cursor = {readings->back().time_us, readings->back().row_id};
+        if (!writer->Write(response)) {
+          return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+        }
+        if (readings->size() < kReadingsPerMessage) break;
+      }
+    }
+    if (last) return grpc::Status::OK;
+    signal.Wait(poll_);
+  }
+}
+
+grpc::Status LegacyProfilerService::GetTrialProfilerAvailableSeries(
+    grpc::ServerContext* context,
+    const GetTrialProfilerAvailableSeriesRequest* request,
+    grpc::ServerWriter<GetTrialProfilerAvailableSeriesResponse>* writer) {
+  const int32_t trial_id = request->trial_id();
+  Deprecate(context, "GetTrialProfilerAvailableSeries",
+            absl::StrCat("/api/v1/trials/", trial_id, "/metrics/system/series"));
+  if (absl::Status s = CheckTrialId("trial_id", trial_id); !s.ok()) {
+    return common::ToGrpcStatus(s);
+  }
+  ChangeSignal signal;
+  std::unique_ptr<storage::ChangeSubscription> subscription;
+  if (request->follow()) {
+    subscription = store_->SubscribeToChanges(
+        trial_id, [&signal] { signal.Notify(); });
+  }
+  std::optional<std::string> sent;  // the last list sent, serialized
+  while (true) {
+    if (context->IsCancelled()) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled");
+    }
+    const absl::Time deadline = StoreDeadline(*context);
+    absl::StatusOr<storage::Trial> trial = store_->GetTrial(trial_id, deadline);
+    if (!trial.ok()) return common::ToGrpcStatus(trial.status());
+    const bool last = !request->follow() || storage::IsTerminal(trial->state);
+    absl::StatusOr<std::vector<storage::SeriesInfo>> series =
+        store_->ListSeriesOfEveryGroup(trial_id, deadline);
+    if (!series.ok()) return common::ToGrpcStatus(series.status());
+    GetTrialProfilerAvailableSeriesResponse response;
+    for (const storage::SeriesInfo& s : *series) {
+      LegacyLabels(trial_id, s, response.add_labels());
+    }
+    std::string serialized = response.SerializeAsString();
+    if (sent != serialized) {
+      if (!writer->Write(response)) {
+        return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+      }
+      sent = std::move(serialized);
+    }
+    if (last) return grpc::Status::OK;
+    signal.Wait(poll_);
+  }
+}
+
+grpc::Status LegacyProfilerService::PostTrialProfilerMetricsBatch(
+    grpc::ServerContext* context,
+    const PostTrialProfilerMetricsBatchRequest* request,
+    PostTrialProfilerMetricsBatchResponse*) {
+  const int32_t first_trial =
+      request->batches_size() > 0 ? request->batches(0).labels().trial_id() : 0;
+  Deprecate(context, "PostTrialProfilerMetricsBatch",
+            absl::StrCat("/api/v1/trials/", first_trial, "/metrics/system"));
+  absl::StatusOr<std::vector<storage::SystemBatch>> batches =
+      ConvertRequest(*request, limits_);
+  if (!batches.ok()) return common::ToGrpcStatus(batches.status());
+  // Unknown or terminal trials refuse the whole request before anything is
+  // queued.
+  const absl::Time deadline = StoreDeadline(*context);
+  for (const storage::SystemBatch& b : *batches) {
+    absl::StatusOr<storage::Trial> trial = store_->GetTrial(b.trial_id, deadline);
+    if (!trial.ok()) return common::ToGrpcStatus(trial.status());
+    if (storage::IsTerminal(trial->state)) {
+      return common::ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
+          "trial ", b.trial_id, " is ", storage::TrialStateName(trial->state),
+          " and takes no more metrics")));
+    }
+  }
+  absl::Mutex mu;
+  size_t pending = batches->size();
+  absl::Status first_error;
+  for (storage::SystemBatch& b : *batches) {
+    absl::Status queued = store_->SubmitBatch(
+        std::move(b), [&](storage::BatchOutcome outcome) {
+          absl::MutexLock lock(&mu);
+          if (first_error.ok() && !outcome.status.ok()) {
+            first_error = outcome.status;
+          }
+          --pending;
+        });
+    if (!queued.ok()) {
+      absl::MutexLock lock(&mu);
+      if (first_error.ok()) first_error = queued;
+      --pending;
+    }
+  }
+  // The store calls every `done` exactly once, even when it stops.
+  absl::MutexLock lock(&mu);
+  mu.Await(absl::Condition(
+      +[](size_t* n) { return *n == 0; }, &pending));
+  return common::ToGrpcStatus(first_error);
+}
+
+}  // namespace metrics::server

@@ -1,0 +1,85 @@
+// determined.api.v1.Determined: the old profiler API as deprecated shims
+// over the new storage (no storage of its own). Names and units follow
+// storage/legacy_profiler.h both ways.
+//
+// - PostTrialProfilerMetricsBatch: each legacy batch is one series; they
+//   are checked whole first (nothing is stored from a request with a bad
+//   batch), then grouped by trial, agent and metric type into the new
+//   ingest's batches, readings of one instant and training batch sharing a
+//   report.
+// - GetTrialProfilerMetrics: one message per series (and per page of
+//   kReadingsPerMessage readings) of everything stored; with follow, then
+//   the new readings as they are committed, until the trial is terminal.
+// - GetTrialProfilerAvailableSeries: the trial's series labels; with
+//   follow, again whenever they change, until the trial is terminal.
+//
+// Every call is counted and logged through LegacyUsage, and answers with
+// the initial metadata "deprecation" (an RFC 9745 date) and "link" (the
+// successor), which the REST gateway turns into HTTP headers.
+//
+// The synchronous gRPC API: a streaming legacy call holds one of gRPC's
+// sync threads while it follows, which is simple and fine for a deprecated
+// API with few callers; the new API's calls never block a thread.
+//
+// Thread-safety: thread-safe.
+#ifndef METRICS_SERVER_LEGACY_PROFILER_SERVICE_H_
+#define METRICS_SERVER_LEGACY_PROFILER_SERVICE_H_
+
+#include "absl/time/time.h"
+#include "proto/determined/api/v1/profiler.grpc.pb.h"
+#include "server/legacy_usage.h"
+#include "storage/batch_validation.h"
+#include "storage/metric_store.h"
+
+namespace metrics::server {
+
+// When the legacy API was deprecated (2026-11-22T00:00:00Z), for the
+// Deprecation header: "@" and seconds since the epoch (RFC 9745).
+inline constexpr absl::string_view kLegacyDeprecationDate = "@1795305600";
+
+class LegacyProfilerService final
+    : public determined::api::v1::Determined::Service {
+ public:
+  static constexpr int kReadingsPerMessage = 5000;
+
+  // `store` and `usage` must outlive the service; `limits` are the store's
+  // (a request is checked whole against them before anything is queued).
+  // `poll` bounds how long a follower waits between checks of a cancelled
+  // call.
+  LegacyProfilerService(storage::MetricStore* store, LegacyUsage* usage,
+                        storage::IngestLimits limits,
+                        absl::Duration poll = absl::Seconds(1))
+      : store_(store), usage_(usage), limits_(limits), poll_(poll) {}
+
+  grpc::Status GetTrialProfilerMetrics(
+      grpc::ServerContext* context,
+      const determined::api::v1::GetTrialProfilerMetricsRequest* request,
+      grpc::ServerWriter<determined::api::v1::GetTrialProfilerMetricsResponse>*
+          writer) override;
+  grpc::Status GetTrialProfilerAvailableSeries(
+      grpc::ServerContext* context,
+      const determined::api::v1::GetTrialProfilerAvailableSeriesRequest*
+          request,
+      grpc::ServerWriter<
+          determined::api::v1::GetTrialProfilerAvailableSeriesResponse>*
+          writer) override;
+  grpc::Status PostTrialProfilerMetricsBatch(
+      grpc::ServerContext* context,
+      const determined::api::v1::PostTrialProfilerMetricsBatchRequest* request,
+      determined::api::v1::PostTrialProfilerMetricsBatchResponse* response)
+      override;
+
+ private:
+  // Counts and logs the call, and marks the answer deprecated.
+  void Deprecate(grpc::ServerContext* context, absl::string_view method,
+                 const std::string& successor);
+
+  storage::MetricStore* const store_;
+  LegacyUsage* const usage_;
+  const storage::IngestLimits limits_;
+  const absl::Duration poll_;
+};
+
+}  // namespace metrics::server
+
+#endif  // METRICS_SERVER_LEGACY_PROFILER_SERVICE_H_

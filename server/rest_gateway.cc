@@ -1,0 +1,316 @@
+#include "server/rest_gateway.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/client_context.h>
+#include <grpcpp/completion_queue.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/impl/codegen/proto_utils.h>
+
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "server/chart_json.h"
+#include "server/http_error.h"
+
+namespace metrics::server {
+
+namespace {
+
+using google::protobuf::Message;
+
+// Chart data goes through the hand-made writer; everything else through
+// protobuf's JSON printer with grpc-gateway's options.
+absl::Status AppendJson(std::string& out, const Message& message) {
+  if (const auto* chart =
+          dynamic_cast<const v1::QuerySeriesResponse*>(&message)) {
+    AppendChartJson(out, *chart);
+    return absl::OkStatus();
+  }
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  const auto printed =
+      google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!printed.ok()) {
+    return absl::InternalError(absl::StrCat("writing JSON: ",
+                                            printed.message().as_string()));
+  }
+  out += json;
+  return absl::OkStatus();
+}
+
+// One call through the generic stub, driven step by step on its own
+// completion queue by the HTTP connection's thread: one operation at a
+// time, each awaited before the next starts.
+class GatewayCall {
+ public:
+  GatewayCall(grpc::GenericStub& stub, const std::string& method,
+              const HttpRequest& request, absl::Duration timeout,
+              absl::Duration check_interval)
+      : client_gone_(request.client_gone), check_interval_(check_interval) {
+    if (timeout > absl::ZeroDuration()) {
+      context_.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    }
+    context_.AddMetadata("x-forwarded-for", request.client_address);
+    call_ = stub.PrepareCall(&context_, method, &queue_);
+  }
+
+  ~GatewayCall() {
+    if (!finished_) {
+      context_.TryCancel();
+      Finish().IgnoreError();  // the answer is no longer wanted
+    }
+    queue_.Shutdown();
+    void* tag;
+    bool ok;
+    while (queue_.Next(&tag, &ok)) {
+    }
+  }
+
+  // Starts the call, sends the request and reads the initial metadata.
+  // False when the call failed (Finish gives the status).
+  bool Start(const Message& request) {
+    call_->StartCall(this);
+    if (!Await()) return false;
+    grpc::ByteBuffer buffer;
+    bool own = false;
+    if (!grpc::SerializationTraits<Message>::Serialize(request, &buffer, &own)
+             .ok()) {
+      return false;
+    }
+    call_->Write(buffer, this);
+    if (!Await()) return false;
+    call_->WritesDone(this);
+    if (!Await()) return false;
+    call_->ReadInitialMetadata(this);
+    return Await();
+  }
+
+  // The next response message; false at the end of the stream or on
+  // failure.
+  bool Read(Message* response) {
+    grpc::ByteBuffer buffer;
+    call_->Read(&buffer, this);
+    if (!Await()) return false;
+    return grpc::SerializationTraits<Message>::Deserialize(&buffer, response)
+        .ok();
+  }
+
+  absl::Status Finish() {
+    if (!finished_) {
+      finished_ = true;
+      call_->Finish(&status_, this);
+      Await();
+    }
+    return common::FromGrpcStatus(status_);
+  }
+
+  const std::multimap<grpc::string_ref, grpc::string_ref>& initial_metadata()
+      const {
+    return context_.GetServerInitialMetadata();
+  }
+
+ private:
+  // Waits for the operation in flight; while it waits, a client that has
+  // left cancels the call (the operation then completes, not ok).
+  bool Await() {
+    void* tag;
+    bool ok = false;
+    while (true) {
+      const auto next = queue_.AsyncNext(
+          &tag, &ok, absl::ToChronoTime(absl::Now() + check_interval_));
+      if (next == grpc::CompletionQueue::GOT_EVENT) return ok;
+      if (next == grpc::CompletionQueue::SHUTDOWN) return false;
+      if (client_gone_ && client_gone_()) context_.TryCancel();
+    }
+  }
+
+  grpc::ClientContext context_;
+  grpc::CompletionQueue queue_;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
+  std::function<bool()> client_gone_;
+  const absl::Duration check_interval_;
+  grpc::Status status_;
+  bool finished_ = false;
+};
+
+void AddMetadataHeaders(const GatewayCall& call, HttpResponse& response) {
+  for (const auto& [key, value] : call.initial_metadata()) {
+    const std::string name(key.data(), key.size());
+    const std::string text(value.data(), value.size());
+    if (name == "deprecation") response.headers.emplace_back("Deprecation", text);
+    if (name == "link") response.headers.emplace_back("Link", text);
+    response.headers.emplace_back(absl::StrCat("Grpc-Metadata-", name), text);
+  }
+}
+
+std::string StreamErrorLine(const absl::Status& status) {
+  std::string line = "{\"error\":";
+  AppendErrorJson(line, status);
+  line += "}\n";
+  return line;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RestGateway>> RestGateway::Create(
+    std::shared_ptr<grpc::Channel> channel,
+    const std::vector<std::string>& services, RestGatewayOptions options) {
+  std::vector<const google::protobuf::ServiceDescriptor*> descriptors;
+  for (const std::string& name : services) {
+    const google::protobuf::ServiceDescriptor* service =
+        google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+            name);
+    if (service == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("REST gateway: unknown service ", name));
+    }
+    descriptors.push_back(service);
+  }
+  absl::StatusOr<RouteTable> routes = RouteTable::Build(descriptors);
+  if (!routes.ok()) return routes.status();
+  return std::unique_ptr<RestGateway>(new RestGateway(
+      std::move(channel), *std::move(routes), std::move(options)));
+}
+
+RestGateway::RestGateway(std::shared_ptr<grpc::Channel> channel,
+                         RouteTable routes, RestGatewayOptions options)
+    : channel_(channel),
+      stub_(std::move(channel)),
+      routes_(std::move(routes)),
+      options_(std::move(options)) {}
+
+HttpResponse RestGateway::Handle(const HttpRequest& request) const {
+  if (request.method == "OPTIONS" &&
+      !request.Header("Access-Control-Request-Method").empty()) {
+    return Preflight(request);
+  }
+  std::string allowed;
+  absl::StatusOr<RouteMatch> match =
+      routes_.Match(request.method, request.path, &allowed);
+  HttpResponse response;
+  if (!match.ok()) {
+    const bool wrong_method =
+        match.status().code() == absl::StatusCode::kUnimplemented;
+    response = ErrorResponse(match.status(), wrong_method ? 405 : 0);
+    if (wrong_method) response.headers.emplace_back("Allow", allowed);
+  } else {
+    response = Call(request, *match);
+  }
+  AddCors(request, response);
+  return response;
+}
+
+HttpResponse RestGateway::Call(const HttpRequest& request,
+                               const RouteMatch& match) const {
+  const google::protobuf::MethodDescriptor* method = match.route->method;
+  const Message* request_type =
+      google::protobuf::MessageFactory::generated_factory()->GetPrototype(
+          method->input_type());
+  const Message* response_type =
+      google::protobuf::MessageFactory::generated_factory()->GetPrototype(
+          method->output_type());
+  std::unique_ptr<Message> rpc_request(request_type->New());
+  if (absl::Status built =
+          BuildRequest(match, request.body, request.query, rpc_request.get());
+      !built.ok()) {
+    return ErrorResponse(built);
+  }
+  const bool streaming = method->server_streaming();
+  auto call = std::make_shared<GatewayCall>(
+      stub_,
+      absl::StrCat("/", method->service()->full_name(), "/", method->name()),
+      request, streaming ? absl::ZeroDuration() : options_.request_timeout,
+      options_.client_check_interval);
+  std::shared_ptr<Message> first(response_type->New());
+  if (!call->Start(*rpc_request) || !call->Read(first.get())) {
+    absl::Status status = call->Finish();
+    if (status.ok() && streaming) {
+      // An empty stream: a 200 with no lines.
+      HttpResponse empty;
+      AddMetadataHeaders(*call, empty);
+      return empty;
+    }
+    if (status.ok()) status = absl::InternalError("the call sent no answer");
+    HttpResponse error = ErrorResponse(status);
+    if (streaming) {
+      error.body = StreamErrorLine(status);
+    }
+    AddMetadataHeaders(*call, error);
+    return error;
+  }
+  HttpResponse response;
+  AddMetadataHeaders(*call, response);
+  if (!streaming) {
+    const absl::Status finished = call->Finish();
+    if (absl::Status written = finished.ok()
+                                   ? AppendJson(response.body, *first)
+                                   : finished;
+        !written.ok()) {
+      HttpResponse error = ErrorResponse(written);
+      error.headers = std::move(response.headers);
+      return error;
+    }
+    return response;
+  }
+  // Each message becomes one line as it arrives; the connection's thread
+  // waits in Read between them.
+  response.stream = [call, response_type, next = std::move(first)](
+                        std::string& chunk) mutable {
+    if (next == nullptr) return false;
+    chunk += "{\"result\":";
+    if (absl::Status written = AppendJson(chunk, *next); !written.ok()) {
+      chunk += "null}\n";
+      chunk += StreamErrorLine(written);
+      return false;
+    }
+    chunk += "}\n";
+    next.reset(response_type->New());
+    if (call->Read(next.get())) return true;
+    next.reset();
+    if (absl::Status status = call->Finish(); !status.ok()) {
+      chunk += StreamErrorLine(status);
+    }
+    return false;
+  };
+  return response;
+}
+
+void RestGateway::AddCors(const HttpRequest& request,
+                          HttpResponse& response) const {
+  const absl::string_view origin = request.Header("Origin");
+  if (options_.cors_origin.empty() || origin.empty()) return;
+  if (options_.cors_origin != "*" && options_.cors_origin != origin) return;
+  response.headers.emplace_back("Access-Control-Allow-Origin",
+                                std::string(origin));
+  response.headers.emplace_back("Vary", "Origin");
+  response.headers.emplace_back("Access-Control-Expose-Headers",
+                                "Deprecation, Link");
+}
+
+HttpResponse RestGateway::Preflight(const HttpRequest& request) const {
+  const absl::string_view origin = request.Header("Origin");
+  const bool allowed =
+      !options_.cors_origin.empty() && !origin.empty() &&
+      (options_.cors_origin == "*" || options_.cors_origin == origin);
+  if (!allowed) {
+    return ErrorResponse(
+        absl::PermissionDeniedError(absl::StrCat(
+            "cross-origin requests from \"", origin,
+            "\" are not allowed (see metricsd --cors-origin)")));
+  }
+  HttpResponse response;
+  response.status = 204;
+  AddCors(request, response);
+  response.headers.emplace_back("Access-Control-Allow-Methods",
+                                "GET, POST, PATCH, PUT, DELETE");
+  response.headers.emplace_back("Access-Control-Allow-Headers",
+                                "Content-Type, Authorization");
+  response.headers.emplace_back("Access-Control-Max-Age", "600");
+  return response;
+}
+
+}  // namespace metrics::server

@@ -1,0 +1,76 @@
+// The REST/JSON gateway: serves every annotated RPC of the given services
+// (http_routes.h) by calling it over a gRPC channel to this same server (an
+// in-process channel, so REST and gRPC share one implementation, with its
+// checks, deadlines and status codes). grpc-gateway's conventions:
+// lowerCamelCase JSON with zero values, enums as names, RFC 3339 times;
+// chart data in the hand-made columnar form of chart_json.h; server
+// streams as newline-delimited JSON, one {"result": ...} per message and
+// {"error": ...} for a failure mid-stream; errors as {"code", "message",
+// "details"} with the HTTP status from the gRPC code.
+//
+// The server's initial metadata comes back as "Grpc-Metadata-<key>"
+// headers, and "deprecation" and "link" also as the standard Deprecation
+// and Link headers (the legacy shims set them). The HTTP client's address
+// goes to the service as "x-forwarded-for" metadata.
+//
+// Thread-safety: Handle is thread-safe; each call blocks its HTTP
+// connection's thread (the HTTP server runs one thread per connection).
+#ifndef METRICS_SERVER_REST_GATEWAY_H_
+#define METRICS_SERVER_REST_GATEWAY_H_
+
+#include <grpcpp/channel.h>
+#include <grpcpp/generic/generic_stub.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/http_routes.h"
+#include "server/http_server.h"
+
+namespace metrics::server {
+
+struct RestGatewayOptions {
+  // The deadline of a unary call; streams run until they end or the
+  // client leaves.
+  absl::Duration request_timeout = absl::Seconds(30);
+  // Cross-origin requests allowed from this origin ("*" for any); empty
+  // allows none (the Web UI served by metricsd itself needs none).
+  std::string cors_origin;
+  // How often a quiet stream checks that its client is still there.
+  absl::Duration client_check_interval = absl::Seconds(1);
+};
+
+class RestGateway {
+ public:
+  // Routes the annotated methods of `services` (full names, of generated
+  // code linked in). INVALID_ARGUMENT for a malformed route annotation or an
+  // unknown service.
+  static absl::StatusOr<std::unique_ptr<RestGateway>> Create(
+      std::shared_ptr<grpc::Channel> channel,
+      const std::vector<std::string>& services, RestGatewayOptions options);
+
+  HttpResponse Handle(const HttpRequest& request) const;
+
+  const RouteTable& routes() const { return routes_; }
+
+ private:
+  RestGateway(std::shared_ptr<grpc::Channel> channel, RouteTable routes,
+              RestGatewayOptions options);
+
+  HttpResponse Call(const HttpRequest& request, const RouteMatch& match) const;
+  // The CORS headers for `request`, if its origin is allowed.
+  void AddCors(const HttpRequest& request, HttpResponse& response) const;
+  HttpResponse Preflight(const HttpRequest& request) const;
+
+  const std::shared_ptr<grpc::Channel> channel_;
+  mutable grpc::GenericStub stub_;  // thread-safe; its methods are not const
+  const RouteTable routes_;
+  const RestGatewayOptions options_;
+};
+
+}  // namespace metrics::server
+
+#endif  // METRICS_SERVER_REST_GATEWAY_H_
