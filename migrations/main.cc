@@ -1,10 +1,13 @@
 // metricsctl: the operator CLI of the metrics service. Applies, reverts and
-// lists schema migrations, and rebuilds rollups from raw rows. Subcommands
+// lists schema migrations, rebuilds rollups from raw rows, and moves the
+// legacy profiler's data into the new storage. Subcommands
 // parse their own options so each has a --help of its own.
 //
 // Exit codes: 0 success, 1 the operation failed, 2 bad usage.
 #include <unistd.h>
 
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -20,6 +23,7 @@
 #include "common/database_url.h"
 #include "migrations/migration.h"
 #include "migrations/migrator.h"
+#include "storage/pg/legacy_move.h"
 #include "storage/pg/rollup_rebuild.h"
 
 namespace metrics::migrations {
@@ -36,6 +40,10 @@ Commands:
   migrate status          list applied and pending migrations
   rollups rebuild --trial N
                           recompute trial N's rollups from its raw rows
+  legacy move [--dry-run] [--chunk-rows N]
+                          move the old profiler's trial_profiler_metrics rows
+                          into the new storage (lossless, idempotent,
+                          resumable)
 
 Options (accepted anywhere on the line):
   --database-url URL      PostgreSQL to use, as a libpq URI or key=value string.
@@ -94,12 +102,42 @@ trials go on. Safe to run at any time and to run again; the result equals
 what ingest keeps up to date. Shows progress, then a summary.
 )";
 
+constexpr char kLegacyHelp[] = R"(Usage: metricsctl legacy move [--dry-run] [--chunk-rows N] [--database-url URL]
+
+Moves every row of the old profiler's table, trial_profiler_metrics, into the
+new storage: system readings into metric group "system" (series registry and
+rollups included, so the new API and the charts show them), timing and misc
+readings into groups "timing" and "misc", each with its training batch index.
+Every reading is moved; none is thinned. The legacy table is left as it is.
+
+Names and units follow the new API: free_memory (GB) becomes memory_free in
+bytes (x 10^9), net_throughput_sent/recv go from Gbit/s to bytes/s
+(x 1.25 x 10^8); other names and values are kept. The legacy API (the
+deprecated shims) converts back, so old clients see the old names and units.
+
+Safe to run again and to interrupt: each legacy row is committed with a
+record of it in the same transaction, so a second run changes nothing and a
+run after Ctrl-C (or a killed process) skips what was committed and goes on.
+Trials unknown to the service are registered as COMPLETED.
+
+  --dry-run        count what would be moved and write nothing
+  --chunk-rows N   legacy rows per round (default 200)
+
+Shows progress, then a summary. Exit status: 0 when every row was moved (or
+had been), 1 when some row could not be (each is listed, with why) or on an
+error, 130 when interrupted.
+)";
+
+std::atomic<bool> interrupted{false};
+
 struct Args {
   std::vector<std::string> words;  // the command words, in order
   std::string database_url;
   std::string migrations_dir;
   std::optional<int> to;
   std::optional<int> trial;
+  std::optional<int> chunk_rows;
+  bool dry_run = false;
   bool help = false;
 };
 
@@ -117,6 +155,10 @@ std::string Parse(int argc, char** argv, Args& args) {
       args.help = true;
       continue;
     }
+    if (arg == "--dry-run") {
+      args.dry_run = true;
+      continue;
+    }
     if (arg.rfind("--", 0) != 0) {
       args.words.push_back(arg);
       continue;
@@ -129,7 +171,7 @@ std::string Parse(int argc, char** argv, Args& args) {
       has_value = true;
     }
     if (name != "--database-url" && name != "--migrations-dir" &&
-        name != "--to" && name != "--trial") {
+        name != "--to" && name != "--trial" && name != "--chunk-rows") {
       return absl::StrCat("unknown option ", name);
     }
     if (!has_value) {
@@ -146,6 +188,13 @@ std::string Parse(int argc, char** argv, Args& args) {
         return absl::StrCat("--trial ", value, ": must be a trial id (> 0)");
       }
       args.trial = trial;
+    } else if (name == "--chunk-rows") {
+      int rows = 0;
+      if (!absl::SimpleAtoi(value, &rows) || rows <= 0 || rows > 100000) {
+        return absl::StrCat("--chunk-rows ", value,
+                            ": must be a number from 1 to 100000");
+      }
+      args.chunk_rows = rows;
     } else {
       int to = 0;
       if (!absl::SimpleAtoi(value, &to) || to < 0) {
@@ -242,6 +291,90 @@ int Rollups(const Args& args) {
   return 0;
 }
 
+int Legacy(const Args& args) {
+  const std::vector<std::string>& w = args.words;
+  if (w.size() < 2 || w[1] != "move" || args.help) {
+    std::cout << kLegacyHelp;
+    return args.help ? 0 : 2;
+  }
+  if (w.size() > 2) {
+    return UsageError(absl::StrCat("unexpected argument \"", w[2], "\""));
+  }
+  storage::pg::LegacyMoveOptions options;
+  options.database_url = common::ResolveDatabaseUrl(args.database_url);
+  options.dry_run = args.dry_run;
+  if (args.chunk_rows) options.rows_per_chunk = *args.chunk_rows;
+  // Ctrl-C finishes the round in flight, then stops: what is committed
+  // stays, and the next run goes on from there.
+  std::signal(SIGINT, [](int) { interrupted = true; });
+  std::signal(SIGTERM, [](int) { interrupted = true; });
+  options.interrupted = [] { return interrupted.load(); };
+  const bool tty = ::isatty(STDERR_FILENO);
+  const absl::Time start = absl::Now();
+  absl::Time last_line = absl::InfinitePast();
+  options.progress = [&](const storage::pg::LegacyMoveProgress& p) {
+    const int percent = p.rows_total > 0
+                            ? static_cast<int>(100 * p.rows_done / p.rows_total)
+                            : 100;
+    constexpr int kWidth = 30;
+    const int filled = percent * kWidth / 100;
+    const std::string line = absl::StrFormat(
+        "[%s%s] %3d%%  %d/%d rows, %d readings moved, %.1f s",
+        std::string(filled, '#'), std::string(kWidth - filled, ' '), percent,
+        p.rows_done, p.rows_total, p.readings_done,
+        absl::ToDoubleSeconds(absl::Now() - start));
+    if (tty) {
+      std::cerr << "\r" << line << "\x1b[K" << std::flush;
+    } else if (absl::Now() - last_line > absl::Seconds(2) ||
+               p.rows_done == p.rows_total) {
+      last_line = absl::Now();
+      std::cerr << line << "\n";
+    }
+  };
+  absl::StatusOr<storage::pg::LegacyMoveSummary> summary =
+      storage::pg::MoveLegacyProfilerData(options);
+  if (tty) std::cerr << "\n";
+  if (!summary.ok()) {
+    std::cerr << "metricsctl: error: " << summary.status().message()
+              << "\nWhat was committed stays; run it again to go on.\n";
+    return 1;
+  }
+  const storage::pg::LegacyMoveSummary& s = *summary;
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (args.dry_run) {
+    std::cout << absl::StrFormat(
+        "dry run: %d legacy rows of %d trials; %d rows (%d readings) to move, "
+        "%d moved before (at least in part); %d trials to register; "
+        "nothing written\n",
+        s.rows, s.trials, s.rows_moved, s.readings, s.rows_already,
+        s.trials_created);
+    return 0;
+  }
+  std::cout << absl::StrFormat(
+      "%s: %d legacy rows of %d trials looked at in %.1f s: %d moved "
+      "(%d readings), %d moved before, %d not movable; %d trials registered\n",
+      s.interrupted ? "interrupted" : "done", s.rows, s.trials, seconds,
+      s.rows_moved, s.readings, s.rows_already, s.rows_refused,
+      s.trials_created);
+  if (s.readings_not_finite > 0) {
+    std::cout << s.readings_not_finite
+              << " readings were NaN or infinite: the new storage holds "
+                 "finite numbers only, so they were not stored\n";
+  }
+  for (const std::string& refusal : s.refusals) {
+    std::cout << "not moved: " << refusal << "\n";
+  }
+  if (s.rows_refused > static_cast<int64_t>(s.refusals.size())) {
+    std::cout << "... and " << s.rows_refused - s.refusals.size()
+              << " more rows not moved\n";
+  }
+  if (s.interrupted) {
+    std::cout << "run \"metricsctl legacy move\" again to go on\n";
+    return 130;
+  }
+  return s.rows_refused > 0 ? 1 : 0;
+}
+
 int Run(int argc, char** argv) {
   Args args;
   if (std::string error = Parse(argc, argv, args); !error.empty()) {
@@ -253,6 +386,7 @@ int Run(int argc, char** argv) {
     return args.help ? 0 : 2;
   }
   if (w[0] == "rollups") return Rollups(args);
+  if (w[0] == "legacy") return Legacy(args);
   if (w[0] != "migrate") return UsageError(absl::StrCat("unknown command \"", w[0], "\""));
   if (w.size() == 1) {
     std::cout << kMigrateHelp;
