@@ -256,25 +256,29 @@ HttpResponse RestGateway::Call(const HttpRequest& request,
     }
     return response;
   }
-  // Each message becomes one line as it arrives; the connection's thread
-  // waits in Read between them.
+  // Each message becomes one line, sent as soon as it arrives: the
+  // connection's thread waits in Read only once the line before is out.
   response.stream = [call, response_type, next = std::move(first)](
                         std::string& chunk) mutable {
-    if (next == nullptr) return false;
+    if (next == nullptr) {
+      next.reset(response_type->New());
+      if (!call->Read(next.get())) {
+        if (absl::Status status = call->Finish(); !status.ok()) {
+          chunk += StreamErrorLine(status);
+        }
+        return false;
+      }
+    }
     chunk += "{\"result\":";
-    if (absl::Status written = AppendJson(chunk, *next); !written.ok()) {
+    const absl::Status written = AppendJson(chunk, *next);
+    next.reset();
+    if (!written.ok()) {
       chunk += "null}\n";
       chunk += StreamErrorLine(written);
       return false;
     }
     chunk += "}\n";
-    next.reset(response_type->New());
-    if (call->Read(next.get())) return true;
-    next.reset();
-    if (absl::Status status = call->Finish(); !status.ok()) {
-      chunk += StreamErrorLine(status);
-    }
-    return false;
+    return true;
   };
   return response;
 }
