@@ -1,0 +1,186 @@
+// The REST routes as read from the protos' google.api.http annotations, and
+// the mapping of paths, query parameters and bodies onto request messages;
+// and the chart JSON's exact millisecond times.
+#include "server/http_routes.h"
+
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/determined/api/v1/profiler.pb.h"
+#include "proto/metrics/v1/ingest.pb.h"
+#include "proto/metrics/v1/query.pb.h"
+#include "proto/metrics/v1/trials.pb.h"
+#include "server/chart_json.h"
+
+namespace metrics::server {
+namespace {
+
+using ::metrics::testing::StatusIs;
+using ::testing::HasSubstr;
+
+RouteTable Routes() {
+  // Through the generated messages, so their files are linked in.
+  absl::StatusOr<RouteTable> table = RouteTable::Build(
+      {v1::Trial::descriptor()->file()->FindServiceByName("TrialService"),
+       v1::ReportSystemMetricsRequest::descriptor()->file()->FindServiceByName(
+           "IngestService"),
+       v1::QuerySeriesRequest::descriptor()->file()->FindServiceByName(
+           "QueryService"),
+       determined::api::v1::GetTrialProfilerMetricsRequest::descriptor()
+           ->file()
+           ->FindServiceByName("Determined")});
+  EXPECT_OK(table.status());
+  return *std::move(table);
+}
+
+std::string MethodOf(const RouteTable& routes, absl::string_view verb,
+                     absl::string_view path) {
+  absl::StatusOr<RouteMatch> m = routes.Match(verb, path, nullptr);
+  return m.ok() ? m->route->method->full_name() : m.status().ToString();
+}
+
+TEST(HttpRoutesTest, EveryAnnotatedMethodHasItsDesignedPath) {
+  const RouteTable routes = Routes();
+  EXPECT_EQ(routes.routes().size(), 10u);  // all but the bidirectional stream
+  EXPECT_EQ(MethodOf(routes, "POST", "/api/v1/trials"),
+            "metrics.v1.TrialService.CreateTrial");
+  EXPECT_EQ(MethodOf(routes, "GET", "/api/v1/trials/7"),
+            "metrics.v1.TrialService.GetTrial");
+  EXPECT_EQ(MethodOf(routes, "PATCH", "/api/v1/trials/7"),
+            "metrics.v1.TrialService.UpdateTrial");
+  EXPECT_EQ(MethodOf(routes, "POST", "/api/v1/trials/7/metrics/system"),
+            "metrics.v1.IngestService.ReportSystemMetrics");
+  EXPECT_EQ(MethodOf(routes, "GET", "/api/v1/trials/7/metrics/system"),
+            "metrics.v1.QueryService.QuerySeries");
+  EXPECT_EQ(MethodOf(routes, "GET", "/api/v1/trials/7/metrics/system/series"),
+            "metrics.v1.QueryService.ListSeries");
+  EXPECT_EQ(MethodOf(routes, "GET", "/api/v1/trials/7/metrics/system/follow"),
+            "metrics.v1.QueryService.FollowSeries");
+  EXPECT_EQ(MethodOf(routes, "GET", "/api/v1/trials/7/profiler/metrics"),
+            "determined.api.v1.Determined.GetTrialProfilerMetrics");
+  EXPECT_EQ(
+      MethodOf(routes, "GET", "/api/v1/trials/7/profiler/available_series"),
+      "determined.api.v1.Determined.GetTrialProfilerAvailableSeries");
+  // The literal "profiler" wins over the {trial_id} variable.
+  EXPECT_EQ(MethodOf(routes, "POST", "/api/v1/trials/profiler/metrics"),
+            "determined.api.v1.Determined.PostTrialProfilerMetricsBatch");
+}
+
+TEST(HttpRoutesTest, UnknownPathsAndMethods) {
+  const RouteTable routes = Routes();
+  std::string allowed;
+  EXPECT_THAT(routes.Match("GET", "/api/v1/nope", &allowed),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(routes.Match("DELETE", "/api/v1/trials/7", &allowed),
+              StatusIs(absl::StatusCode::kUnimplemented));
+  EXPECT_EQ(allowed, "GET, PATCH");
+}
+
+TEST(HttpRoutesTest, QueryParametersFillTheRequest) {
+  const RouteTable routes = Routes();
+  ASSERT_OK_AND_ASSIGN(
+      RouteMatch match,
+      routes.Match("GET", "/api/v1/trials/7/metrics/system", nullptr));
+  v1::QuerySeriesRequest request;
+  ASSERT_OK(BuildRequest(match, "",
+                         {{"name", "gpu_util"},
+                          {"name", "cpu_util_simple"},
+                          {"gpu_uuid", "GPU-0"},
+                          {"maxPoints", "500"},
+                          {"start", "2024-01-18T20:47:45.681Z"}},
+                         &request));
+  EXPECT_EQ(request.trial_id(), 7);
+  EXPECT_THAT(request.name(), ::testing::ElementsAre("gpu_util", "cpu_util_simple"));
+  EXPECT_EQ(request.gpu_uuid(0), "GPU-0");
+  ASSERT_TRUE(request.has_max_points());
+  EXPECT_EQ(request.max_points(), 500);
+  EXPECT_EQ(request.start().seconds(), 1705610865);
+  EXPECT_EQ(request.start().nanos(), 681000000);
+
+  v1::QuerySeriesRequest bad;
+  EXPECT_THAT(BuildRequest(match, "", {{"start", "yesterday"}}, &bad),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("query parameter \"start\"")));
+  EXPECT_THAT(BuildRequest(match, "", {{"labels.name", "x"}}, &bad),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("\"labels\" is not a field")));
+}
+
+TEST(HttpRoutesTest, NestedPathVariablesAndEnums) {
+  const RouteTable routes = Routes();
+  ASSERT_OK_AND_ASSIGN(
+      RouteMatch match,
+      routes.Match("GET", "/api/v1/trials/3/profiler/metrics", nullptr));
+  determined::api::v1::GetTrialProfilerMetricsRequest request;
+  ASSERT_OK(BuildRequest(
+      match, "",
+      {{"labels.agentId", "agent-1"},
+       {"labels.metric_type", "PROFILER_METRIC_TYPE_TIMING"},
+       {"follow", "true"}},
+      &request));
+  EXPECT_EQ(request.labels().trial_id(), 3);
+  EXPECT_EQ(request.labels().agent_id(), "agent-1");
+  EXPECT_EQ(request.labels().metric_type(),
+            determined::trial::v1::TrialProfilerMetricLabels::
+                PROFILER_METRIC_TYPE_TIMING);
+  EXPECT_TRUE(request.follow());
+  EXPECT_THAT(BuildRequest(match, "", {{"labels.metricType", "SOMETIMES"}},
+                           &request),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("PROFILER_METRIC_TYPE_SYSTEM")));
+}
+
+TEST(HttpRoutesTest, BodyAndPathTogether) {
+  const RouteTable routes = Routes();
+  ASSERT_OK_AND_ASSIGN(
+      RouteMatch match,
+      routes.Match("POST", "/api/v1/trials/9/metrics/system", nullptr));
+  v1::ReportSystemMetricsRequest request;
+  ASSERT_OK(BuildRequest(match,
+                         R"({"streamId":"s","batch":{"sequence":"3","agentId":"a"}})",
+                         {}, &request));
+  EXPECT_EQ(request.stream_id(), "s");
+  EXPECT_EQ(request.batch().trial_id(), 9);
+  EXPECT_EQ(request.batch().sequence(), 3);
+  EXPECT_THAT(BuildRequest(match, R"({"batch":{"sequence":"x"}})", {}, &request),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("request body")));
+  EXPECT_THAT(BuildRequest(match, "{}", {{"streamId", "s"}}, &request),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("request body")));
+}
+
+TEST(ChartJsonTest, TimesAreExactMilliseconds) {
+  v1::QuerySeriesResponse answer;
+  v1::SeriesBuckets* s = answer.add_series();
+  s->mutable_series()->set_name("gpu_util");
+  s->set_resolution_us(10000000);
+  for (int64_t us : {1705610865681000LL, 1705610865681234LL, 1705610865681230LL}) {
+    s->add_bucket_start_us(us);
+    s->add_count(1);
+    s->add_min(0.1);
+    s->add_max(97.5);
+    s->add_mean(3);
+    s->add_first_time_us(us);
+    s->add_first_value(1e-7);
+    s->add_last_time_us(us);
+    s->add_last_value(-2);
+  }
+  std::string json;
+  AppendChartJson(json, answer);
+  EXPECT_THAT(json, HasSubstr("\"resolutionMs\":10000,"));
+  EXPECT_THAT(json, HasSubstr(
+                        "\"bucketStartMs\":[1705610865681,1705610865681.234,"
+                        "1705610865681.23]"));
+  EXPECT_THAT(json, HasSubstr("\"max\":[97.5,97.5,97.5]"));
+  EXPECT_THAT(json, HasSubstr("\"firstValue\":[1e-07,1e-07,1e-07]"));
+  // It is JSON: protobuf's parser reads it as a Struct.
+  google::protobuf::Struct parsed;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok());
+}
+
+}  // namespace
+}  // namespace metrics::server
