@@ -53,6 +53,10 @@ class ChangeSignal {
   bool changed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+grpc::Status ClientLeft() {
+  return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+}
+
 absl::Time StoreDeadline(const grpc::ServerContext& context) {
   return std::min(absl::FromChrono(context.deadline()),
                   absl::Now() + kStoreCallTimeout);
@@ -245,6 +249,36 @@ absl::StatusOr<std::vector<storage::SystemBatch>> ConvertRequest(
 
 }  // namespace
 
+grpc::Status LegacyProfilerService::Rounds(
+    grpc::ServerContext* context, int32_t trial_id, bool follow,
+    const Round& round) {
+  ChangeSignal signal;
+  std::unique_ptr<storage::ChangeSubscription> subscription;
+  if (follow) {
+    subscription = store_->SubscribeToChanges(
+        trial_id, [&signal] { signal.Notify(); });
+  }
+  while (true) {
+    if (context->IsCancelled()) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled");
+    }
+    const absl::Time deadline = StoreDeadline(*context);
+    // The state is read before the data: once terminal, no commit can follow
+    // (commits hold the trial row FOR SHARE), so that round is the last.
+    absl::StatusOr<storage::Trial> trial = store_->GetTrial(trial_id, deadline);
+    if (!trial.ok()) return common::ToGrpcStatus(trial.status());
+    const bool last = !follow || storage::IsTerminal(trial->state);
+    absl::StatusOr<std::vector<storage::SeriesInfo>> series =
+        store_->ListSeriesOfEveryGroup(trial_id, deadline);
+    if (!series.ok()) return common::ToGrpcStatus(series.status());
+    if (grpc::Status status = round(*series, deadline); !status.ok()) {
+      return status;
+    }
+    if (last) return grpc::Status::OK;
+    signal.Wait(poll_);
+  }
+}
+
 void LegacyProfilerService::Deprecate(grpc::ServerContext* context,
                                       absl::string_view method,
                                       const std::string& successor) {
@@ -271,54 +305,37 @@ grpc::Status LegacyProfilerService::GetTrialProfilerMetrics(
   if (absl::Status s = CheckTrialId("labels.trial_id", trial_id); !s.ok()) {
     return common::ToGrpcStatus(s);
   }
-  ChangeSignal signal;
-  std::unique_ptr<storage::ChangeSubscription> subscription;
-  if (request->follow()) {
-    subscription = store_->SubscribeToChanges(
-        trial_id, [&signal] { signal.Notify(); });
-  }
   std::map<int64_t, storage::ReadingCursor> cursors;  // by series id
-  while (true) {
-    if (context->IsCancelled()) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled");
-    }
-    const absl::Time deadline = StoreDeadline(*context);
-    // The state is read before the readings: once terminal, no commit can
-    // follow (commits hold the trial row FOR SHARE), so this pass is the last.
-    absl::StatusOr<storage::Trial> trial = store_->GetTrial(trial_id, deadline);
-    if (!trial.ok()) return common::ToGrpcStatus(trial.status());
-    const bool last = !request->follow() || storage::IsTerminal(trial->state);
-    absl::StatusOr<std::vector<storage::SeriesInfo>> series =
-        store_->ListSeriesOfEveryGroup(trial_id, deadline);
-    if (!series.ok()) return common::ToGrpcStatus(series.status());
-    for (const storage::SeriesInfo& s : *series) {
-      if (!Matches(filter, s)) continue;
-      const double scale = storage::ToLegacy(s.metric_group, s.name).scale;
-      storage::ReadingCursor& cursor = cursors[s.series_id];
-      while (true) {
-        absl::StatusOr<std::vector<storage::Reading>> readings =
-            store_->ReadReadings(trial_id, s, cursor, kReadingsPerMessage,
-                                 deadline);
-        if (!readings.ok()) return common::ToGrpcStatus(readings.status());
-        if (readings->empty()) break;
-        GetTrialProfilerMetricsResponse response;
-        TrialProfilerMetricsBatch* batch = response.mutable_batch();
-        LegacyLabels(trial_id, s, batch->mutable_labels());
-        for (const storage::Reading& r : *readings) {
-          batch->add_values(static_cast<float>(r.value / scale));
-          batch->add_batches(r.batch.value_or(0));
-          TimeToProto(absl::FromUnixMicros(r.time_us), batch->add_timestamps());
+  return Rounds(
+      context, trial_id, request->follow(),
+      [&](const std::vector<storage::SeriesInfo>& series,
+          absl::Time deadline) -> grpc::Status {
+        for (const storage::SeriesInfo& s : series) {
+          if (!Matches(filter, s)) continue;
+          const double scale = storage::ToLegacy(s.metric_group, s.name).scale;
+          storage::ReadingCursor& cursor = cursors[s.series_id];
+          while (true) {
+            absl::StatusOr<std::vector<storage::Reading>> readings =
+                store_->ReadReadings(trial_id, s, cursor, kReadingsPerMessage,
+                                     deadline);
+            if (!readings.ok()) return common::ToGrpcStatus(readings.status());
+            if (readings->empty()) break;
+            GetTrialProfilerMetricsResponse response;
+            TrialProfilerMetricsBatch* batch = response.mutable_batch();
+            LegacyLabels(trial_id, s, batch->mutable_labels());
+            for (const storage::Reading& r : *readings) {
+              batch->add_values(static_cast<float>(r.value / scale));
+              batch->add_batches(r.batch.value_or(0));
+              TimeToProto(absl::FromUnixMicros(r.time_us),
+                          batch->add_timestamps());
+            }
+            cursor = {readings->back().time_us, readings->back().row_id};
+            if (!writer->Write(response)) return ClientLeft();
+            if (readings->size() < kReadingsPerMessage) break;
+          }
         }
-        cursor = {readings->back().time_us, readings->back().row_id};
-        if (!writer->Write(response)) {
-          return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
-        }
-        if (readings->size() < kReadingsPerMessage) break;
-      }
-    }
-    if (last) return grpc::Status::OK;
-    signal.Wait(poll_);
-  }
+        return grpc::Status::OK;
+      });
 }
 
 grpc::Status LegacyProfilerService::GetTrialProfilerAvailableSeries(
@@ -331,38 +348,21 @@ grpc::Status LegacyProfilerService::GetTrialProfilerAvailableSeries(
   if (absl::Status s = CheckTrialId("trial_id", trial_id); !s.ok()) {
     return common::ToGrpcStatus(s);
   }
-  ChangeSignal signal;
-  std::unique_ptr<storage::ChangeSubscription> subscription;
-  if (request->follow()) {
-    subscription = store_->SubscribeToChanges(
-        trial_id, [&signal] { signal.Notify(); });
-  }
   std::optional<std::string> sent;  // the last list sent, serialized
-  while (true) {
-    if (context->IsCancelled()) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled");
-    }
-    const absl::Time deadline = StoreDeadline(*context);
-    absl::StatusOr<storage::Trial> trial = store_->GetTrial(trial_id, deadline);
-    if (!trial.ok()) return common::ToGrpcStatus(trial.status());
-    const bool last = !request->follow() || storage::IsTerminal(trial->state);
-    absl::StatusOr<std::vector<storage::SeriesInfo>> series =
-        store_->ListSeriesOfEveryGroup(trial_id, deadline);
-    if (!series.ok()) return common::ToGrpcStatus(series.status());
-    GetTrialProfilerAvailableSeriesResponse response;
-    for (const storage::SeriesInfo& s : *series) {
-      LegacyLabels(trial_id, s, response.add_labels());
-    }
-    std::string serialized = response.SerializeAsString();
-    if (sent != serialized) {
-      if (!writer->Write(response)) {
-        return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
-      }
-      sent = std::move(serialized);
-    }
-    if (last) return grpc::Status::OK;
-    signal.Wait(poll_);
-  }
+  return Rounds(
+      context, trial_id, request->follow(),
+      [&](const std::vector<storage::SeriesInfo>& series,
+          absl::Time) -> grpc::Status {
+        GetTrialProfilerAvailableSeriesResponse response;
+        for (const storage::SeriesInfo& s : series) {
+          LegacyLabels(trial_id, s, response.add_labels());
+        }
+        std::string serialized = response.SerializeAsString();
+        if (sent == serialized) return grpc::Status::OK;
+        if (!writer->Write(response)) return ClientLeft();
+        sent = std::move(serialized);
+        return grpc::Status::OK;
+      });
 }
 
 grpc::Status LegacyProfilerService::PostTrialProfilerMetricsBatch(

@@ -25,6 +25,9 @@
 #ifndef METRICS_SERVER_LEGACY_PROFILER_SERVICE_H_
 #define METRICS_SERVER_LEGACY_PROFILER_SERVICE_H_
 
+#include <functional>
+#include <vector>
+
 #include "absl/time/time.h"
 #include "proto/determined/api/v1/profiler.grpc.pb.h"
 #include "server/legacy_usage.h"
@@ -70,6 +73,15 @@ class LegacyProfilerService final
       override;
 
  private:
+  // One pass over the trial's series (of every group); a non-OK status ends
+  // the call with it.
+  using Round = std::function<grpc::Status(
+      const std::vector<storage::SeriesInfo>& series, absl::Time deadline)>;
+
+  // Runs `round` once, or with `follow` again after each change of the trial
+  // until the trial is terminal.
+  grpc::Status Rounds(grpc::ServerContext* context, int32_t trial_id,
+                      bool follow, const Round& round);
   // Counts and logs the call, and marks the answer deprecated.
   void Deprecate(grpc::ServerContext* context, absl::string_view method,
                  const std::string& successor);

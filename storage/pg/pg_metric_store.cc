@@ -18,6 +18,14 @@ namespace metrics::storage::pg {
 
 namespace {
 
+absl::Status CheckTrialExists(pqxx::work& tx, int32_t trial_id) {
+  if (tx.exec_params("SELECT 1 FROM trials WHERE id = $1", trial_id).empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("trial ", trial_id, " does not exist"));
+  }
+  return absl::OkStatus();
+}
+
 // The SQL expression of a series' value in a raw row's jsonb (see
 // storage/report_json.h): {"name": v} or {"name": {"gpu": v}}, where an
 // agent-wide value of a name that also has GPU values sits under "".
@@ -193,11 +201,7 @@ absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeries(
   return InTransaction<std::vector<SeriesInfo>>(
       pool_, absl::StrCat("listing the series of trial ", trial_id), deadline,
       [&](pqxx::work& tx) -> absl::StatusOr<std::vector<SeriesInfo>> {
-        if (tx.exec_params("SELECT 1 FROM trials WHERE id = $1", trial_id)
-                .empty()) {
-          return absl::NotFoundError(
-              absl::StrCat("trial ", trial_id, " does not exist"));
-        }
+        RETURN_IF_ERROR(CheckTrialExists(tx, trial_id));
         std::vector<SeriesInfo> series;
         absl::flat_hash_map<int64_t, size_t> by_id;
         // Relies on the unique key (trial_id, metric_group, agent_id, ...).
@@ -257,11 +261,7 @@ absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeriesOfEveryGroup(
   return InTransaction<std::vector<SeriesInfo>>(
       pool_, absl::StrCat("listing the series of trial ", trial_id), deadline,
       [&](pqxx::work& tx) -> absl::StatusOr<std::vector<SeriesInfo>> {
-        if (tx.exec_params("SELECT 1 FROM trials WHERE id = $1", trial_id)
-                .empty()) {
-          return absl::NotFoundError(
-              absl::StrCat("trial ", trial_id, " does not exist"));
-        }
+        RETURN_IF_ERROR(CheckTrialExists(tx, trial_id));
         std::vector<SeriesInfo> series;
         for (const auto& row : tx.exec_params(
                  "SELECT series_id, metric_group, agent_id, gpu_uuid, name, "
