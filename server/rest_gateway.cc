@@ -8,7 +8,6 @@
 
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
@@ -178,8 +177,7 @@ absl::StatusOr<std::unique_ptr<RestGateway>> RestGateway::Create(
 
 RestGateway::RestGateway(std::shared_ptr<grpc::Channel> channel,
                          RouteTable routes, RestGatewayOptions options)
-    : channel_(channel),
-      stub_(std::move(channel)),
+    : stub_(std::move(channel)),
       routes_(std::move(routes)),
       options_(std::move(options)) {}
 

@@ -65,7 +65,6 @@ class RestGateway {
   void AddCors(const HttpRequest& request, HttpResponse& response) const;
   HttpResponse Preflight(const HttpRequest& request) const;
 
-  const std::shared_ptr<grpc::Channel> channel_;
   mutable grpc::GenericStub stub_;  // thread-safe; its methods are not const
   const RouteTable routes_;
   const RestGatewayOptions options_;
