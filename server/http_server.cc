@@ -86,15 +86,14 @@ std::string ClientAddress(MHD_Connection* connection) {
       MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
   if (info == nullptr || info->client_addr == nullptr) return "unknown";
   char host[NI_MAXHOST];
-  char port[NI_MAXSERV];
   const socklen_t length = info->client_addr->sa_family == AF_INET6
                                ? sizeof(sockaddr_in6)
                                : sizeof(sockaddr_in);
-  if (::getnameinfo(info->client_addr, length, host, sizeof(host), port,
-                    sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+  if (::getnameinfo(info->client_addr, length, host, sizeof(host), nullptr, 0,
+                    NI_NUMERICHOST) != 0) {
     return "unknown";
   }
-  return absl::StrCat(host, ":", port);
+  return host;
 }
 
 // libmicrohttpd calls this once with the headers, then once per body chunk,

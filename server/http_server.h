@@ -32,7 +32,7 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> query;  // decoded, in order
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
-  std::string client_address;  // "ip:port"
+  std::string client_address;  // the client's IP address
   // True once the client has closed its connection (a cheap non-blocking
   // probe), for streams that wait long between messages. Valid until the
   // response ends.

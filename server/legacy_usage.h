@@ -1,6 +1,7 @@
 // Who still calls the deprecated legacy profiler API: a call counter per
-// method (for /metrics), and one log line per client address and method,
-// the first time that client calls it, rather than one per call. The set of
+// method (for /metrics), and one log line per client host and method, the
+// first time that host calls it, rather than one per call or connection
+// (ports are dropped: every HTTP connection has a new one). The set of
 // logged pairs is bounded; past the bound it is cleared, so a client may be
 // logged again, never unboundedly often.
 //
@@ -23,8 +24,9 @@ class LegacyUsage {
  public:
   static constexpr size_t kMaxLoggedClients = 10000;
 
-  // Counts a call of `method` from `client`; logs it if this pair is new.
-  void Record(absl::string_view method, absl::string_view client,
+  // Counts a call of `method` from `peer` (an IP address, or a gRPC peer
+  // such as "ipv4:10.0.0.5:41234"); logs it if this host and method are new.
+  void Record(absl::string_view method, absl::string_view peer,
               absl::string_view successor) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Calls per method so far.

@@ -11,7 +11,9 @@ import json
 import os
 import re
 import subprocess
+import socket
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -28,16 +30,18 @@ def rfc3339(t):
 class Server:
     """A metricsd process on its own database, on ports chosen at run time."""
 
-    def __init__(self):
-        self.db = "rest_api_test_%d" % os.getpid()
+    def __init__(self, name="main", flags=()):
+        self.db = "rest_api_test_%d_%s" % (os.getpid(), name)
         subprocess.run(["dropdb", "--if-exists", self.db], check=True)
         subprocess.run(["createdb", self.db], check=True)
         url = "dbname=" + self.db
+        # The log goes to a file: a pipe nobody drains could fill and block.
+        self.log = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen(
             [METRICSD, "--database-url", url, "--migrate",
              "--http-address", "127.0.0.1:0", "--grpc-address", "127.0.0.1:0",
-             "--cors-origin", CORS_ORIGIN],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             "--cors-origin", CORS_ORIGIN] + list(flags),
+            stdout=subprocess.PIPE, stderr=self.log, text=True)
         deadline = time.time() + 30
         self.port = None
         while time.time() < deadline:
@@ -50,12 +54,20 @@ class Server:
                 break
         if self.port is None:
             self.proc.kill()
-            raise RuntimeError("metricsd did not start: " + self.proc.stderr.read())
+            raise RuntimeError("metricsd did not start: " + self.log_text())
+
+    def log_text(self):
+        self.log.seek(0)
+        return self.log.read()
 
     def stop(self):
+        """Stops metricsd (SIGTERM); returns the seconds it took to exit."""
+        start = time.time()
         self.proc.terminate()
-        self.proc.wait(timeout=30)
+        self.proc.wait(timeout=60)
+        took = time.time() - start
         subprocess.run(["dropdb", "--if-exists", self.db], check=True)
+        return took
 
     def request(self, method, path, body=None, headers=None):
         """Returns (status, headers, parsed JSON body or None)."""
@@ -327,6 +339,40 @@ class RestApiTest(unittest.TestCase):
         self.assertTrue(new_lines and all("result" in l for l in new_lines))
         seen = [v for l in new_lines for s in l["result"]["series"] for v in s["max"]]
         self.assertIn(4, seen)
+
+    def test_deprecated_calls_are_logged_once_per_client_and_method(self):
+        trial = self.new_trial()
+        for _ in range(3):
+            list(SERVER.stream("/api/v1/trials/%d/profiler/available_series" % trial))
+        lines = [l for l in SERVER.log_text().splitlines()
+                 if "deprecated API: 127.0.0.1 called GetTrialProfilerAvailableSeries" in l]
+        self.assertEqual(len(lines), 1, SERVER.log_text())
+
+    def test_a_stream_whose_client_left_frees_its_connection(self):
+        # Follows on a trial with no data send nothing; their clients leave.
+        # The gateway must notice and cancel the calls, or they would hold
+        # their HTTP connections (2 at most here) until the trial ends.
+        server = Server("left", ["--http-max-connections", "2"])
+        try:
+            status, _, _ = server.request("POST", "/api/v1/trials", {"id": 1})
+            self.assertEqual(status, 200)
+            for path in ["/api/v1/trials/1/profiler/metrics?follow=true",
+                         "/api/v1/trials/1/metrics/system/follow"]:
+                client = socket.create_connection(("127.0.0.1", server.port))
+                client.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path).encode())
+                time.sleep(0.5)
+                client.close()
+            deadline = time.time() + 10
+            status = None
+            while status != 200 and time.time() < deadline:
+                time.sleep(0.5)
+                try:
+                    status, _, _ = server.request("GET", "/healthz")
+                except (ConnectionError, http.client.HTTPException):
+                    status = None
+            self.assertEqual(status, 200, "departed streams still hold their connections")
+        finally:
+            server.stop()
 
     def test_cors(self):
         status, headers, _ = SERVER.request(
