@@ -1,18 +1,20 @@
 // Backpressure of ingest, through gRPC against the real server and store:
 // a stream has at most a few batches awaiting commit (then the server stops
 // reading it), and a full queue ends the stream with RESOURCE_EXHAUSTED and
-// a retry hint. Faults come from a FaultInjectingMetricStore around the real
-// PostgreSQL store.
+// a retry hint; a REST call past its deadline answers 504. Faults come from
+// a FaultInjectingMetricStore around the real PostgreSQL store.
 #include <grpcpp/client_context.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/testing/status_matchers.h"
+#include "common/time_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
 #include "storage/testing/fault_injecting_metric_store.h"
+#include "tests/testing/http_client.h"
 #include "tests/testing/resending_streamer.h"
 #include "tests/testing/test_server.h"
 
@@ -45,6 +47,7 @@ class BackpressureTest : public ::testing::Test {
   void SetUp() override {
     ServerOptions options;
     options.ingest.max_inflight = 4;
+    options.gateway.request_timeout = absl::Seconds(1);
     options.wrap_store_for_test = [this](auto base) {
       auto wrapped = std::make_unique<FaultInjectingMetricStore>(std::move(base));
       store_ = wrapped.get();
@@ -64,6 +67,23 @@ class BackpressureTest : public ::testing::Test {
   FaultInjectingMetricStore* store_ = nullptr;
   std::unique_ptr<v1::IngestService::Stub> ingest_;
 };
+
+// A REST call past --http-request-timeout answers 504 DEADLINE_EXCEEDED in
+// the gateway's error shape, while the database stalls.
+TEST_F(BackpressureTest, RestCallPastItsDeadlineIs504) {
+  store_->HoldOutcomes();
+  const std::string body = absl::StrCat(
+      R"({"batch":{"agentId":"a","series":[{"name":"cpu_util_simple"}],)",
+      R"("reports":[{"time":")", common::Rfc3339(absl::Now()),
+      R"(","series":[0],"values":[1]}]}})");
+  ASSERT_OK_AND_ASSIGN(
+      ::metrics::testing::HttpResult result,
+      ::metrics::testing::HttpCall(server_->http_port(), "POST",
+                                   "/api/v1/trials/1/metrics/system", body));
+  store_->ReleaseOutcomes();
+  EXPECT_EQ(result.status, 504) << result.body;
+  EXPECT_THAT(result.body, HasSubstr("\"code\":4"));
+}
 
 TEST_F(BackpressureTest, AStreamHasAtMostMaxInflightBatchesAwaitingCommit) {
   store_->HoldOutcomes();  // the database "stalls": no commit completes

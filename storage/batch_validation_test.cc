@@ -80,6 +80,15 @@ TEST(BatchValidationTest, RefusesEmptyAndOversizedBatches) {
                        HasSubstr("3 values is more than the limit of 2")));
 }
 
+TEST(BatchValidationTest, RefusesAnUnknownMetricGroup) {
+  SystemBatch batch = GoodBatch();
+  batch.metric_group = "training";
+  ExpectInvalid(batch, "batch.metric_group: \"training\" is not system, "
+                       "timing or misc");
+  batch.metric_group = "timing";
+  EXPECT_OK(Check(batch));
+}
+
 TEST(BatchValidationTest, RefusesMismatchedOrBadIndexes) {
   SystemBatch batch = GoodBatch();
   batch.reports[0].series.pop_back();
