@@ -14,6 +14,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/command_line.h"
 #include "common/database_url.h"
 #include "common/logging.h"
 #include "server/metrics_server.h"
@@ -117,21 +118,6 @@ int Run() {
   return 0;
 }
 
-// absl flags are named with underscores; accept the usual dashed spelling
-// (--database-url) by rewriting flag names, never their values.
-std::vector<char*> DashedFlagsToUnderscores(int argc, char** argv) {
-  std::vector<char*> out(argv, argv + argc);
-  for (int i = 1; i < argc; ++i) {
-    char* arg = argv[i];
-    if (std::strcmp(arg, "--") == 0) break;
-    if (std::strncmp(arg, "--", 2) != 0) continue;
-    for (char* c = arg + 2; *c != '\0' && *c != '='; ++c) {
-      if (*c == '-') *c = '_';
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,7 +127,7 @@ int main(int argc, char** argv) {
       "[--http-address HOST:PORT] [--migrate]\n\n"
       "Serves gRPC and HTTP (the REST API under /api/v1/, GET /healthz) "
       "until SIGINT or SIGTERM.");
-  std::vector<char*> args = DashedFlagsToUnderscores(argc, argv);
+  std::vector<char*> args = metrics::common::DashedFlagsToUnderscores(argc, argv);
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   return Run();
 }

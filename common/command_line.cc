@@ -1,0 +1,20 @@
+#include "common/command_line.h"
+
+#include <cstring>
+
+namespace metrics::common {
+
+std::vector<char*> DashedFlagsToUnderscores(int argc, char** argv) {
+  std::vector<char*> out(argv, argv + argc);
+  for (int i = 1; i < argc; ++i) {
+    char* arg = argv[i];
+    if (std::strcmp(arg, "--") == 0) break;
+    if (std::strncmp(arg, "--", 2) != 0) continue;
+    for (char* c = arg + 2; *c != '\0' && *c != '='; ++c) {
+      if (*c == '-') *c = '_';
+    }
+  }
+  return out;
+}
+
+}  // namespace metrics::common
