@@ -114,6 +114,10 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   builder.RegisterService(server->query_service_.get());
   builder.RegisterService(server->legacy_service_.get());
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  // Clients ping every 30 s or more to find a vanished server
+  // (client/reporter.cc); gRPC's default refuses pings under 5 min apart.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             10000);
   grpc::ResourceQuota quota("metricsd");
   quota.Resize(options.grpc_memory_bytes);
   builder.SetResourceQuota(quota);

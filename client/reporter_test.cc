@@ -1,0 +1,251 @@
+// The Reporter against the real server in-process (real PostgreSQL, real
+// migrations): samples arrive once, permanent errors stop it without
+// retrying, and the overflow policies drop or block and count it. The
+// kill-and-restart run is in tests/integration/client_end_to_end_test.cc.
+#include "client/reporter.h"
+
+#include <cmath>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/metrics/v1/trials.grpc.pb.h"
+#include "storage/pg/testing/pg_checks.h"
+#include "tests/testing/test_server.h"
+
+namespace metrics::client {
+namespace {
+
+using ::metrics::testing::StatusIs;
+using ::metrics::testing::TestServer;
+using ::testing::HasSubstr;
+
+// Nothing listens here: connections are refused at once.
+constexpr char kUnreachable[] = "127.0.0.1:1";
+const absl::Time kStart = absl::Now() - absl::Hours(1);
+
+class ReporterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    absl::StatusOr<std::unique_ptr<TestServer>> server = TestServer::Start();
+    ASSERT_OK(server);
+    server_ = server->release();
+  }
+  static void TearDownTestSuite() { delete server_; }
+
+  void CreateTrial(int32_t id) {
+    auto stub = v1::TrialService::NewStub(server_->Channel());
+    grpc::ClientContext context;
+    v1::CreateTrialRequest request;
+    request.set_id(id);
+    v1::Trial trial;
+    ASSERT_TRUE(stub->CreateTrial(&context, request, &trial).ok());
+  }
+
+  void EndTrial(int32_t id) {
+    auto stub = v1::TrialService::NewStub(server_->Channel());
+    grpc::ClientContext context;
+    v1::UpdateTrialRequest request;
+    request.set_trial_id(id);
+    request.set_state(v1::Trial::COMPLETED);
+    v1::Trial trial;
+    ASSERT_TRUE(stub->UpdateTrial(&context, request, &trial).ok());
+  }
+
+  static ReporterOptions Options(int32_t trial, std::string address = "") {
+    ReporterOptions o;
+    o.server_address = address.empty() ? server_->grpc_target() : address;
+    o.trial_id = trial;
+    o.agent_id = "host-1";
+    o.initial_backoff = absl::Milliseconds(20);
+    o.max_backoff = absl::Milliseconds(200);
+    o.shutdown_timeout = absl::Milliseconds(200);
+    return o;
+  }
+
+  static int64_t StoredValues(int32_t trial) {
+    absl::StatusOr<int64_t> n = storage::pg::testing::CountRawValues(
+        server_->database_url(), trial);
+    EXPECT_OK(n);
+    return n.value_or(-1);
+  }
+
+  static TestServer* server_;
+};
+
+TestServer* ReporterTest::server_ = nullptr;
+
+TEST_F(ReporterTest, EverySampleIsStoredOnceInSmallBatches) {
+  CreateTrial(1);
+  ReporterOptions options = Options(1);
+  options.max_batch_samples = 100;
+  ASSERT_OK_AND_ASSIGN(auto reporter, Reporter::Create(options));
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_OK(reporter->Record(
+        kStart + absl::Milliseconds(i),
+        {{"cpu_util_simple", i % 100 * 1.0, "percent"},
+         {"gpu_util", 50, "percent", "GPU-0"},
+         {"gpu_util", 60, "percent", "GPU-1"}}));
+  }
+  ASSERT_OK(reporter->Flush(absl::Now() + absl::Seconds(30)));
+  const ReporterStats s = reporter->stats();
+  EXPECT_EQ(s.recorded, 3000);
+  EXPECT_EQ(s.sent, 3000);
+  EXPECT_EQ(s.acknowledged, 3000);
+  EXPECT_EQ(s.buffered, 0);
+  EXPECT_EQ(s.retried, 0);
+  EXPECT_EQ(StoredValues(1), 3000);
+  EXPECT_OK(reporter->Shutdown(absl::Now() + absl::Seconds(5)));
+  EXPECT_EQ(reporter->stats().unsent, 0);
+}
+
+TEST_F(ReporterTest, BatchesGoOutByAgeWithoutFlush) {
+  CreateTrial(2);
+  ReporterOptions options = Options(2);
+  options.max_batch_age = absl::Milliseconds(50);
+  ASSERT_OK_AND_ASSIGN(auto reporter, Reporter::Create(options));
+  ASSERT_OK(reporter->Record(kStart, {{"memory_free", 1e9, "bytes"}}));
+  // Far below max_batch_samples: only the age sends it.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (reporter->stats().acknowledged == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(reporter->stats().acknowledged, 1);
+}
+
+TEST_F(ReporterTest, UnknownTrialIsPermanentAndNotRetried) {
+  ASSERT_OK_AND_ASSIGN(auto reporter, Reporter::Create(Options(999)));
+  ASSERT_OK(reporter->Record(kStart, {{"memory_free", 1, "bytes"}}));
+  EXPECT_THAT(reporter->Flush(absl::Now() + absl::Seconds(30)),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("999")));
+  EXPECT_EQ(reporter->stats().connections, 1);
+  EXPECT_THAT(reporter->Record(kStart, {{"memory_free", 1, "bytes"}}),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(reporter->Shutdown(absl::Now() + absl::Seconds(5)),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("1 samples could not be sent")));
+  EXPECT_EQ(reporter->stats().unsent, 1);
+}
+
+TEST_F(ReporterTest, RefusedBatchIsCountedAndNotRetried) {
+  CreateTrial(3);
+  std::vector<std::string> events;
+  ReporterOptions options = Options(3);
+  options.on_event = [&events](absl::string_view e) {
+    events.emplace_back(e);
+  };
+  ASSERT_OK_AND_ASSIGN(auto reporter, Reporter::Create(options));
+  ASSERT_OK(reporter->Record(kStart, {{"temp", 40, "celsius"}}));
+  ASSERT_OK(reporter->Flush(absl::Now() + absl::Seconds(30)));
+  // A series keeps its unit: the server refuses the whole batch.
+  ASSERT_OK(reporter->Record(kStart + absl::Seconds(1),
+                             {{"temp", 104, "fahrenheit"}, {"fan", 1, "rpm"}}));
+  ASSERT_OK(reporter->Flush(absl::Now() + absl::Seconds(30)));
+  ASSERT_OK(reporter->Record(kStart + absl::Seconds(2), {{"temp", 41, "celsius"}}));
+  ASSERT_OK(reporter->Shutdown(absl::Now() + absl::Seconds(30)));
+  const ReporterStats s = reporter->stats();
+  EXPECT_EQ(s.acknowledged, 2);
+  EXPECT_EQ(s.rejected, 2);
+  EXPECT_EQ(s.retried, 0);
+  EXPECT_EQ(s.connections, 1);
+  EXPECT_EQ(StoredValues(3), 2);
+  ASSERT_FALSE(events.empty());
+  EXPECT_THAT(events.front(), HasSubstr("refused batch 2"));
+  EXPECT_THAT(events.front(), HasSubstr("unit"));
+}
+
+TEST_F(ReporterTest, EndedTrialStopsTheReporter) {
+  CreateTrial(4);
+  ASSERT_OK_AND_ASSIGN(auto reporter, Reporter::Create(Options(4)));
+  ASSERT_OK(reporter->Record(kStart, {{"memory_free", 1, "bytes"}}));
+  ASSERT_OK(reporter->Flush(absl::Now() + absl::Seconds(30)));
+  EndTrial(4);
+  ASSERT_OK(reporter->Record(kStart + absl::Seconds(1), {{"memory_free", 2, "bytes"}}));
+  EXPECT_THAT(reporter->Flush(absl::Now() + absl::Seconds(30)),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("COMPLETED")));
+  EXPECT_THAT(reporter->Record(kStart, {{"memory_free", 3, "bytes"}}),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(reporter->stats().rejected, 1);
+  EXPECT_EQ(StoredValues(4), 1);
+}
+
+TEST_F(ReporterTest, BadValuesAreRefusedWholeAtRecord) {
+  ASSERT_OK_AND_ASSIGN(auto reporter, Reporter::Create(Options(5, kUnreachable)));
+  EXPECT_THAT(reporter->Record(kStart, {{"a", 1, "u"}, {"b", std::nan(""), "u"}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("values[1].value")));
+  EXPECT_THAT(reporter->Record(kStart, {{"", 1, "u"}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("values[0].name")));
+  EXPECT_EQ(reporter->stats().recorded, 0);
+}
+
+TEST_F(ReporterTest, OptionsAreChecked) {
+  ReporterOptions o = Options(1);
+  o.server_address.clear();
+  EXPECT_THAT(Reporter::Create(o), StatusIs(absl::StatusCode::kInvalidArgument,
+                                            HasSubstr("server_address")));
+  o = Options(0);
+  EXPECT_THAT(Reporter::Create(o), StatusIs(absl::StatusCode::kInvalidArgument,
+                                            HasSubstr("trial_id")));
+  o = Options(1);
+  o.buffer_samples = 10;
+  o.max_batch_samples = 20;
+  EXPECT_THAT(Reporter::Create(o), StatusIs(absl::StatusCode::kInvalidArgument,
+                                            HasSubstr("buffer_samples")));
+}
+
+TEST_F(ReporterTest, DropOldestKeepsTheNewestAndCountsDrops) {
+  ReporterOptions options = Options(6, kUnreachable);
+  options.buffer_samples = 100;
+  options.max_batch_samples = 10;
+  options.overflow = OverflowPolicy::kDropOldest;
+  ASSERT_OK_AND_ASSIGN(auto reporter, Reporter::Create(options));
+  for (int i = 0; i < 250; ++i) {
+    ASSERT_OK(reporter->Record(kStart + absl::Seconds(i),
+                               {{"memory_free", double(i), "bytes"}}));
+  }
+  ReporterStats s = reporter->stats();
+  EXPECT_EQ(s.recorded, 250);
+  EXPECT_EQ(s.dropped, 150);
+  EXPECT_EQ(s.buffered, 100);
+  EXPECT_THAT(reporter->Flush(absl::Now() + absl::Milliseconds(100)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("100 samples not acknowledged")));
+  EXPECT_THAT(reporter->Shutdown(absl::Now() + absl::Milliseconds(100)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("100 samples could not be sent")));
+  s = reporter->stats();
+  EXPECT_EQ(s.unsent, 100);
+  EXPECT_EQ(s.recorded, s.acknowledged + s.rejected + s.dropped + s.unsent);
+  EXPECT_THAT(reporter->Record(kStart, {{"memory_free", 1, "bytes"}}),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("shut down")));
+}
+
+TEST_F(ReporterTest, BlockWaitsForRoomThenGivesUpAndCounts) {
+  ReporterOptions options = Options(7, kUnreachable);
+  options.buffer_samples = 100;
+  options.max_batch_samples = 10;
+  options.overflow = OverflowPolicy::kBlock;
+  options.block_timeout = absl::Milliseconds(200);
+  ASSERT_OK_AND_ASSIGN(auto reporter, Reporter::Create(options));
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_OK(reporter->Record(kStart + absl::Seconds(i),
+                               {{"memory_free", double(i), "bytes"}}));
+  }
+  EXPECT_THAT(reporter->Record(kStart, {{"memory_free", 1, "bytes"}, {"x", 1, "u"}}),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("buffer full")));
+  const ReporterStats s = reporter->stats();
+  EXPECT_EQ(s.recorded, 100);
+  EXPECT_EQ(s.dropped, 2);
+  EXPECT_EQ(s.buffered, 100);
+}
+
+}  // namespace
+}  // namespace metrics::client
