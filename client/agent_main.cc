@@ -1,0 +1,202 @@
+// metrics-agent: samples this host's system metrics every --interval and
+// streams them to metricsd for one trial, through the client library's
+// Reporter (buffered, batched, resent across reconnects). Stops on SIGINT
+// or SIGTERM after sending what it holds, or when the trial ends.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/nvml.h"
+#include "client/reporter.h"
+#include "client/system_sampler.h"
+#include "common/command_line.h"
+#include "common/logging.h"
+
+ABSL_FLAG(std::string, server, "127.0.0.1:8081",
+          "gRPC address (host:port) of metricsd.");
+ABSL_FLAG(int32_t, trial_id, 0, "The trial to report for (required).");
+ABSL_FLAG(std::string, agent_id, "",
+          "Name of this host in the metrics; default: the host name.");
+ABSL_FLAG(absl::Duration, interval, absl::Seconds(1),
+          "Time between samples, for example 1s or 500ms.");
+ABSL_FLAG(std::string, nvml_library, "libnvidia-ml.so.1",
+          "NVML library to load for GPU metrics; when it cannot be loaded "
+          "the agent reports no GPU series.");
+ABSL_FLAG(std::string, proc_root, "/proc", "Where proc(5) is mounted.");
+ABSL_FLAG(int64_t, buffer_samples, 200000,
+          "Samples held while the server is unreachable; beyond it the "
+          "oldest are dropped (and counted).");
+ABSL_FLAG(absl::Duration, shutdown_timeout, absl::Seconds(10),
+          "On stop, how long to keep trying to send what is buffered.");
+
+namespace {
+
+using metrics::common::LogError;
+using metrics::common::LogInfo;
+using metrics::common::LogWarning;
+using SteadyClock = std::chrono::steady_clock;
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "unknown-host";
+  return name;
+}
+
+std::string Summary(const metrics::client::ReporterStats& s) {
+  return absl::StrCat(s.recorded, " samples recorded, ", s.acknowledged,
+                      " acknowledged, ", s.rejected, " rejected, ", s.dropped,
+                      " dropped, ", s.unsent, " unsent; ", s.connections,
+                      " connection(s), ", s.retried, " samples resent");
+}
+
+int Run() {
+  // Block the stop signals in every thread (threads created later inherit
+  // the mask), so sigwait below is the only place they arrive.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  const int32_t trial_id = absl::GetFlag(FLAGS_trial_id);
+  const absl::Duration interval = absl::GetFlag(FLAGS_interval);
+  if (trial_id <= 0) {
+    std::cerr << "metrics-agent: --trial-id: required, a positive trial id\n";
+    return 2;
+  }
+  if (interval <= absl::ZeroDuration()) {
+    std::cerr << "metrics-agent: --interval: must be positive\n";
+    return 2;
+  }
+
+  metrics::client::SamplerOptions sampler_options;
+  sampler_options.proc_root = absl::GetFlag(FLAGS_proc_root);
+  absl::StatusOr<std::unique_ptr<metrics::client::Nvml>> nvml =
+      metrics::client::Nvml::Load(absl::GetFlag(FLAGS_nvml_library));
+  if (nvml.ok()) {
+    sampler_options.nvml = *std::move(nvml);
+  } else {
+    LogInfo("metrics-agent: no GPU metrics: NVML is not available (",
+            nvml.status().message(), ")");
+  }
+  absl::StatusOr<std::unique_ptr<metrics::client::SystemSampler>> sampler =
+      metrics::client::SystemSampler::Create(std::move(sampler_options),
+                                             SteadyClock::now());
+  if (!sampler.ok()) {
+    std::cerr << "metrics-agent: " << sampler.status().message() << "\n";
+    return 1;
+  }
+
+  metrics::client::ReporterOptions options;
+  options.server_address = absl::GetFlag(FLAGS_server);
+  options.trial_id = trial_id;
+  options.agent_id = absl::GetFlag(FLAGS_agent_id);
+  if (options.agent_id.empty()) options.agent_id = HostName();
+  options.buffer_samples = absl::GetFlag(FLAGS_buffer_samples);
+  options.overflow = metrics::client::OverflowPolicy::kDropOldest;
+  // Samples come one report per interval: a batch a second at most, so a
+  // live chart lags by about one interval.
+  options.max_batch_age = std::min(interval, absl::Seconds(1));
+  options.on_event = [](absl::string_view event) {
+    LogInfo("metrics-agent: ", event);
+  };
+  absl::StatusOr<std::unique_ptr<metrics::client::Reporter>> reporter =
+      metrics::client::Reporter::Create(options);
+  if (!reporter.ok()) {
+    std::cerr << "metrics-agent: " << reporter.status().message() << "\n";
+    return 2;
+  }
+  LogInfo("metrics-agent: reporting trial ", trial_id, " as agent ",
+          options.agent_id, " to ", options.server_address, " every ",
+          absl::FormatDuration(interval), " with ", (*sampler)->gpu_count(),
+          " GPU(s)");
+
+  absl::Notification stop;
+  std::thread([&stop, stop_signals] {
+    int signal_number = 0;
+    sigwait(&stop_signals, &signal_number);
+    LogInfo("metrics-agent: received ", strsignal(signal_number),
+            ", sending what is left");
+    stop.Notify();
+  }).detach();  // it may wait forever if the trial ends first
+
+  int exit_code = 0;
+  bool trial_ended = false;
+  absl::flat_hash_set<std::string> reported_errors;
+  const auto step = std::chrono::nanoseconds(absl::ToInt64Nanoseconds(interval));
+  SteadyClock::time_point next = SteadyClock::now() + step;
+  while (!stop.WaitForNotificationWithTimeout(
+      absl::FromChrono(next - SteadyClock::now()))) {
+    const SteadyClock::time_point now = SteadyClock::now();
+    metrics::client::Sample sample = (*sampler)->Take(now);
+    for (const absl::Status& e : sample.errors) {
+      // Once per distinct error, not every second.
+      if (reported_errors.insert(std::string(e.message())).second) {
+        LogWarning("metrics-agent: ", e.message());
+      }
+    }
+    absl::Status recorded = (*reporter)->Record(absl::Now(), sample.measurements);
+    if (recorded.code() == absl::StatusCode::kFailedPrecondition) {
+      LogInfo("metrics-agent: stopping: ", recorded.message());
+      trial_ended = true;
+      break;
+    }
+    if (!recorded.ok() &&
+        recorded.code() != absl::StatusCode::kResourceExhausted) {
+      LogError("metrics-agent: stopping: ", recorded.ToString());
+      exit_code = 1;
+      break;
+    }
+    // After a stall (a suspended host), go on from now instead of catching
+    // up with a burst of samples.
+    next += step;
+    if (next < now) next = now + step;
+  }
+  absl::Status shutdown = (*reporter)->Shutdown(
+      absl::Now() + absl::GetFlag(FLAGS_shutdown_timeout));
+  const metrics::client::ReporterStats stats = (*reporter)->stats();
+  if (!shutdown.ok() && stats.unsent > 0) {
+    LogError("metrics-agent: ", shutdown.message());
+    // Samples taken after the trial ended have nowhere to go: expected.
+    if (!trial_ended) exit_code = 1;
+  }
+  LogInfo("metrics-agent: stopped: ", Summary(stats));
+  return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "samples this host's system metrics and streams them to metricsd.\n\n"
+      "Usage: metrics-agent --trial-id N [--server HOST:PORT] "
+      "[--agent-id NAME] [--interval 1s]\n\n"
+      "Every --interval it records CPU utilisation (/proc/stat), available "
+      "memory (/proc/meminfo), disk IOPS and read/write bytes/s of whole "
+      "disks (/proc/diskstats), network bytes/s sent and received without "
+      "loopback (/proc/net/dev) and, when NVML loads, each GPU's "
+      "utilisation and free memory. Samples are buffered and resent across "
+      "server restarts, so none is lost or stored twice. Stops on SIGINT or "
+      "SIGTERM after sending what it holds (up to --shutdown-timeout), or "
+      "when the trial ends.\n\n"
+      "Exit status: 0 when stopped and everything was sent (or the trial "
+      "ended), 1 when samples could not be sent or the server refused the "
+      "trial, 2 for bad flags.");
+  std::vector<char*> args = metrics::common::DashedFlagsToUnderscores(argc, argv);
+  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  return Run();
+}

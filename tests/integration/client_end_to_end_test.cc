@@ -1,0 +1,356 @@
+// The client library and metrics-agent against a real metricsd process on a
+// throwaway database: the Reporter streams while metricsd is SIGKILLed and
+// started again (everything acknowledged is stored, exactly once); the
+// overflow policies drop the oldest or block until the server is back; and
+// metrics-agent, with a fake NVML of two GPUs, produces series that
+// QuerySeries answers, then stops cleanly on SIGTERM or when the trial ends.
+#include <grpcpp/create_channel.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/reporter.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/metrics/v1/query.grpc.pb.h"
+#include "proto/metrics/v1/trials.grpc.pb.h"
+#include "storage/pg/testing/pg_checks.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/test_database.h"
+
+namespace metrics::testing {
+namespace {
+
+namespace pgtest = ::metrics::storage::pg::testing;
+using ::metrics::client::Measurement;
+using ::metrics::client::OverflowPolicy;
+using ::metrics::client::Reporter;
+using ::metrics::client::ReporterOptions;
+using ::metrics::client::ReporterStats;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const absl::Time kStart = absl::Now() - absl::Hours(2);
+
+// A loopback port that was free a moment ago, for a server started later.
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+class ClientEndToEndTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_OK_AND_ASSIGN(db_, TestDatabase::Create()); }
+
+  // Starts metricsd on `port` (0: any) and returns the port it listens on.
+  int StartMetricsd(int port = 0) {
+    absl::StatusOr<std::unique_ptr<Subprocess>> p = Subprocess::Start(
+        {METRICSD_PATH, "--database-url=" + db_->url(),
+         absl::StrCat("--grpc-address=127.0.0.1:", port),
+         "--http-address=127.0.0.1:0"});
+    EXPECT_OK(p);
+    if (!p.ok()) return 0;
+    absl::StatusOr<std::string> line =
+        (*p)->WaitForLine("gRPC listening on", absl::Seconds(30));
+    EXPECT_OK(line);
+    if (!line.ok()) return 0;
+    int bound = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(line->substr(line->rfind(':') + 1), &bound));
+    metricsd_ = *std::move(p);
+    target_ = absl::StrCat("127.0.0.1:", bound);
+    return bound;
+  }
+
+  void CreateTrial(int32_t id) {
+    auto stub = v1::TrialService::NewStub(
+        grpc::CreateChannel(target_, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::CreateTrialRequest request;
+    request.set_id(id);
+    v1::Trial trial;
+    const grpc::Status status = stub->CreateTrial(&context, request, &trial);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+
+  ReporterOptions Options(int32_t trial, int port) {
+    ReporterOptions o;
+    o.server_address = absl::StrCat("127.0.0.1:", port);
+    o.trial_id = trial;
+    o.agent_id = "trainer-0";
+    o.initial_backoff = absl::Milliseconds(50);
+    o.max_backoff = absl::Milliseconds(500);
+    // Shown in the test's log, to tell what happened when one fails.
+    o.on_event = [](absl::string_view e) {
+      std::cerr << "[ reporter ] " << e << "\n";
+    };
+    return o;
+  }
+
+  int64_t Scalar(const std::string& sql) {
+    absl::StatusOr<std::string> text = pgtest::QueryScalar(db_->url(), sql);
+    EXPECT_OK(text);
+    int64_t n = -1;
+    EXPECT_TRUE(text.ok() && absl::SimpleAtoi(*text, &n)) << sql;
+    return n;
+  }
+
+  std::unique_ptr<TestDatabase> db_;
+  std::unique_ptr<Subprocess> metricsd_;
+  std::string target_;
+};
+
+TEST_F(ClientEndToEndTest, ServerKilledMidRunLosesAndDuplicatesNothing) {
+  const int port = StartMetricsd();
+  ASSERT_NE(port, 0);
+  CreateTrial(1);
+  ReporterOptions options = Options(1, port);
+  options.max_batch_samples = 500;
+  options.buffer_samples = 1000000;
+  ASSERT_OK_AND_ASSIGN(auto reporter, Reporter::Create(options));
+
+  constexpr int kReports = 10000;
+  constexpr int kGpus = 8;
+  std::thread producer([&] {
+    std::vector<std::string> uuids;
+    for (int g = 0; g < kGpus; ++g) uuids.push_back(absl::StrCat("GPU-", g));
+    for (int i = 0; i < kReports; ++i) {
+      std::vector<Measurement> values = {
+          {"cpu_util_simple", i % 100 * 1.0, "percent"},
+          {"memory_free", 1e9 + i, "bytes"}};
+      for (const std::string& uuid : uuids) {
+        values.push_back({"gpu_util", double(i % 101), "percent", uuid});
+      }
+      EXPECT_OK(reporter->Record(kStart + absl::Milliseconds(10 * i), values));
+    }
+  });
+  // Kill metricsd once part of the run is stored and batches are in flight:
+  // some of them committed with the answer lost, some not committed.
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  ReporterStats at_kill = reporter->stats();
+  while (!(at_kill.acknowledged >= 10000 &&
+           at_kill.sent - at_kill.acknowledged >= 1000) &&
+         absl::Now() < give_up) {
+    absl::SleepFor(absl::Microseconds(200));
+    at_kill = reporter->stats();
+  }
+  metricsd_->Signal(SIGKILL);
+  ASSERT_OK(metricsd_->Wait(absl::Seconds(30)).status());
+  ASSERT_EQ(StartMetricsd(port), port);
+  producer.join();
+  ASSERT_OK(reporter->Flush(absl::Now() + absl::Seconds(120)));
+  ASSERT_OK(reporter->Shutdown(absl::Now() + absl::Seconds(10)));
+
+  const ReporterStats s = reporter->stats();
+  const int64_t total = int64_t{kReports} * (2 + kGpus);
+  EXPECT_GT(at_kill.acknowledged, 0);
+  EXPECT_GT(at_kill.sent - at_kill.acknowledged, 0) << "nothing was in flight";
+  EXPECT_LT(at_kill.acknowledged, total) << "the kill came after the run";
+  EXPECT_EQ(s.recorded, total);
+  EXPECT_EQ(s.acknowledged, total);
+  EXPECT_EQ(s.dropped + s.rejected + s.unsent, 0);
+  EXPECT_GE(s.connections, 2);
+  ASSERT_OK_AND_ASSIGN(int64_t stored, pgtest::CountRawValues(db_->url(), 1));
+  EXPECT_EQ(stored, s.acknowledged);
+  // One row per report (agent, instant): a resent batch stored twice would
+  // repeat instants.
+  EXPECT_EQ(Scalar("SELECT count(*) - count(DISTINCT (agent_id, end_time)) "
+                   "FROM metrics WHERE trial_id = 1"),
+            0);
+  ASSERT_OK_AND_ASSIGN(int64_t buckets,
+                       pgtest::CheckRollupsMatchRawRows(db_->url(), 1));
+  EXPECT_GT(buckets, 0);
+  std::cout << "[ figures ] at the kill: " << at_kill.acknowledged
+            << " acknowledged, " << at_kill.sent - at_kill.acknowledged
+            << " in flight, of " << total << "; connections " << s.connections
+            << "; samples resent " << s.retried << "\n";
+}
+
+TEST_F(ClientEndToEndTest, DropOldestKeepsTheNewestUntilTheServerComes) {
+  const int port = FreePort();
+  ReporterOptions options = Options(2, port);
+  options.buffer_samples = 100;
+  options.max_batch_samples = 10;
+  options.overflow = OverflowPolicy::kDropOldest;
+  ASSERT_OK_AND_ASSIGN(auto reporter, Reporter::Create(options));
+  for (int i = 0; i < 250; ++i) {
+    ASSERT_OK(reporter->Record(kStart + absl::Seconds(i),
+                               {{"memory_free", double(i), "bytes"}}));
+  }
+  EXPECT_EQ(reporter->stats().dropped, 150);
+  ASSERT_EQ(StartMetricsd(port), port);
+  CreateTrial(2);
+  ASSERT_OK(reporter->Flush(absl::Now() + absl::Seconds(60)));
+  ASSERT_OK_AND_ASSIGN(
+      auto stored, pgtest::RawSamplesOf(db_->url(), 2, "trainer-0", "",
+                                        "memory_free", 0, INT64_MAX));
+  ASSERT_EQ(stored.size(), 100u);
+  for (size_t i = 0; i < stored.size(); ++i) {
+    EXPECT_EQ(stored[i].second, 150.0 + i);  // the 100 newest, in order
+  }
+  EXPECT_EQ(reporter->stats().acknowledged, 100);
+}
+
+TEST_F(ClientEndToEndTest, BlockedRecordGoesOnWhenTheServerComes) {
+  const int port = FreePort();
+  ReporterOptions options = Options(3, port);
+  options.buffer_samples = 100;
+  options.max_batch_samples = 10;
+  options.overflow = OverflowPolicy::kBlock;
+  options.block_timeout = absl::Seconds(120);
+  ASSERT_OK_AND_ASSIGN(auto reporter, Reporter::Create(options));
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_OK(reporter->Record(kStart + absl::Seconds(i),
+                               {{"memory_free", double(i), "bytes"}}));
+  }
+  std::atomic<bool> returned{false};
+  absl::Status blocked_result;
+  std::thread blocked([&] {
+    blocked_result = reporter->Record(kStart + absl::Seconds(100),
+                                      {{"memory_free", 100, "bytes"}});
+    returned = true;
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(returned) << "Record did not wait for room";
+  ASSERT_EQ(StartMetricsd(port), port);
+  CreateTrial(3);
+  blocked.join();
+  EXPECT_OK(blocked_result);
+  ASSERT_OK(reporter->Flush(absl::Now() + absl::Seconds(60)));
+  EXPECT_EQ(reporter->stats().dropped, 0);
+  ASSERT_OK_AND_ASSIGN(int64_t stored, pgtest::CountRawValues(db_->url(), 3));
+  EXPECT_EQ(stored, 101);
+}
+
+// The agent's series of a trial, as "name/gpu" strings.
+std::vector<std::string> SeriesNames(const std::string& target, int32_t trial) {
+  auto stub = v1::QueryService::NewStub(
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::ListSeriesRequest request;
+  request.set_trial_id(trial);
+  v1::ListSeriesResponse response;
+  std::vector<std::string> names;
+  if (!stub->ListSeries(&context, request, &response).ok()) return names;
+  for (const v1::Series& s : response.series()) {
+    names.push_back(absl::StrCat(s.name(), "/", s.gpu_uuid()));
+  }
+  return names;
+}
+
+TEST_F(ClientEndToEndTest, AgentSamplesAppearInQuerySeriesAndStopCleanly) {
+  ASSERT_NE(StartMetricsd(), 0);
+  CreateTrial(4);
+  ASSERT_OK_AND_ASSIGN(
+      auto agent,
+      Subprocess::Start({METRICS_AGENT_PATH, "--server=" + target_,
+                         "--trial-id=4", "--agent-id=gpu-host",
+                         "--interval=100ms"},
+                        {absl::StrCat("LD_LIBRARY_PATH=", FAKE_NVML_DIR)}));
+  ASSERT_OK(agent->WaitForLine("with 2 GPU(s)", absl::Seconds(30)).status());
+  const std::string gpu0 = "GPU-00000000-0000-0000-0000-000000000000";
+  const std::string gpu1 = "GPU-00000000-0000-0000-0000-000000000001";
+  // Five samples of every series (the first rates need two readings).
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (Scalar("SELECT count(*) FROM metrics WHERE trial_id = 4") < 5 &&
+         absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  agent->Signal(SIGTERM);
+  ASSERT_OK_AND_ASSIGN(int code, agent->Wait(absl::Seconds(30)));
+  EXPECT_EQ(code, 0) << agent->stderr_text();
+  EXPECT_THAT(agent->stderr_text(), HasSubstr("0 unsent"));
+
+  const std::vector<std::string> names = SeriesNames(target_, 4);
+  for (const char* expected :
+       {"cpu_util_simple/", "memory_free/", "disk_iops/",
+        "disk_throughput_read/", "disk_throughput_write/",
+        "net_throughput_sent/", "net_throughput_recv/"}) {
+    EXPECT_THAT(names, Contains(expected));
+  }
+  EXPECT_THAT(names, Contains("gpu_util/" + gpu0));
+  EXPECT_THAT(names, Contains("gpu_free_memory/" + gpu1));
+
+  // The fake GPU 1 runs at 30 %, so every bucket of it is exactly 30.
+  auto stub = v1::QueryService::NewStub(
+      grpc::CreateChannel(target_, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::QuerySeriesRequest request;
+  request.set_trial_id(4);
+  request.add_name("gpu_util");
+  request.add_gpu_uuid(gpu1);
+  v1::QuerySeriesResponse response;
+  ASSERT_TRUE(stub->QuerySeries(&context, request, &response).ok());
+  ASSERT_EQ(response.series_size(), 1);
+  const v1::SeriesBuckets& b = response.series(0);
+  ASSERT_GE(b.max_size(), 1);
+  int64_t samples = 0;
+  for (int i = 0; i < b.max_size(); ++i) {
+    EXPECT_EQ(b.min(i), 30);
+    EXPECT_EQ(b.max(i), 30);
+    samples += b.count(i);
+  }
+  EXPECT_GE(samples, 5);
+  // The agent's own count of what the server acknowledged matches the store.
+  const std::string& log = agent->stderr_text();
+  const size_t at = log.rfind(" acknowledged, ");
+  ASSERT_NE(at, std::string::npos) << log;
+  const size_t from = log.rfind(", ", at) + 2;
+  int64_t acknowledged = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(log.substr(from, at - from), &acknowledged)) << log;
+  ASSERT_OK_AND_ASSIGN(int64_t stored, pgtest::CountRawValues(db_->url(), 4));
+  EXPECT_EQ(stored, acknowledged);
+}
+
+TEST_F(ClientEndToEndTest, AgentWithoutNvmlSaysSoAndStopsWhenTheTrialEnds) {
+  ASSERT_NE(StartMetricsd(), 0);
+  CreateTrial(5);
+  ASSERT_OK_AND_ASSIGN(
+      auto agent,
+      Subprocess::Start({METRICS_AGENT_PATH, "--server=" + target_,
+                         "--trial-id=5", "--interval=100ms",
+                         "--nvml-library=/nonexistent/libnvidia-ml.so.1"}));
+  ASSERT_OK(agent->WaitForLine("no GPU metrics", absl::Seconds(30)).status());
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (Scalar("SELECT count(*) FROM metrics WHERE trial_id = 5") < 2 &&
+         absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  {
+    auto stub = v1::TrialService::NewStub(
+        grpc::CreateChannel(target_, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    v1::UpdateTrialRequest request;
+    request.set_trial_id(5);
+    request.set_state(v1::Trial::COMPLETED);
+    v1::Trial trial;
+    ASSERT_TRUE(stub->UpdateTrial(&context, request, &trial).ok());
+  }
+  ASSERT_OK_AND_ASSIGN(int code, agent->Wait(absl::Seconds(30)));
+  EXPECT_EQ(code, 0) << agent->stderr_text();
+  EXPECT_THAT(agent->stderr_text(), HasSubstr("COMPLETED"));
+  const std::vector<std::string> names = SeriesNames(target_, 5);
+  EXPECT_THAT(names, Contains("cpu_util_simple/"));
+  for (const std::string& n : names) EXPECT_THAT(n, Not(HasSubstr("gpu")));
+}
+
+}  // namespace
+}  // namespace metrics::testing
