@@ -202,6 +202,7 @@ class Reporter::Impl {
   bool lost_ ABSL_GUARDED_BY(mu_) = false;
   ReporterStats stats_ ABSL_GUARDED_BY(mu_);
 
+  absl::Mutex emit_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Mutex shutdown_mu_;
   std::optional<absl::Status> shutdown_result_ ABSL_GUARDED_BY(shutdown_mu_);
   std::thread thread_;
@@ -374,6 +375,9 @@ void Reporter::Impl::Emit(std::string event) {
 }
 
 void Reporter::Impl::EmitQueued() {
+  // The stream's reader and the Reporter's thread both emit; one at a time,
+  // in order, so on_event needs no locking of its own.
+  absl::MutexLock emit_lock(&emit_mu_);
   std::vector<std::string> events;
   {
     absl::MutexLock lock(&mu_);

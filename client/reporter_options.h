@@ -74,9 +74,10 @@ struct ReporterOptions {
   // Used when the Reporter is destroyed without Shutdown.
   absl::Duration shutdown_timeout = absl::Seconds(5);
 
-  // Optional. Called on the Reporter's thread with one line for each
-  // notable event: the connection lost or restored, a batch the server
-  // refused, a permanent error. Must not block or call the Reporter.
+  // Optional. Called on one of the Reporter's threads (never two calls at
+  // once) with one line for each notable event: the server unreachable or
+  // back, a batch the server refused, a permanent error. Must not block or
+  // call the Reporter.
   std::function<void(absl::string_view event)> on_event;
 };
 
