@@ -2,11 +2,11 @@
 // streams them to metricsd for one trial, through the client library's
 // Reporter (buffered, batched, resent across reconnects). Stops on SIGINT
 // or SIGTERM after sending what it holds, or when the trial ends.
-#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -27,6 +27,7 @@
 #include "client/system_sampler.h"
 #include "common/command_line.h"
 #include "common/logging.h"
+#include "common/stop_signals.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:8081",
           "gRPC address (host:port) of metricsd.");
@@ -66,13 +67,8 @@ std::string Summary(const metrics::client::ReporterStats& s) {
 }
 
 int Run() {
-  // Block the stop signals in every thread (threads created later inherit
-  // the mask), so sigwait below is the only place they arrive.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Before any thread starts, so that only the sigwait below sees them.
+  const sigset_t stop_signals = metrics::common::BlockStopSignals();
 
   const int32_t trial_id = absl::GetFlag(FLAGS_trial_id);
   const absl::Duration interval = absl::GetFlag(FLAGS_interval);
@@ -129,8 +125,7 @@ int Run() {
 
   absl::Notification stop;
   std::thread([&stop, stop_signals] {
-    int signal_number = 0;
-    sigwait(&stop_signals, &signal_number);
+    const int signal_number = metrics::common::WaitForStopSignal(stop_signals);
     LogInfo("metrics-agent: received ", strsignal(signal_number),
             ", sending what is left");
     stop.Notify();

@@ -17,6 +17,7 @@
 #include "common/command_line.h"
 #include "common/database_url.h"
 #include "common/logging.h"
+#include "common/stop_signals.h"
 #include "server/metrics_server.h"
 
 ABSL_FLAG(std::string, database_url, "",
@@ -61,13 +62,8 @@ ABSL_FLAG(int, db_pool_size, 4,
 namespace {
 
 int Run() {
-  // Block the stop signals in every thread (the ones created later inherit
-  // the mask), so sigwait below is the only place they arrive.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Before any thread starts, so that only the sigwait below sees them.
+  const sigset_t stop_signals = metrics::common::BlockStopSignals();
 
   metrics::server::ServerOptions options;
   options.database_url =
@@ -109,8 +105,7 @@ int Run() {
             << " (health: /healthz)" << std::endl;
   metrics::common::LogInfo("metricsd serving");
 
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  const int signal_number = metrics::common::WaitForStopSignal(stop_signals);
   metrics::common::LogInfo("received ", strsignal(signal_number),
                            ", shutting down");
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
