@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/histogram.h"
 #include "storage/rollup.h"
 
 namespace metrics::storage {
@@ -140,6 +141,28 @@ class ChangeSubscription {
   virtual ~ChangeSubscription() = default;
 };
 
+// The ingest writer's figures since the store was created, for /metrics.
+struct IngestStatistics {
+  int64_t stored_batches = 0;
+  int64_t stored_values = 0;
+  int64_t duplicate_batches = 0;  // already stored; skipped
+  int64_t rejected_batches = 0;   // refused for their content
+  int64_t failed_batches = 0;     // not committed (database down, shutdown)
+  int64_t queued_values = 0;      // waiting for the writer now
+  // From a batch's submission to the end of its transaction.
+  common::HistogramSnapshot commit_seconds;
+};
+
+// The newest stored value of one system series of an active trial.
+struct LatestValue {
+  int32_t trial_id = 0;
+  std::string agent_id;
+  std::string gpu_uuid;
+  std::string name;
+  std::string unit;
+  double value = 0;
+};
+
 class MetricStore {
  public:
   virtual ~MetricStore() = default;
@@ -208,6 +231,16 @@ class MetricStore {
   // UNAVAILABLE after Shutdown.
   virtual absl::Status SubmitBatch(
       SystemBatch batch, absl::AnyInvocable<void(BatchOutcome) &&> done) = 0;
+
+  // Thread-safe and cheap (counters in memory).
+  virtual IngestStatistics GetIngestStatistics() const = 0;
+
+  // The newest value of each system series of every ACTIVE trial that has
+  // one in its agent's newest finest rollup bucket (the series that
+  // reported in the agent's last 10 s of data), newest trials first, at
+  // most `limit`.
+  virtual absl::StatusOr<std::vector<LatestValue>> LatestValuesOfActiveTrials(
+      size_t limit, absl::Time deadline) = 0;
 
   // Stops taking batches, commits what is queued (up to `deadline`, then
   // fails the rest), and closes connections. Idempotent.

@@ -33,6 +33,7 @@ struct PendingBatch {
   // Not OK: refused before the database; only its sequence is recorded.
   absl::Status rejection;
   absl::AnyInvocable<void(BatchOutcome) &&> done;
+  absl::Time submitted;  // for the commit latency
 };
 
 class GroupCommitter {

@@ -120,8 +120,12 @@ class IngestWriter::Lane {
                               "metricsd is shutting down; resend the batch"),
                           batches)
               : CommitWithRetry(batches);
+      const absl::Time now = absl::Now();
       for (size_t i = 0; i < group.size(); ++i) {
-        writer_->queued_values_ -= group[i]->batch.ValueCount();
+        const size_t values = group[i]->batch.ValueCount();
+        writer_->queued_values_ -= values;
+        writer_->Count(outcomes[i], values,
+                       absl::ToDoubleSeconds(now - group[i]->submitted));
         std::move(group[i]->done)(std::move(outcomes[i]));
       }
     }
@@ -204,6 +208,7 @@ absl::Status IngestWriter::Submit(std::unique_ptr<PendingBatch> batch) {
     return absl::UnavailableError("metricsd is shutting down");
   }
   const size_t values = batch->batch.ValueCount();
+  batch->submitted = absl::Now();
   size_t queued = queued_values_.load();
   do {
     if (queued + values > options_.max_queued_values && queued > 0) {
@@ -222,6 +227,38 @@ absl::Status IngestWriter::Submit(std::unique_ptr<PendingBatch> batch) {
     return absl::UnavailableError("metricsd is shutting down");
   }
   return absl::OkStatus();
+}
+
+void IngestWriter::Count(const BatchOutcome& outcome, size_t values,
+                         double seconds) {
+  switch (outcome.kind) {
+    case BatchOutcome::Kind::kStored:
+      ++stored_batches_;
+      stored_values_ += static_cast<int64_t>(values);
+      break;
+    case BatchOutcome::Kind::kDuplicate:
+      ++duplicate_batches_;
+      break;
+    case BatchOutcome::Kind::kRejected:
+      ++rejected_batches_;
+      break;
+    case BatchOutcome::Kind::kFailed:
+      ++failed_batches_;
+      return;  // not a commit: keep it out of the latency
+  }
+  commit_seconds_.Observe(seconds);
+}
+
+IngestStatistics IngestWriter::Statistics() const {
+  IngestStatistics s;
+  s.stored_batches = stored_batches_;
+  s.stored_values = stored_values_;
+  s.duplicate_batches = duplicate_batches_;
+  s.rejected_batches = rejected_batches_;
+  s.failed_batches = failed_batches_;
+  s.queued_values = static_cast<int64_t>(queued_values_.load());
+  s.commit_seconds = commit_seconds_.Snapshot();
+  return s;
 }
 
 void IngestWriter::Shutdown(absl::Time deadline) {

@@ -23,6 +23,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/histogram.h"
+#include "storage/metric_store.h"
 #include "storage/pg/group_commit.h"
 
 namespace metrics::storage::pg {
@@ -60,12 +62,22 @@ class IngestWriter {
   void Shutdown(absl::Time deadline);
 
   size_t queued_values() const { return queued_values_.load(); }
+  // Thread-safe.
+  IngestStatistics Statistics() const;
 
  private:
   class Lane;
+  // Counts a batch's outcome; runs on a lane thread.
+  void Count(const BatchOutcome& outcome, size_t values, double seconds);
 
   const IngestWriterOptions options_;
   std::atomic<size_t> queued_values_{0};
+  std::atomic<int64_t> stored_batches_{0};
+  std::atomic<int64_t> stored_values_{0};
+  std::atomic<int64_t> duplicate_batches_{0};
+  std::atomic<int64_t> rejected_batches_{0};
+  std::atomic<int64_t> failed_batches_{0};
+  common::Histogram commit_seconds_{common::Histogram::LatencyBounds()};
   std::atomic<bool> accepting_{true};
   std::vector<std::unique_ptr<Lane>> lanes_;
 };

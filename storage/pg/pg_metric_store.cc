@@ -256,6 +256,63 @@ absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeries(
       });
 }
 
+absl::StatusOr<std::vector<LatestValue>> PgMetricStore::LatestValuesOfActiveTrials(
+    size_t limit, absl::Time deadline) {
+  return InTransaction<std::vector<LatestValue>>(
+      pool_, "reading the latest values of active trials", deadline,
+      [&](pqxx::work& tx) -> absl::StatusOr<std::vector<LatestValue>> {
+        // The system series of active trials, by (trial, series id).
+        absl::flat_hash_map<std::pair<int32_t, int64_t>, SeriesInfo> series;
+        for (const auto& row : tx.exec_params(
+                 "SELECT s.trial_id, s.series_id, s.agent_id, s.gpu_uuid, "
+                 "s.name, s.unit FROM trials t JOIN series s "
+                 "ON s.trial_id = t.id AND s.metric_group = $1 "
+                 "WHERE t.state = 'ACTIVE'",
+                 std::string(kSystemGroup))) {
+          SeriesInfo info;
+          info.series_id = row[1].as<int64_t>();
+          info.agent_id = row[2].as<std::string>();
+          info.gpu_uuid = row[3].as<std::string>();
+          info.name = row[4].as<std::string>();
+          info.unit = row[5].as<std::string>();
+          series.emplace(std::pair(row[0].as<int32_t>(), info.series_id),
+                         std::move(info));
+        }
+        // Each agent's newest finest bucket holds the last point of every
+        // series it reported in those seconds; a series missing from it has
+        // gone quiet and is not "latest". One backward probe of the primary
+        // key (trial_id, agent_id, width_s, bucket_start) per agent.
+        std::vector<LatestValue> values;
+        for (const auto& row : tx.exec_params(
+                 "SELECT a.trial_id, r.stats FROM (SELECT DISTINCT s.trial_id, "
+                 "s.agent_id FROM trials t JOIN series s ON s.trial_id = t.id "
+                 "AND s.metric_group = $1 WHERE t.state = 'ACTIVE') a "
+                 "CROSS JOIN LATERAL (SELECT stats FROM system_rollups r "
+                 "WHERE r.trial_id = a.trial_id AND r.agent_id = a.agent_id "
+                 "AND r.width_s = $2 ORDER BY r.bucket_start DESC LIMIT 1) r",
+                 std::string(kSystemGroup), kRollupWidthsSeconds[0])) {
+          const int32_t trial_id = row[0].as<int32_t>();
+          absl::StatusOr<AgentRollup> rollup =
+              DecodeAgentRollup(DecodeByteaHex(row[1].as<std::string>()));
+          if (!rollup.ok()) return rollup.status();
+          for (const auto& [id, stats] : *rollup) {
+            auto it = series.find(std::pair(trial_id, id));
+            if (it == series.end()) continue;
+            const SeriesInfo& info = it->second;
+            values.push_back({trial_id, info.agent_id, info.gpu_uuid, info.name,
+                              info.unit, stats.last_value});
+          }
+        }
+        std::sort(values.begin(), values.end(),
+                  [](const LatestValue& a, const LatestValue& b) {
+                    return std::tie(b.trial_id, a.agent_id, a.name, a.gpu_uuid) <
+                           std::tie(a.trial_id, b.agent_id, b.name, b.gpu_uuid);
+                  });
+        if (values.size() > limit) values.resize(limit);
+        return values;
+      });
+}
+
 absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeriesOfEveryGroup(
     int32_t trial_id, absl::Time deadline) {
   return InTransaction<std::vector<SeriesInfo>>(

@@ -51,6 +51,11 @@ class PgMetricStore : public MetricStore {
                                             absl::Time deadline) override;
   absl::StatusOr<std::vector<SeriesInfo>> ListSeries(
       int32_t trial_id, bool extents, absl::Time deadline) override;
+  IngestStatistics GetIngestStatistics() const override {
+    return writer_->Statistics();
+  }
+  absl::StatusOr<std::vector<LatestValue>> LatestValuesOfActiveTrials(
+      size_t limit, absl::Time deadline) override;
   absl::StatusOr<std::vector<SeriesInfo>> ListSeriesOfEveryGroup(
       int32_t trial_id, absl::Time deadline) override;
   absl::StatusOr<std::vector<Reading>> ReadReadings(

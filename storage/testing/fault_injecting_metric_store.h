@@ -52,6 +52,13 @@ class FaultInjectingMetricStore : public MetricStore {
       int32_t trial_id, bool extents, absl::Time deadline) override {
     return base_->ListSeries(trial_id, extents, deadline);
   }
+  IngestStatistics GetIngestStatistics() const override {
+    return base_->GetIngestStatistics();
+  }
+  absl::StatusOr<std::vector<LatestValue>> LatestValuesOfActiveTrials(
+      size_t limit, absl::Time deadline) override {
+    return base_->LatestValuesOfActiveTrials(limit, deadline);
+  }
   absl::StatusOr<std::vector<SeriesInfo>> ListSeriesOfEveryGroup(
       int32_t trial_id, absl::Time deadline) override {
     return base_->ListSeriesOfEveryGroup(trial_id, deadline);
