@@ -13,6 +13,8 @@ packages=(
   postgresql postgresql-contrib postgresql-common
   docker-compose
   python3 curl
+  # promtool (in Debian's prometheus package) checks GET /metrics in the tests.
+  prometheus
 )
 
 sudo_cmd=()

@@ -48,11 +48,13 @@ FollowReactor::FollowReactor(grpc::CallbackServerContext*,
                              query::QueryEngine* engine,
                              storage::MetricStore* store,
                              BlockingExecutor* executor,
-                             query::QueryRequest request, FollowOptions options)
+                             query::QueryRequest request, FollowOptions options,
+                             ServiceFigures::OpenStream open)
     : engine_(engine),
       store_(store),
       executor_(executor),
       options_(options),
+      open_(std::move(open)),
       request_(std::move(request)) {
   subscription_ = store_->SubscribeToChanges(request_.trial_id,
                                              [this] { Schedule(); });

@@ -30,6 +30,7 @@
 #include "proto/metrics/v1/query.pb.h"
 #include "query/query_engine.h"
 #include "server/blocking_executor.h"
+#include "server/service_figures.h"
 #include "storage/metric_store.h"
 
 namespace metrics::server {
@@ -44,7 +45,7 @@ class FollowReactor
   FollowReactor(grpc::CallbackServerContext* context,
                 query::QueryEngine* engine, storage::MetricStore* store,
                 BlockingExecutor* executor, query::QueryRequest request,
-                FollowOptions options);
+                FollowOptions options, ServiceFigures::OpenStream open);
 
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
   void OnCancel() override ABSL_LOCKS_EXCLUDED(mu_);
@@ -85,6 +86,7 @@ class FollowReactor
   storage::MetricStore* const store_;
   BlockingExecutor* const executor_;
   const FollowOptions options_;
+  const ServiceFigures::OpenStream open_;
 
   // Round state: touched only by the (single) running round.
   query::QueryRequest request_;

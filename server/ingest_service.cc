@@ -10,7 +10,8 @@ namespace metrics::server {
 grpc::ServerBidiReactor<v1::StreamSystemMetricsRequest,
                         v1::StreamSystemMetricsResponse>*
 IngestService::StreamSystemMetrics(grpc::CallbackServerContext* context) {
-  return new IngestStreamReactor(context, store_, executor_, options_);
+  return new IngestStreamReactor(context, store_, executor_, options_,
+                                 figures_->OpenIngestStream());
 }
 
 grpc::ServerUnaryReactor* IngestService::ReportSystemMetrics(

@@ -15,10 +15,13 @@ namespace metrics::server {
 
 class IngestService final : public v1::IngestService::CallbackService {
  public:
-  // `store` and `executor` must outlive the service.
+  // `store`, `executor` and `figures` must outlive the service.
   IngestService(storage::MetricStore* store, BlockingExecutor* executor,
-                IngestStreamOptions options)
-      : store_(store), executor_(executor), options_(options) {}
+                IngestStreamOptions options, ServiceFigures* figures)
+      : store_(store),
+        executor_(executor),
+        options_(options),
+        figures_(figures) {}
 
   grpc::ServerBidiReactor<v1::StreamSystemMetricsRequest,
                           v1::StreamSystemMetricsResponse>*
@@ -33,6 +36,7 @@ class IngestService final : public v1::IngestService::CallbackService {
   storage::MetricStore* const store_;
   BlockingExecutor* const executor_;
   const IngestStreamOptions options_;
+  ServiceFigures* const figures_;
 };
 
 }  // namespace metrics::server

@@ -15,8 +15,13 @@ namespace metrics::server {
 IngestStreamReactor::IngestStreamReactor(grpc::CallbackServerContext* context,
                                          storage::MetricStore* store,
                                          BlockingExecutor* executor,
-                                         const IngestStreamOptions& options)
-    : context_(context), store_(store), executor_(executor), options_(options) {
+                                         const IngestStreamOptions& options,
+                                         ServiceFigures::OpenStream open)
+    : context_(context),
+      store_(store),
+      executor_(executor),
+      options_(options),
+      open_(std::move(open)) {
   absl::MutexLock lock(&mu_);
   reading_ = true;
   StartRead(&request_);  // held by gRPC until the reactor is bound

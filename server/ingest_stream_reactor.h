@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "proto/metrics/v1/ingest.pb.h"
 #include "server/blocking_executor.h"
+#include "server/service_figures.h"
 #include "storage/metric_store.h"
 
 namespace metrics::server {
@@ -42,9 +43,11 @@ class IngestStreamReactor
     : public grpc::ServerBidiReactor<v1::StreamSystemMetricsRequest,
                                      v1::StreamSystemMetricsResponse> {
  public:
+  // `open` counts the stream in /metrics while the reactor lives.
   IngestStreamReactor(grpc::CallbackServerContext* context,
                       storage::MetricStore* store, BlockingExecutor* executor,
-                      const IngestStreamOptions& options);
+                      const IngestStreamOptions& options,
+                      ServiceFigures::OpenStream open);
 
   void OnReadDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
@@ -83,6 +86,7 @@ class IngestStreamReactor
   storage::MetricStore* const store_;
   BlockingExecutor* const executor_;
   const IngestStreamOptions options_;
+  const ServiceFigures::OpenStream open_;
 
   absl::Mutex mu_;
   // Owned by gRPC between StartRead and OnReadDone.

@@ -54,6 +54,9 @@ ABSL_FLAG(int64_t, ingest_queue_values, 4000000,
           "told RESOURCE_EXHAUSTED with a retry hint (about 40 bytes each).");
 ABSL_FLAG(int, max_series_per_trial, 10000,
           "Distinct series one trial may have.");
+ABSL_FLAG(int64_t, prometheus_max_series, 10000,
+          "GET /metrics exports the latest values of at most this many "
+          "series of active trials (newest trials first).");
 ABSL_FLAG(absl::Duration, max_future, absl::Minutes(10),
           "How far ahead of the server's clock a report's time may be.");
 ABSL_FLAG(int, db_pool_size, 4,
@@ -84,6 +87,8 @@ int Run() {
   options.store.limits.max_series_per_trial =
       absl::GetFlag(FLAGS_max_series_per_trial);
   options.store.limits.max_future = absl::GetFlag(FLAGS_max_future);
+  options.prometheus_max_series =
+      static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_prometheus_max_series)));
 
   absl::StatusOr<std::unique_ptr<metrics::server::MetricsServer>> server =
       metrics::server::MetricsServer::Create(

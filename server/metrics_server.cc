@@ -15,10 +15,14 @@
 #include "common/status_macros.h"
 #include "migrations/migrator.h"
 #include "server/http_error.h"
+#include "server/metrics_page.h"
 
 namespace metrics::server {
 
 namespace {
+
+// GET /metrics reads the database once; a scrape should not hang on it.
+constexpr absl::Duration kMetricsPageTimeout = absl::Seconds(5);
 
 using migrations::MigrationLabel;
 using migrations::MigrationState;
@@ -90,13 +94,15 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   server->trial_service_ = std::make_unique<TrialService>(
       server->store_.get(), server->executor_.get());
   server->ingest_service_ = std::make_unique<IngestService>(
-      server->store_.get(), server->executor_.get(), options.ingest);
+      server->store_.get(), server->executor_.get(), options.ingest,
+      &server->figures_);
   server->query_engine_ =
       std::make_unique<query::QueryEngine>(server->store_.get(), options.query);
   server->query_service_ = std::make_unique<QueryService>(
       server->query_engine_.get(), server->store_.get(),
-      server->executor_.get(), options.follow);
+      server->executor_.get(), options.follow, &server->figures_);
 
+  server->prometheus_max_series_ = options.prometheus_max_series;
   server->legacy_service_ = std::make_unique<LegacyProfilerService>(
       server->store_.get(), &server->legacy_usage_, options.store.limits);
 
@@ -166,7 +172,25 @@ void MetricsServer::Shutdown(absl::Duration grace) {
   if (store_ != nullptr) store_->Shutdown(absl::Now() + grace);
 }
 
+HttpResponse MetricsServer::MetricsPage() const {
+  MetricsPageInput input;
+  input.ingest = store_->GetIngestStatistics();
+  input.figures = &figures_;
+  input.legacy_calls = legacy_usage_.Calls();
+  input.max_latest_series = prometheus_max_series_;
+  // One more than the cap tells whether some were left out.
+  input.latest = store_->LatestValuesOfActiveTrials(
+      prometheus_max_series_ + 1, absl::Now() + kMetricsPageTimeout);
+  HttpResponse response;
+  response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  response.body = RenderMetricsPage(input);
+  return response;
+}
+
 HttpResponse MetricsServer::HandleHttp(const HttpRequest& request) const {
+  if (request.path == "/metrics" && request.method == "GET") {
+    return MetricsPage();
+  }
   if (request.path == "/healthz") {
     if (request.method != "GET" && request.method != "HEAD") {
       HttpResponse response = ErrorResponse(

@@ -30,6 +30,7 @@
 #include "server/query_service.h"
 #include "server/rest_gateway.h"
 #include "server/server_options.h"
+#include "server/service_figures.h"
 #include "server/trial_service.h"
 #include "storage/pg/pg_metric_store.h"
 
@@ -63,8 +64,11 @@ class MetricsServer {
   MetricsServer() = default;
 
   HttpResponse HandleHttp(const HttpRequest& request) const;
+  // GET /metrics; blocks on one database read.
+  HttpResponse MetricsPage() const;
 
   std::unique_ptr<storage::MetricStore> store_;
+  ServiceFigures figures_;
   std::unique_ptr<BlockingExecutor> executor_;
   std::unique_ptr<TrialService> trial_service_;
   std::unique_ptr<IngestService> ingest_service_;
@@ -76,6 +80,7 @@ class MetricsServer {
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<HttpServer> http_;
   int grpc_port_ = 0;
+  size_t prometheus_max_series_ = 0;
   std::atomic<bool> serving_{false};
   bool shut_down_ = false;
 };

@@ -9,14 +9,19 @@ namespace metrics::server {
 namespace {
 
 // Posts `work` (returning absl::Status) to the executor and finishes the
-// call with its status.
+// call with its status; `latency` gets the time from the call's start.
 template <typename Work>
 grpc::ServerUnaryReactor* RunOnExecutor(grpc::CallbackServerContext* context,
-                                        BlockingExecutor* executor, Work work) {
+                                        BlockingExecutor* executor,
+                                        common::Histogram& latency, Work work) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const absl::Time deadline = CallDeadline(*context);
-  if (!executor->Post([reactor, deadline, work = std::move(work)]() {
-        reactor->Finish(common::ToGrpcStatus(work(deadline)));
+  const absl::Time start = absl::Now();
+  if (!executor->Post([reactor, deadline, start, &latency,
+                       work = std::move(work)]() {
+        const absl::Status status = work(deadline);
+        latency.Observe(absl::ToDoubleSeconds(absl::Now() - start));
+        reactor->Finish(common::ToGrpcStatus(status));
       })) {
     reactor->Finish(common::ToGrpcStatus(
         absl::ResourceExhaustedError("the server is busy; retry later")));
@@ -30,7 +35,7 @@ grpc::ServerUnaryReactor* QueryService::ListSeries(
     grpc::CallbackServerContext* context, const v1::ListSeriesRequest* request,
     v1::ListSeriesResponse* response) {
   return RunOnExecutor(
-      context, executor_,
+      context, executor_, figures_->list_series_seconds(),
       [engine = engine_, trial = request->trial_id(),
        response](absl::Time deadline) -> absl::Status {
         absl::StatusOr<std::vector<storage::SeriesInfo>> series =
@@ -47,7 +52,7 @@ grpc::ServerUnaryReactor* QueryService::QuerySeries(
     grpc::CallbackServerContext* context,
     const v1::QuerySeriesRequest* request, v1::QuerySeriesResponse* response) {
   return RunOnExecutor(
-      context, executor_,
+      context, executor_, figures_->query_series_seconds(),
       [engine = engine_, query = QueryFromProto(*request),
        response](absl::Time deadline) -> absl::Status {
         absl::StatusOr<query::QueryResult> result =
@@ -62,7 +67,8 @@ grpc::ServerWriteReactor<v1::QuerySeriesResponse>* QueryService::FollowSeries(
     grpc::CallbackServerContext* context,
     const v1::QuerySeriesRequest* request) {
   return new FollowReactor(context, engine_, store_, executor_,
-                           QueryFromProto(*request), follow_);
+                           QueryFromProto(*request), follow_,
+                           figures_->OpenFollowStream());
 }
 
 }  // namespace metrics::server

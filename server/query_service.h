@@ -14,10 +14,15 @@ namespace metrics::server {
 
 class QueryService final : public v1::QueryService::CallbackService {
  public:
-  // `engine`, `store` and `executor` must outlive the service.
+  // `engine`, `store`, `executor` and `figures` must outlive the service.
   QueryService(query::QueryEngine* engine, storage::MetricStore* store,
-               BlockingExecutor* executor, FollowOptions follow)
-      : engine_(engine), store_(store), executor_(executor), follow_(follow) {}
+               BlockingExecutor* executor, FollowOptions follow,
+               ServiceFigures* figures)
+      : engine_(engine),
+        store_(store),
+        executor_(executor),
+        follow_(follow),
+        figures_(figures) {}
 
   grpc::ServerUnaryReactor* ListSeries(grpc::CallbackServerContext* context,
                                        const v1::ListSeriesRequest* request,
@@ -35,6 +40,7 @@ class QueryService final : public v1::QueryService::CallbackService {
   storage::MetricStore* const store_;
   BlockingExecutor* const executor_;
   const FollowOptions follow_;
+  ServiceFigures* const figures_;
 };
 
 }  // namespace metrics::server

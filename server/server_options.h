@@ -41,6 +41,9 @@ struct ServerOptions {
   size_t executor_queue = 1000;
   // Largest gRPC message accepted (a batch of thousands of reports fits).
   int max_message_bytes = 32 << 20;
+  // GET /metrics exports the latest values of at most this many series of
+  // active trials (newest trials first), to bound Prometheus' cardinality.
+  size_t prometheus_max_series = 10000;
   // Memory gRPC may use for calls in progress before it pushes back.
   size_t grpc_memory_bytes = size_t{1} << 30;
   // Tests only: wraps the store (e.g. in a FaultInjectingMetricStore).

@@ -1,0 +1,127 @@
+#include "server/metrics_page.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "server/prometheus_text.h"
+
+namespace metrics::server {
+
+PrometheusSeriesName TrialSeriesName(absl::string_view name,
+                                     absl::string_view unit) {
+  const std::string base = absl::StrCat("profiler_", PrometheusName(name));
+  if (unit == "percent") return {absl::StrCat(base, "_ratio"), 0.01};
+  if (unit == "bytes") return {absl::StrCat(base, "_bytes"), 1};
+  if (unit == "bytes/s") return {absl::StrCat(base, "_bytes_per_second"), 1};
+  return {base, 1};
+}
+
+namespace {
+
+void WriteServiceFigures(const MetricsPageInput& in, PrometheusText& out) {
+  const storage::IngestStatistics& s = in.ingest;
+  out.Family("metricsd_ingested_samples_total", "counter",
+             "Values stored by ingest since the server started.");
+  out.Sample("metricsd_ingested_samples_total", {}, double(s.stored_values));
+  out.Family("metricsd_ingested_batches_total", "counter",
+             "Batches by outcome: stored, duplicate (already stored), "
+             "rejected (bad content), failed (not committed; to be resent).");
+  out.Sample("metricsd_ingested_batches_total", {{"outcome", "stored"}},
+             double(s.stored_batches));
+  out.Sample("metricsd_ingested_batches_total", {{"outcome", "duplicate"}},
+             double(s.duplicate_batches));
+  out.Sample("metricsd_ingested_batches_total", {{"outcome", "rejected"}},
+             double(s.rejected_batches));
+  out.Sample("metricsd_ingested_batches_total", {{"outcome", "failed"}},
+             double(s.failed_batches));
+  out.Family("metricsd_batch_commit_seconds", "histogram",
+             "From a batch's arrival to the end of its transaction.");
+  out.Histogram("metricsd_batch_commit_seconds", {}, s.commit_seconds);
+  out.Family("metricsd_ingest_queue_values", "gauge",
+             "Values waiting for the database writer.");
+  out.Sample("metricsd_ingest_queue_values", {}, double(s.queued_values));
+
+  out.Family("metricsd_open_streams", "gauge", "Streaming calls open now.");
+  out.Sample("metricsd_open_streams", {{"rpc", "StreamSystemMetrics"}},
+             double(in.figures->ingest_streams()));
+  out.Sample("metricsd_open_streams", {{"rpc", "FollowSeries"}},
+             double(in.figures->follow_streams()));
+  out.Family("metricsd_query_seconds", "histogram",
+             "Latency of the unary query calls, by RPC.");
+  out.Histogram("metricsd_query_seconds", {{"rpc", "QuerySeries"}},
+                in.figures->query_series_seconds().Snapshot());
+  out.Histogram("metricsd_query_seconds", {{"rpc", "ListSeries"}},
+                in.figures->list_series_seconds().Snapshot());
+
+  out.Family("metricsd_legacy_calls_total", "counter",
+             "Calls of the deprecated profiler API, by method.");
+  for (const auto& [method, calls] : in.legacy_calls) {
+    out.Sample("metricsd_legacy_calls_total", {{"method", method}},
+               double(calls));
+  }
+}
+
+void WriteLatest(const MetricsPageInput& in, PrometheusText& out) {
+  out.Family("metricsd_latest_values_up", "gauge",
+             "1 when the latest values of active trials could be read.");
+  out.Sample("metricsd_latest_values_up", {}, in.latest.ok() ? 1 : 0);
+  if (!in.latest.ok()) return;
+  const size_t exported = std::min(in.latest->size(), in.max_latest_series);
+  out.Family("metricsd_latest_series", "gauge",
+             "Series of active trials exported below.");
+  out.Sample("metricsd_latest_series", {}, double(exported));
+  out.Family("metricsd_latest_series_truncated", "gauge",
+             "1 when active trials have more series than the cap "
+             "(--prometheus-max-series) and some were left out.");
+  out.Sample("metricsd_latest_series_truncated", {},
+             in.latest->size() > in.max_latest_series ? 1 : 0);
+
+  // A family's samples must be together: sort by exported name.
+  struct Row {
+    PrometheusSeriesName metric;
+    const storage::LatestValue* value;
+  };
+  std::vector<Row> rows;
+  for (size_t i = 0; i < exported; ++i) {
+    const storage::LatestValue& v = (*in.latest)[i];
+    rows.push_back({TrialSeriesName(v.name, v.unit), &v});
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    return a.metric.name < b.metric.name;
+  });
+  // Two names can map to one metric ("a.b", "a_b"): keep one sample per
+  // label set, as the format requires.
+  std::set<std::tuple<std::string, int32_t, std::string, std::string>> seen;
+  const std::string* family = nullptr;
+  for (const Row& row : rows) {
+    const storage::LatestValue& v = *row.value;
+    if (!seen.emplace(row.metric.name, v.trial_id, v.agent_id, v.gpu_uuid)
+             .second) {
+      continue;
+    }
+    if (family == nullptr || *family != row.metric.name) {
+      out.Family(row.metric.name, "gauge",
+                 absl::StrCat("Latest ", v.name, " (", v.unit,
+                              ") of active trials."));
+      family = &row.metric.name;
+    }
+    const std::string trial = absl::StrCat(v.trial_id);
+    out.Sample(row.metric.name,
+               {{"trial_id", trial}, {"agent_id", v.agent_id},
+                {"gpu_uuid", v.gpu_uuid}},
+               v.value * row.metric.scale);
+  }
+}
+
+}  // namespace
+
+std::string RenderMetricsPage(const MetricsPageInput& input) {
+  PrometheusText out;
+  WriteServiceFigures(input, out);
+  WriteLatest(input, out);
+  return out.Take();
+}
+
+}  // namespace metrics::server

@@ -1,0 +1,47 @@
+// GET /metrics: the service's own figures and the latest system metrics of
+// active trials, in the Prometheus text format.
+//
+// Names: the service's figures are metricsd_*; a trial's series are
+// profiler_<name> with a unit suffix (percent becomes _ratio, divided by
+// 100; bytes _bytes; bytes/s _bytes_per_second; other units none), labelled
+// trial_id, agent_id and gpu_uuid.
+//
+// Thread-safety: thread-safe (pure function of its inputs).
+#ifndef METRICS_SERVER_METRICS_PAGE_H_
+#define METRICS_SERVER_METRICS_PAGE_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/service_figures.h"
+#include "storage/metric_store.h"
+
+namespace metrics::server {
+
+struct MetricsPageInput {
+  storage::IngestStatistics ingest;
+  const ServiceFigures* figures = nullptr;
+  std::map<std::string, int64_t> legacy_calls;
+  // The latest values, or why they could not be read.
+  absl::StatusOr<std::vector<storage::LatestValue>> latest;
+  // The cap on exported trial series; `latest` may hold one more, which
+  // means some were left out.
+  size_t max_latest_series = 0;
+};
+
+std::string RenderMetricsPage(const MetricsPageInput& input);
+
+// The Prometheus name and scale of a trial series (exposed for tests and
+// the Grafana dashboard's check).
+struct PrometheusSeriesName {
+  std::string name;
+  double scale = 1;
+};
+PrometheusSeriesName TrialSeriesName(absl::string_view name,
+                                     absl::string_view unit);
+
+}  // namespace metrics::server
+
+#endif  // METRICS_SERVER_METRICS_PAGE_H_

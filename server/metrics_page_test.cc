@@ -1,0 +1,181 @@
+// GET /metrics of the real server in-process: the service's own figures and
+// the latest values of active trials in valid Prometheus text (checked by
+// promtool, from Debian's prometheus package), with the cardinality cap.
+#include "server/metrics_page.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/metrics/v1/ingest.grpc.pb.h"
+#include "proto/metrics/v1/query.grpc.pb.h"
+#include "proto/metrics/v1/trials.grpc.pb.h"
+#include "tests/testing/http_client.h"
+#include "tests/testing/test_server.h"
+
+namespace metrics::server {
+namespace {
+
+using ::metrics::testing::HttpCall;
+using ::metrics::testing::HttpResult;
+using ::metrics::testing::TestServer;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class MetricsPageTest : public ::testing::Test {
+ protected:
+  void Start(ServerOptions options = ServerOptions()) {
+    ASSERT_OK_AND_ASSIGN(server_, TestServer::Start(options));
+  }
+
+  void CreateTrial(int32_t id) {
+    auto stub = v1::TrialService::NewStub(server_->Channel());
+    grpc::ClientContext context;
+    v1::CreateTrialRequest request;
+    request.set_id(id);
+    v1::Trial trial;
+    ASSERT_TRUE(stub->CreateTrial(&context, request, &trial).ok());
+  }
+
+  void EndTrial(int32_t id) {
+    auto stub = v1::TrialService::NewStub(server_->Channel());
+    grpc::ClientContext context;
+    v1::UpdateTrialRequest request;
+    request.set_trial_id(id);
+    request.set_state(v1::Trial::COMPLETED);
+    v1::Trial trial;
+    ASSERT_TRUE(stub->UpdateTrial(&context, request, &trial).ok());
+  }
+
+  // One report of the given (name, gpu, unit, value) series at `time`.
+  void Report(int32_t trial, absl::Time time,
+              std::vector<std::tuple<std::string, std::string, std::string,
+                                     double>> values) {
+    v1::ReportSystemMetricsRequest request;
+    v1::SystemMetricsBatch* batch = request.mutable_batch();
+    batch->set_trial_id(trial);
+    batch->set_agent_id("host-a");
+    v1::SystemMetricsReport* report = batch->add_reports();
+    report->mutable_time()->set_seconds(absl::ToUnixSeconds(time));
+    for (const auto& [name, gpu, unit, value] : values) {
+      v1::SeriesDeclaration* d = batch->add_series();
+      d->set_name(name);
+      d->set_gpu_uuid(gpu);
+      d->set_unit(unit);
+      report->add_series(batch->series_size() - 1);
+      report->add_values(value);
+    }
+    auto stub = v1::IngestService::NewStub(server_->Channel());
+    grpc::ClientContext context;
+    v1::ReportSystemMetricsResponse response;
+    const grpc::Status status =
+        stub->ReportSystemMetrics(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+
+  std::string Scrape() {
+    absl::StatusOr<HttpResult> r = HttpCall(server_->http_port(), "GET", "/metrics");
+    EXPECT_OK(r);
+    if (!r.ok()) return "";
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->headers["content-type"],
+              "text/plain; version=0.0.4; charset=utf-8");
+    return r->body;
+  }
+
+  std::unique_ptr<TestServer> server_;
+};
+
+// promtool's verdict on `text`: its output, "" when it has nothing to say.
+std::string Promtool(const std::string& text) {
+  const std::string path =
+      absl::StrCat(::testing::TempDir(), "/metrics_", getpid(), ".txt");
+  std::ofstream(path) << text;
+  FILE* p = popen(absl::StrCat("promtool check metrics < ", path, " 2>&1").c_str(),
+                  "r");
+  std::string out;
+  char buffer[4096];
+  while (p != nullptr && fgets(buffer, sizeof buffer, p) != nullptr) out += buffer;
+  const int code = p == nullptr ? -1 : pclose(p);
+  std::remove(path.c_str());
+  return code == 0 ? out : absl::StrCat("exit ", code, ": ", out);
+}
+
+TEST_F(MetricsPageTest, ServiceFiguresAndLatestValuesOfActiveTrials) {
+  Start();
+  CreateTrial(1);
+  CreateTrial(2);
+  const absl::Time t = absl::Now() - absl::Minutes(5);
+  Report(1, t, {{"gpu_util", "GPU-0", "percent", 10},
+                {"memory_free", "", "bytes", 1000}});
+  // The newest value is the one exported.
+  Report(1, t + absl::Seconds(1),
+         {{"gpu_util", "GPU-0", "percent", 50},
+          {"net_throughput_sent", "", "bytes/s", 125},
+          {"tokens.per-second", "", "tokens/s", 7}});
+  Report(2, t, {{"gpu_util", "GPU-0", "percent", 99}});
+  EndTrial(2);
+  {
+    auto stub = v1::QueryService::NewStub(server_->Channel());
+    grpc::ClientContext context;
+    v1::QuerySeriesRequest request;
+    request.set_trial_id(1);
+    v1::QuerySeriesResponse response;
+    ASSERT_TRUE(stub->QuerySeries(&context, request, &response).ok());
+  }
+
+  const std::string text = Scrape();
+  EXPECT_EQ(Promtool(text), "");
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_ingested_samples_total 6\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_ingested_batches_total{outcome=\"stored\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_batch_commit_seconds_count 3\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_query_seconds_count{rpc=\"QuerySeries\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_open_streams{rpc=\"StreamSystemMetrics\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_ingest_queue_values 0\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE metricsd_legacy_calls_total counter\n"));
+  EXPECT_THAT(text, HasSubstr(
+      "\nprofiler_gpu_util_ratio{trial_id=\"1\",agent_id=\"host-a\","
+      "gpu_uuid=\"GPU-0\"} 0.5\n"));
+  EXPECT_THAT(text, HasSubstr(
+      "\nprofiler_memory_free_bytes{trial_id=\"1\",agent_id=\"host-a\","
+      "gpu_uuid=\"\"} 1000\n"));
+  EXPECT_THAT(text, HasSubstr(
+      "\nprofiler_net_throughput_sent_bytes_per_second{trial_id=\"1\","
+      "agent_id=\"host-a\",gpu_uuid=\"\"} 125\n"));
+  EXPECT_THAT(text, HasSubstr("\nprofiler_tokens_per_second{trial_id=\"1\""));
+  EXPECT_THAT(text, Not(HasSubstr("trial_id=\"2\"")));  // trial 2 ended
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_latest_series 4\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_latest_series_truncated 0\n"));
+}
+
+TEST_F(MetricsPageTest, CapBoundsTheExportedSeries) {
+  ServerOptions options;
+  options.prometheus_max_series = 2;
+  Start(options);
+  CreateTrial(1);
+  Report(1, absl::Now() - absl::Minutes(1),
+         {{"alpha", "", "u", 1}, {"beta", "", "u", 2}, {"gamma", "", "u", 3}});
+  const std::string text = Scrape();
+  EXPECT_EQ(Promtool(text), "");
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_latest_series 2\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_latest_series_truncated 1\n"));
+  EXPECT_THAT(text, HasSubstr("\nprofiler_alpha{"));
+  EXPECT_THAT(text, Not(HasSubstr("\nprofiler_gamma{")));
+}
+
+TEST(TrialSeriesNameTest, UnitsBecomePrometheusSuffixes) {
+  EXPECT_EQ(TrialSeriesName("gpu_util", "percent").name, "profiler_gpu_util_ratio");
+  EXPECT_EQ(TrialSeriesName("gpu_util", "percent").scale, 0.01);
+  EXPECT_EQ(TrialSeriesName("memory_free", "bytes").name, "profiler_memory_free_bytes");
+  EXPECT_EQ(TrialSeriesName("disk_throughput_read", "bytes/s").name,
+            "profiler_disk_throughput_read_bytes_per_second");
+  EXPECT_EQ(TrialSeriesName("disk_iops", "operations/s").name, "profiler_disk_iops");
+  EXPECT_EQ(TrialSeriesName("9lives.x", "").name, "profiler__9lives_x");
+}
+
+}  // namespace
+}  // namespace metrics::server
