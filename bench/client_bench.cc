@@ -26,9 +26,9 @@
 #include "absl/time/clock.h"
 #include "client/reporter.h"
 #include "proto/metrics/v1/ingest.pb.h"
-#include "proto/metrics/v1/trials.grpc.pb.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
+#include "tests/testing/trials.h"
 
 ABSL_FLAG(int, reports, 40000, "Reports recorded (each 25 values).");
 ABSL_FLAG(absl::Duration, agent_time, absl::Seconds(20),
@@ -215,17 +215,11 @@ int Run() {
   }
   const std::string target =
       absl::StrCat("127.0.0.1:", line->substr(line->rfind(':') + 1));
-  {
-    auto trials = v1::TrialService::NewStub(
-        grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
-    grpc::ClientContext context;
-    v1::CreateTrialRequest request;
-    request.set_id(1);
-    v1::Trial trial;
-    if (!trials->CreateTrial(&context, request, &trial).ok()) {
-      std::cerr << "cannot create trial 1\n";
-      return 1;
-    }
+  if (absl::Status s = testing::CreateTrial(
+          grpc::CreateChannel(target, grpc::InsecureChannelCredentials()), 1);
+      !s.ok()) {
+    std::cerr << "cannot create trial 1: " << s << "\n";
+    return 1;
   }
 
   const int reports = absl::GetFlag(FLAGS_reports);

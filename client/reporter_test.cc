@@ -12,9 +12,9 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "proto/metrics/v1/trials.grpc.pb.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/test_server.h"
+#include "tests/testing/trials.h"
 
 namespace metrics::client {
 namespace {
@@ -37,22 +37,10 @@ class ReporterTest : public ::testing::Test {
   static void TearDownTestSuite() { delete server_; }
 
   void CreateTrial(int32_t id) {
-    auto stub = v1::TrialService::NewStub(server_->Channel());
-    grpc::ClientContext context;
-    v1::CreateTrialRequest request;
-    request.set_id(id);
-    v1::Trial trial;
-    ASSERT_TRUE(stub->CreateTrial(&context, request, &trial).ok());
+    ASSERT_OK(testing::CreateTrial(server_->Channel(), id));
   }
-
   void EndTrial(int32_t id) {
-    auto stub = v1::TrialService::NewStub(server_->Channel());
-    grpc::ClientContext context;
-    v1::UpdateTrialRequest request;
-    request.set_trial_id(id);
-    request.set_state(v1::Trial::COMPLETED);
-    v1::Trial trial;
-    ASSERT_TRUE(stub->UpdateTrial(&context, request, &trial).ok());
+    ASSERT_OK(testing::CompleteTrial(server_->Channel(), id));
   }
 
   static ReporterOptions Options(int32_t trial, std::string address = "") {
@@ -171,6 +159,36 @@ TEST_F(ReporterTest, EndedTrialStopsTheReporter) {
               StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_EQ(reporter->stats().rejected, 1);
   EXPECT_EQ(StoredValues(4), 1);
+}
+
+TEST_F(ReporterTest, AStreamIdInUseElsewhereStopsTheNewcomer) {
+  CreateTrial(8);
+  ReporterOptions options = Options(8);
+  options.stream_id = "shared-stream";
+  ASSERT_OK_AND_ASSIGN(auto first, Reporter::Create(options));
+  ASSERT_OK(first->Record(kStart, {{"memory_free", 1, "bytes"}}));
+  ASSERT_OK(first->Flush(absl::Now() + absl::Seconds(30)));
+  ASSERT_OK(first->Shutdown(absl::Now() + absl::Seconds(5)));
+  // The server has batch 1 of the stream; a new reporter's batch 1 would be
+  // skipped as a duplicate and lost, so it refuses to go on.
+  ASSERT_OK_AND_ASSIGN(auto second, Reporter::Create(options));
+  ASSERT_OK(second->Record(kStart + absl::Seconds(1), {{"memory_free", 2, "bytes"}}));
+  EXPECT_THAT(second->Flush(absl::Now() + absl::Seconds(30)),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("another client uses the stream id")));
+  EXPECT_EQ(StoredValues(8), 1);
+}
+
+TEST_F(ReporterTest, NewSeriesPastTheCapAreRefused) {
+  ReporterOptions options = Options(9, kUnreachable);
+  options.max_series = 2;
+  ASSERT_OK_AND_ASSIGN(auto reporter, Reporter::Create(options));
+  ASSERT_OK(reporter->Record(kStart, {{"a", 1, "u"}, {"b", 1, "u"}}));
+  EXPECT_THAT(reporter->Record(kStart, {{"a", 2, "u"}, {"c", 1, "u"}}),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("series \"c\"")));
+  EXPECT_OK(reporter->Record(kStart, {{"b", 2, "u"}}));  // known ones go on
+  EXPECT_EQ(reporter->stats().recorded, 3);
 }
 
 TEST_F(ReporterTest, BadValuesAreRefusedWholeAtRecord) {

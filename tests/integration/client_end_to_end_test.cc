@@ -21,10 +21,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/metrics/v1/query.grpc.pb.h"
-#include "proto/metrics/v1/trials.grpc.pb.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
+#include "tests/testing/trials.h"
 
 namespace metrics::testing {
 namespace {
@@ -77,17 +77,11 @@ class ClientEndToEndTest : public ::testing::Test {
     return bound;
   }
 
-  void CreateTrial(int32_t id) {
-    auto stub = v1::TrialService::NewStub(
-        grpc::CreateChannel(target_, grpc::InsecureChannelCredentials()));
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    v1::CreateTrialRequest request;
-    request.set_id(id);
-    v1::Trial trial;
-    const grpc::Status status = stub->CreateTrial(&context, request, &trial);
-    ASSERT_TRUE(status.ok()) << status.error_message();
+  std::shared_ptr<grpc::Channel> Channel() const {
+    return grpc::CreateChannel(target_, grpc::InsecureChannelCredentials());
   }
+
+  void CreateTrial(int32_t id) { ASSERT_OK(testing::CreateTrial(Channel(), id)); }
 
   ReporterOptions Options(int32_t trial, int port) {
     ReporterOptions o;
@@ -334,16 +328,7 @@ TEST_F(ClientEndToEndTest, AgentWithoutNvmlSaysSoAndStopsWhenTheTrialEnds) {
          absl::Now() < give_up) {
     absl::SleepFor(absl::Milliseconds(50));
   }
-  {
-    auto stub = v1::TrialService::NewStub(
-        grpc::CreateChannel(target_, grpc::InsecureChannelCredentials()));
-    grpc::ClientContext context;
-    v1::UpdateTrialRequest request;
-    request.set_trial_id(5);
-    request.set_state(v1::Trial::COMPLETED);
-    v1::Trial trial;
-    ASSERT_TRUE(stub->UpdateTrial(&context, request, &trial).ok());
-  }
+  ASSERT_OK(CompleteTrial(Channel(), 5));
   ASSERT_OK_AND_ASSIGN(int code, agent->Wait(absl::Seconds(30)));
   EXPECT_EQ(code, 0) << agent->stderr_text();
   EXPECT_THAT(agent->stderr_text(), HasSubstr("COMPLETED"));

@@ -1,0 +1,27 @@
+// Registering and ending trials over TrialService, for tests and
+// benchmarks that need a trial to send metrics to.
+//
+// Thread-safety: thread-safe (each call makes its own RPC).
+#ifndef METRICS_TESTS_TESTING_TRIALS_H_
+#define METRICS_TESTS_TESTING_TRIALS_H_
+
+#include <grpcpp/channel.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+
+namespace metrics::testing {
+
+// CreateTrial(id) with a 30 s deadline; the call's status.
+absl::Status CreateTrial(const std::shared_ptr<grpc::Channel>& channel,
+                         int32_t id);
+
+// UpdateTrial(id, COMPLETED) with a 30 s deadline; the call's status.
+absl::Status CompleteTrial(const std::shared_ptr<grpc::Channel>& channel,
+                           int32_t id);
+
+}  // namespace metrics::testing
+
+#endif  // METRICS_TESTS_TESTING_TRIALS_H_
