@@ -13,9 +13,9 @@
 #include "gtest/gtest.h"
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "proto/metrics/v1/query.grpc.pb.h"
-#include "proto/metrics/v1/trials.grpc.pb.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/test_server.h"
+#include "tests/testing/trials.h"
 
 namespace metrics::server {
 namespace {
@@ -33,29 +33,22 @@ class MetricsPageTest : public ::testing::Test {
   }
 
   void CreateTrial(int32_t id) {
-    auto stub = v1::TrialService::NewStub(server_->Channel());
-    grpc::ClientContext context;
-    v1::CreateTrialRequest request;
-    request.set_id(id);
-    v1::Trial trial;
-    ASSERT_TRUE(stub->CreateTrial(&context, request, &trial).ok());
+    ASSERT_OK(testing::CreateTrial(server_->Channel(), id));
   }
-
   void EndTrial(int32_t id) {
-    auto stub = v1::TrialService::NewStub(server_->Channel());
-    grpc::ClientContext context;
-    v1::UpdateTrialRequest request;
-    request.set_trial_id(id);
-    request.set_state(v1::Trial::COMPLETED);
-    v1::Trial trial;
-    ASSERT_TRUE(stub->UpdateTrial(&context, request, &trial).ok());
+    ASSERT_OK(testing::CompleteTrial(server_->Channel(), id));
   }
 
-  // One report of the given (name, gpu, unit, value) series at `time`.
-  void Report(int32_t trial, absl::Time time,
-              std::vector<std::tuple<std::string, std::string, std::string,
-                                     double>> values) {
+  // One report of the given (name, gpu, unit, value) series at `time`;
+  // with a stream id, as that stream's batch `sequence`. The call's status.
+  grpc::Status TryReport(
+      int32_t trial, absl::Time time,
+      std::vector<std::tuple<std::string, std::string, std::string, double>>
+          values,
+      const std::string& stream_id = "", int64_t sequence = 0) {
     v1::ReportSystemMetricsRequest request;
+    request.set_stream_id(stream_id);
+    request.mutable_batch()->set_sequence(sequence);
     v1::SystemMetricsBatch* batch = request.mutable_batch();
     batch->set_trial_id(trial);
     batch->set_agent_id("host-a");
@@ -72,8 +65,13 @@ class MetricsPageTest : public ::testing::Test {
     auto stub = v1::IngestService::NewStub(server_->Channel());
     grpc::ClientContext context;
     v1::ReportSystemMetricsResponse response;
-    const grpc::Status status =
-        stub->ReportSystemMetrics(&context, request, &response);
+    return stub->ReportSystemMetrics(&context, request, &response);
+  }
+
+  void Report(int32_t trial, absl::Time time,
+              std::vector<std::tuple<std::string, std::string, std::string,
+                                     double>> values) {
+    const grpc::Status status = TryReport(trial, time, std::move(values));
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
 
@@ -165,6 +163,58 @@ TEST_F(MetricsPageTest, CapBoundsTheExportedSeries) {
   EXPECT_THAT(text, HasSubstr("\nmetricsd_latest_series_truncated 1\n"));
   EXPECT_THAT(text, HasSubstr("\nprofiler_alpha{"));
   EXPECT_THAT(text, Not(HasSubstr("\nprofiler_gamma{")));
+}
+
+TEST_F(MetricsPageTest, BatchOutcomesOpenStreamsAndMethods) {
+  Start();
+  CreateTrial(1);
+  const absl::Time t = absl::Now() - absl::Minutes(5);
+  ASSERT_TRUE(TryReport(1, t, {{"temp", "", "celsius", 40}}, "s-1", 1).ok());
+  ASSERT_TRUE(TryReport(1, t, {{"temp", "", "celsius", 40}}, "s-1", 1).ok());
+  // A series keeps its unit: refused.
+  EXPECT_EQ(TryReport(1, t, {{"temp", "", "kelvin", 313}}).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  // A follow stream, open while the page is read.
+  auto stub = v1::QueryService::NewStub(server_->Channel());
+  grpc::ClientContext follow;
+  v1::QuerySeriesRequest request;
+  request.set_trial_id(1);
+  auto reader = stub->FollowSeries(&follow, request);
+  v1::QuerySeriesResponse first;
+  ASSERT_TRUE(reader->Read(&first));
+
+  const std::string text = Scrape();
+  EXPECT_EQ(Promtool(text), "");
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_ingested_batches_total{outcome=\"stored\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_ingested_batches_total{outcome=\"duplicate\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_ingested_batches_total{outcome=\"rejected\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_ingested_samples_total 1\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_open_streams{rpc=\"FollowSeries\"} 1\n"));
+  follow.TryCancel();
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+
+  absl::StatusOr<HttpResult> post =
+      HttpCall(server_->http_port(), "POST", "/metrics");
+  ASSERT_OK(post);
+  EXPECT_EQ(post->status, 405);
+  EXPECT_EQ(post->headers["allow"], "GET, HEAD");
+}
+
+TEST(RenderMetricsPageTest, LegacyCallsAndAnUnreadableDatabase) {
+  ServiceFigures figures;
+  MetricsPageInput input;
+  input.figures = &figures;
+  input.legacy_calls = {{"GetTrialProfilerMetrics", 3},
+                        {"PostTrialProfilerMetricsBatch", 2}};
+  input.latest = absl::UnavailableError("database down");
+  input.max_latest_series = 10;
+  const std::string text = RenderMetricsPage(input);
+  EXPECT_EQ(Promtool(text), "");
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_legacy_calls_total{method=\"GetTrialProfilerMetrics\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_legacy_calls_total{method=\"PostTrialProfilerMetricsBatch\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_latest_values_up 0\n"));
+  EXPECT_THAT(text, Not(HasSubstr("profiler_")));
 }
 
 TEST(TrialSeriesNameTest, UnitsBecomePrometheusSuffixes) {

@@ -188,18 +188,18 @@ HttpResponse MetricsServer::MetricsPage() const {
 }
 
 HttpResponse MetricsServer::HandleHttp(const HttpRequest& request) const {
-  if (request.path == "/metrics" && request.method == "GET") {
-    return MetricsPage();
+  const bool get = request.method == "GET" || request.method == "HEAD";
+  if ((request.path == "/metrics" || request.path == "/healthz") && !get) {
+    HttpResponse response = ErrorResponse(
+        absl::UnimplementedError(absl::StrCat("method ", request.method,
+                                              " is not allowed on ",
+                                              request.path)),
+        405);
+    response.headers.emplace_back("Allow", "GET, HEAD");
+    return response;
   }
+  if (request.path == "/metrics") return MetricsPage();
   if (request.path == "/healthz") {
-    if (request.method != "GET" && request.method != "HEAD") {
-      HttpResponse response = ErrorResponse(
-          absl::UnimplementedError(absl::StrCat(
-              "method ", request.method, " is not allowed on /healthz")),
-          405);
-      response.headers.emplace_back("Allow", "GET, HEAD");
-      return response;
-    }
     HttpResponse response;
     const bool serving = serving_;
     response.status = serving ? 200 : 503;
