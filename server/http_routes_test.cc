@@ -44,9 +44,11 @@ std::string MethodOf(const RouteTable& routes, absl::string_view verb,
 
 TEST(HttpRoutesTest, EveryAnnotatedMethodHasItsDesignedPath) {
   const RouteTable routes = Routes();
-  EXPECT_EQ(routes.routes().size(), 10u);  // all but the bidirectional stream
+  EXPECT_EQ(routes.routes().size(), 11u);  // all but the bidirectional stream
   EXPECT_EQ(MethodOf(routes, "POST", "/api/v1/trials"),
             "metrics.v1.TrialService.CreateTrial");
+  EXPECT_EQ(MethodOf(routes, "GET", "/api/v1/trials"),
+            "metrics.v1.TrialService.ListTrials");
   EXPECT_EQ(MethodOf(routes, "GET", "/api/v1/trials/7"),
             "metrics.v1.TrialService.GetTrial");
   EXPECT_EQ(MethodOf(routes, "PATCH", "/api/v1/trials/7"),

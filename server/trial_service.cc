@@ -3,6 +3,7 @@
 #include <functional>
 #include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "server/proto_convert.h"
@@ -11,25 +12,36 @@ namespace metrics::server {
 
 namespace {
 
-// Runs `work` (returning StatusOr<Trial>) on the executor and finishes the
-// call with its result.
+// Runs `work` (taking the deadline, filling the response and returning a
+// Status) on the executor and finishes the call with its status.
 template <typename Work>
-grpc::ServerUnaryReactor* RunTrialCall(grpc::CallbackServerContext* context,
-                                       BlockingExecutor* executor,
-                                       v1::Trial* response, Work work) {
+grpc::ServerUnaryReactor* RunOnExecutor(grpc::CallbackServerContext* context,
+                                        BlockingExecutor* executor, Work work) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const absl::Time deadline = CallDeadline(*context);
   const bool posted =
-      executor->Post([reactor, response, deadline, work = std::move(work)]() {
-        absl::StatusOr<storage::Trial> trial = work(deadline);
-        if (trial.ok()) TrialToProto(*trial, response);
-        reactor->Finish(common::ToGrpcStatus(trial.status()));
+      executor->Post([reactor, deadline, work = std::move(work)]() {
+        reactor->Finish(common::ToGrpcStatus(work(deadline)));
       });
   if (!posted) {
     reactor->Finish(common::ToGrpcStatus(
         absl::ResourceExhaustedError("the server is busy; retry later")));
   }
   return reactor;
+}
+
+// RunOnExecutor for a `work` returning StatusOr<Trial>.
+template <typename Work>
+grpc::ServerUnaryReactor* RunTrialCall(grpc::CallbackServerContext* context,
+                                       BlockingExecutor* executor,
+                                       v1::Trial* response, Work work) {
+  return RunOnExecutor(
+      context, executor,
+      [response, work = std::move(work)](absl::Time deadline) {
+        absl::StatusOr<storage::Trial> trial = work(deadline);
+        if (trial.ok()) TrialToProto(*trial, response);
+        return trial.status();
+      });
 }
 
 }  // namespace
@@ -60,6 +72,43 @@ grpc::ServerUnaryReactor* TrialService::GetTrial(
                       [store = store_, id](absl::Time deadline) {
                         return store->GetTrial(id, deadline);
                       });
+}
+
+grpc::ServerUnaryReactor* TrialService::ListTrials(
+    grpc::CallbackServerContext* context, const v1::ListTrialsRequest* request,
+    v1::ListTrialsResponse* response) {
+  storage::TrialListFilter filter;
+  absl::Status invalid;
+  if (request->state() != v1::Trial::STATE_UNSPECIFIED) {
+    filter.state = TrialStateFromProto(request->state());
+    if (!filter.state.has_value()) {
+      invalid = absl::InvalidArgumentError(
+          "state: must be one of ACTIVE, COMPLETED, CANCELED, ERROR");
+    }
+  }
+  if (request->limit() != 0) filter.limit = request->limit();
+  if (request->before_id() < 0) {
+    invalid = absl::InvalidArgumentError(absl::StrCat(
+        "before_id: ", request->before_id(), " is negative"));
+  } else if (request->before_id() > 0) {
+    filter.before_id = request->before_id();
+  }
+  if (!invalid.ok()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(common::ToGrpcStatus(invalid));
+    return reactor;
+  }
+  return RunOnExecutor(
+      context, executor_,
+      [store = store_, filter, response](absl::Time deadline) {
+        absl::StatusOr<std::vector<storage::Trial>> trials =
+            store->ListTrials(filter, deadline);
+        if (!trials.ok()) return trials.status();
+        for (const storage::Trial& trial : *trials) {
+          TrialToProto(trial, response->add_trials());
+        }
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* TrialService::UpdateTrial(

@@ -23,6 +23,9 @@ class TrialService final : public v1::TrialService::CallbackService {
   grpc::ServerUnaryReactor* GetTrial(grpc::CallbackServerContext* context,
                                      const v1::GetTrialRequest* request,
                                      v1::Trial* response) override;
+  grpc::ServerUnaryReactor* ListTrials(grpc::CallbackServerContext* context,
+                                       const v1::ListTrialsRequest* request,
+                                       v1::ListTrialsResponse* response) override;
   grpc::ServerUnaryReactor* UpdateTrial(grpc::CallbackServerContext* context,
                                         const v1::UpdateTrialRequest* request,
                                         v1::Trial* response) override;

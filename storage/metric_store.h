@@ -47,6 +47,15 @@ struct Trial {
   std::optional<absl::Time> ended_at;  // set once terminal
 };
 
+inline constexpr int kMaxTrialListLimit = 1000;
+
+// Which trials ListTrials returns: newest (highest id) first.
+struct TrialListFilter {
+  std::optional<TrialState> state;  // any state when unset
+  std::optional<int32_t> before_id;  // only ids below it: the next page
+  int limit = 100;
+};
+
 // A series a batch has values for (see proto/metrics/v1/ingest.proto).
 struct SeriesDeclaration {
   std::string name;
@@ -173,6 +182,10 @@ class MetricStore {
                                             absl::Time deadline) = 0;
   // NOT_FOUND for an unknown trial.
   virtual absl::StatusOr<Trial> GetTrial(int32_t id, absl::Time deadline) = 0;
+  // Trials matching `filter`, highest id first. INVALID_ARGUMENT for a
+  // limit outside 1..1000.
+  virtual absl::StatusOr<std::vector<Trial>> ListTrials(
+      const TrialListFilter& filter, absl::Time deadline) = 0;
   // Moves an ACTIVE trial to `state`. Setting a terminal trial's own state
   // again is a no-op; any other change of a terminal trial is
   // FAILED_PRECONDITION. NOT_FOUND for an unknown trial.

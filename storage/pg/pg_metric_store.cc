@@ -153,6 +153,33 @@ absl::StatusOr<Trial> PgMetricStore::GetTrial(int32_t id, absl::Time deadline) {
       });
 }
 
+absl::StatusOr<std::vector<Trial>> PgMetricStore::ListTrials(
+    const TrialListFilter& filter, absl::Time deadline) {
+  if (filter.limit < 1 || filter.limit > kMaxTrialListLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit: ", filter.limit, " is outside 1..",
+                     kMaxTrialListLimit));
+  }
+  // NULL parameters mean "no condition", so one statement serves every
+  // filter; the primary key walks ids downwards.
+  std::optional<std::string> state;
+  if (filter.state.has_value()) state = std::string(TrialStateName(*filter.state));
+  return InTransaction<std::vector<Trial>>(
+      pool_, "listing trials", deadline,
+      [&](pqxx::work& tx) -> absl::StatusOr<std::vector<Trial>> {
+        pqxx::result r = tx.exec_params(
+            absl::StrCat("SELECT ", kTrialColumns,
+                         " FROM trials WHERE ($1::text IS NULL OR state = $1) "
+                         "AND ($2::int IS NULL OR id < $2) "
+                         "ORDER BY id DESC LIMIT $3"),
+            state, filter.before_id, filter.limit);
+        std::vector<Trial> trials;
+        trials.reserve(r.size());
+        for (const pqxx::row& row : r) trials.push_back(TrialFromRow(row));
+        return trials;
+      });
+}
+
 absl::StatusOr<Trial> PgMetricStore::SetTrialState(int32_t id, TrialState state,
                                                    absl::Time deadline) {
   return InTransaction<Trial>(

@@ -44,6 +44,8 @@ class PgMetricStore : public MetricStore {
   absl::StatusOr<Trial> CreateTrial(std::optional<int32_t> id,
                                     absl::Time deadline) override;
   absl::StatusOr<Trial> GetTrial(int32_t id, absl::Time deadline) override;
+  absl::StatusOr<std::vector<Trial>> ListTrials(const TrialListFilter& filter,
+                                                absl::Time deadline) override;
   absl::StatusOr<Trial> SetTrialState(int32_t id, TrialState state,
                                       absl::Time deadline) override;
   absl::StatusOr<int64_t> GetStreamPosition(int32_t trial_id,

@@ -26,6 +26,7 @@ namespace {
 using ::metrics::testing::StatusIs;
 namespace testing = ::metrics::storage::pg::testing;
 using ::metrics::testing::TestDatabase;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1763800000);  // 2025-11-22
@@ -147,6 +148,43 @@ TEST_F(PgMetricStoreTest, TrialLifecycle) {
               StatusIs(absl::StatusCode::kNotFound, "trial 99 does not exist"));
   EXPECT_THAT(store_->SetTrialState(99, TrialState::kError, Deadline()),
               StatusIs(absl::StatusCode::kNotFound));
+}
+
+std::vector<int32_t> Ids(const std::vector<Trial>& trials) {
+  std::vector<int32_t> ids;
+  for (const Trial& t : trials) ids.push_back(t.id);
+  return ids;
+}
+
+TEST_F(PgMetricStoreTest, ListTrialsNewestFirstByStateAndPage) {
+  for (int32_t id : {3, 5, 8, 12}) MakeTrial(id);
+  ASSERT_OK(store_->SetTrialState(5, TrialState::kCompleted, Deadline()));
+
+  ASSERT_OK_AND_ASSIGN(std::vector<Trial> all,
+                       store_->ListTrials(TrialListFilter{}, Deadline()));
+  EXPECT_THAT(Ids(all), ElementsAre(12, 8, 5, 3));
+  EXPECT_EQ(all[2].state, TrialState::kCompleted);
+
+  TrialListFilter active;
+  active.state = TrialState::kActive;
+  ASSERT_OK_AND_ASSIGN(std::vector<Trial> running,
+                       store_->ListTrials(active, Deadline()));
+  EXPECT_THAT(Ids(running), ElementsAre(12, 8, 3));
+
+  TrialListFilter page;
+  page.limit = 2;
+  ASSERT_OK_AND_ASSIGN(std::vector<Trial> first,
+                       store_->ListTrials(page, Deadline()));
+  EXPECT_THAT(Ids(first), ElementsAre(12, 8));
+  page.before_id = first.back().id;
+  ASSERT_OK_AND_ASSIGN(std::vector<Trial> second,
+                       store_->ListTrials(page, Deadline()));
+  EXPECT_THAT(Ids(second), ElementsAre(5, 3));
+
+  page.limit = 0;
+  EXPECT_THAT(store_->ListTrials(page, Deadline()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "limit: 0 is outside 1..1000"));
 }
 
 TEST_F(PgMetricStoreTest, StoresRawRowRegistryRollupsAndPosition) {

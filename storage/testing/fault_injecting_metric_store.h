@@ -39,6 +39,10 @@ class FaultInjectingMetricStore : public MetricStore {
   absl::StatusOr<Trial> GetTrial(int32_t id, absl::Time deadline) override {
     return base_->GetTrial(id, deadline);
   }
+  absl::StatusOr<std::vector<Trial>> ListTrials(
+      const TrialListFilter& filter, absl::Time deadline) override {
+    return base_->ListTrials(filter, deadline);
+  }
   absl::StatusOr<Trial> SetTrialState(int32_t id, TrialState state,
                                       absl::Time deadline) override {
     return base_->SetTrialState(id, state, deadline);

@@ -157,6 +157,26 @@ class RestApiTest(unittest.TestCase):
         self.assertEqual(status, 400)
         self.assertIn("state", body["message"])
 
+    def test_list_trials_newest_first_by_state_and_page(self):
+        first, second, third = self.new_trial(), self.new_trial(), self.new_trial()
+        SERVER.request("PATCH", "/api/v1/trials/%d" % second, {"state": "CANCELED"})
+        status, _, body = SERVER.request("GET", "/api/v1/trials?limit=3")
+        self.assertEqual(status, 200, body)
+        self.assertEqual([t["id"] for t in body["trials"]], [third, second, first])
+        self.assertEqual(body["trials"][1]["state"], "CANCELED")
+
+        status, _, body = SERVER.request(
+            "GET", "/api/v1/trials?state=CANCELED&beforeId=%d" % third)
+        self.assertEqual([t["id"] for t in body["trials"]][:1], [second])
+        self.assertTrue(all(t["state"] == "CANCELED" for t in body["trials"]))
+
+        status, _, body = SERVER.request("GET", "/api/v1/trials?limit=5000")
+        self.assertEqual(status, 400)
+        self.assertIn("limit", body["message"])
+        status, _, body = SERVER.request("GET", "/api/v1/trials?state=SLEEPING")
+        self.assertEqual(status, 400)
+        self.assertIn("state", body["message"])
+
     def test_bad_requests_name_what_is_wrong(self):
         trial = self.new_trial()
         base = "/api/v1/trials/%d/metrics/system" % trial
