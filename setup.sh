@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package the project needs to build, run and test.
-# Safe to run again: apt-get skips what is already installed.
+# Installs every Debian 12 package the project needs to build, run and test,
+# then the profiler page's npm packages (web/package-lock.json) into
+# web/node_modules. Safe to run again: apt-get skips what is installed, and
+# npm runs only when the lock file changed since its last install.
 set -euo pipefail
+cd "$(dirname "$0")"
 
 packages=(
   build-essential cmake pkg-config ninja-build clang
@@ -15,7 +18,15 @@ packages=(
   python3 curl
   # promtool (in Debian's prometheus package) checks GET /metrics in the tests.
   prometheus
+  # The profiler page's browser test runs Debian's Chromium (never a
+  # downloaded one).
+  chromium
 )
+# Node.js and npm install uPlot and playwright-core from the npm registry.
+# A machine that already has them (e.g. from NodeSource, whose nodejs
+# carries npm) keeps its own; Debian's would conflict with it.
+if ! command -v node >/dev/null; then packages+=(nodejs); fi
+if ! command -v npm >/dev/null; then packages+=(npm); fi
 
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
@@ -26,9 +37,17 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages already installed"
-  exit 0
+else
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -q
+  "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -q
-"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+# The stamp is a copy of the lock file npm last installed from.
+stamp=web/node_modules/.installed-package-lock.json
+if ! cmp -s web/package-lock.json "$stamp"; then
+  echo "setup: installing the profiler page's npm packages (web/package-lock.json)"
+  npm ci --prefix web --no-audit --no-fund --loglevel=error
+  cp web/package-lock.json "$stamp"
+fi

@@ -46,6 +46,13 @@ ABSL_FLAG(absl::Duration, http_request_timeout, absl::Seconds(30),
 ABSL_FLAG(std::string, cors_origin, "",
           "Allow cross-origin REST calls from this origin (\"*\" for any); "
           "empty allows none.");
+ABSL_FLAG(std::string, web_root, METRICSD_WEB_ROOT,
+          "The profiler page's files (the project's web/ folder, with uPlot "
+          "installed by npm); served at / and /ui/. Empty serves no page.");
+ABSL_FLAG(std::string, grafana_url, "",
+          "Grafana's address (e.g. http://localhost:3000): the profiler page "
+          "links each trial to the provisioned dashboard there. Empty: no "
+          "link.");
 ABSL_FLAG(int, writer_lanes, 2,
           "Ingest writer threads, each with its own database connection, "
           "committing batches in groups.");
@@ -79,6 +86,8 @@ int Run() {
       static_cast<size_t>(absl::GetFlag(FLAGS_http_max_body_bytes));
   options.gateway.request_timeout = absl::GetFlag(FLAGS_http_request_timeout);
   options.gateway.cors_origin = absl::GetFlag(FLAGS_cors_origin);
+  options.web.root = absl::GetFlag(FLAGS_web_root);
+  options.web.grafana_url = absl::GetFlag(FLAGS_grafana_url);
   options.migrate = absl::GetFlag(FLAGS_migrate);
   options.store.pool_size = absl::GetFlag(FLAGS_db_pool_size);
   options.store.writer.lanes = absl::GetFlag(FLAGS_writer_lanes);
@@ -107,7 +116,9 @@ int Run() {
             << ":" << (*server)->grpc_port() << "\n"
             << "metricsd: HTTP listening on http://"
             << host(options.http.address) << ":" << (*server)->http_port()
-            << " (health: /healthz)" << std::endl;
+            << " (health: /healthz"
+            << (options.web.root.empty() ? "" : "; profiler page: /") << ")"
+            << std::endl;
   metrics::common::LogInfo("metricsd serving");
 
   const int signal_number = metrics::common::WaitForStopSignal(stop_signals);
@@ -125,7 +136,8 @@ int main(int argc, char** argv) {
       "the profiling metrics service.\n\n"
       "Usage: metricsd [--database-url URL] [--grpc-address HOST:PORT] "
       "[--http-address HOST:PORT] [--migrate]\n\n"
-      "Serves gRPC and HTTP (the REST API under /api/v1/, GET /healthz) "
+      "Serves gRPC and HTTP (the profiler page at /, the REST API under "
+      "/api/v1/, GET /healthz, GET /metrics) "
       "until SIGINT or SIGTERM.");
   std::vector<char*> args = metrics::common::DashedFlagsToUnderscores(argc, argv);
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());

@@ -6,6 +6,7 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,9 +81,14 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   RETURN_IF_ERROR(ParseHostPort("--grpc-address", options.grpc_address).status());
   RETURN_IF_ERROR(
       ParseHostPort("--http-address", options.http.address).status());
+  std::unique_ptr<WebAssets> web;
+  if (!options.web.root.empty()) {
+    ASSIGN_OR_RETURN(web, WebAssets::Create(options.web));
+  }
   RETURN_IF_ERROR(CheckSchema(options, log));
 
   std::unique_ptr<MetricsServer> server(new MetricsServer());
+  server->web_ = std::move(web);
   storage::pg::PgMetricStoreOptions store_options = options.store;
   store_options.database_url = options.database_url;
   server->store_ = storage::pg::PgMetricStore::Create(std::move(store_options));
@@ -188,8 +194,11 @@ HttpResponse MetricsServer::MetricsPage() const {
 }
 
 HttpResponse MetricsServer::HandleHttp(const HttpRequest& request) const {
-  const bool get = request.method == "GET" || request.method == "HEAD";
-  if ((request.path == "/metrics" || request.path == "/healthz") && !get) {
+  std::optional<HttpResponse> page;
+  if (web_ != nullptr) page = web_->Serve(request.path);
+  const bool get_only = page.has_value() || request.path == "/metrics" ||
+                        request.path == "/healthz";
+  if (get_only && request.method != "GET" && request.method != "HEAD") {
     HttpResponse response = ErrorResponse(
         absl::UnimplementedError(absl::StrCat("method ", request.method,
                                               " is not allowed on ",
@@ -198,6 +207,7 @@ HttpResponse MetricsServer::HandleHttp(const HttpRequest& request) const {
     response.headers.emplace_back("Allow", "GET, HEAD");
     return response;
   }
+  if (page.has_value()) return *std::move(page);
   if (request.path == "/metrics") return MetricsPage();
   if (request.path == "/healthz") {
     HttpResponse response;

@@ -1,7 +1,8 @@
 // The metricsd server: checks the database schema, then serves gRPC (trials,
 // ingest, queries and follow, the deprecated legacy profiler API, the
 // standard grpc.health.v1 health service, server reflection) and HTTP (the
-// REST gateway to those services, /healthz) until Shutdown.
+// REST gateway to those services, /healthz, /metrics and the profiler page)
+// until Shutdown.
 //
 // Usage (what main.cc does):
 //   ASSIGN_OR_RETURN(auto server, MetricsServer::Create(options));
@@ -32,6 +33,7 @@
 #include "server/server_options.h"
 #include "server/service_figures.h"
 #include "server/trial_service.h"
+#include "server/web_assets.h"
 #include "storage/pg/pg_metric_store.h"
 
 namespace metrics::server {
@@ -77,6 +79,7 @@ class MetricsServer {
   LegacyUsage legacy_usage_;
   std::unique_ptr<LegacyProfilerService> legacy_service_;
   std::unique_ptr<RestGateway> gateway_;
+  std::unique_ptr<WebAssets> web_;  // null when no page is served
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<HttpServer> http_;
   int grpc_port_ = 0;

@@ -15,6 +15,7 @@
 #include "server/follow_reactor.h"
 #include "server/ingest_stream_reactor.h"
 #include "server/rest_gateway.h"
+#include "server/web_assets.h"
 #include "storage/pg/pg_metric_store.h"
 
 namespace metrics::server {
@@ -28,6 +29,8 @@ struct ServerOptions {
   // 127.0.0.1:8080.
   HttpServerOptions http;
   RestGatewayOptions gateway;
+  // The profiler page (GET /, /ui/...); an empty web.root serves none.
+  WebAssetsOptions web;
   // Apply pending migrations at start instead of refusing to start.
   bool migrate = false;
   // The store: pool, writer lanes and queue, ingest limits. Its

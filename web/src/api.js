@@ -1,0 +1,132 @@
+// The public REST API of metricsd (/api/v1/...), as the page uses it: the
+// same calls any other client makes. Every failure is an ApiError whose
+// message says what happened: the service could not be reached, or it
+// answered with an error (its own message, which names the cause).
+
+export class ApiError extends Error {
+  // status 0: no answer at all (service down, network gone).
+  constructor(message, status = 0, code = 0) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+
+  get unreachable() {
+    return this.status === 0;
+  }
+}
+
+function unreachable(cause) {
+  return new ApiError(
+    `Cannot reach the metrics service at ${location.origin} (${cause.message}). ` +
+      'Is metricsd running?');
+}
+
+async function request(path, init = {}) {
+  let response;
+  let text;
+  try {
+    response = await fetch(path, init);
+    text = await response.text();
+  } catch (e) {
+    if (e.name === 'AbortError') throw e;
+    throw unreachable(e);
+  }
+  let body = null;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch (e) {
+    body = null;
+  }
+  if (!response.ok) {
+    const message = body && body.message ? body.message : `HTTP ${response.status}`;
+    throw new ApiError(message, response.status, body ? body.code : 0);
+  }
+  return body;
+}
+
+function chartQuery({ names = [], agentId, gpuUuids = [], startMs, endMs, maxPoints }) {
+  const params = new URLSearchParams();
+  for (const name of names) params.append('name', name);
+  if (agentId !== undefined) params.append('agentId', agentId);
+  for (const gpu of gpuUuids) params.append('gpuUuid', gpu);
+  if (startMs !== undefined) params.append('start', new Date(startMs).toISOString());
+  if (endMs !== undefined) params.append('end', new Date(endMs).toISOString());
+  if (maxPoints !== undefined) params.append('maxPoints', String(maxPoints));
+  return params.toString();
+}
+
+export function listTrials({ limit = 50, beforeId } = {}) {
+  const params = new URLSearchParams({ limit: String(limit) });
+  if (beforeId) params.append('beforeId', String(beforeId));
+  return request(`/api/v1/trials?${params}`);
+}
+
+export function getTrial(trialId) {
+  return request(`/api/v1/trials/${trialId}`);
+}
+
+export function listSeries(trialId) {
+  return request(`/api/v1/trials/${trialId}/metrics/system/series`);
+}
+
+// Chart data: {start, end, series: [{series, resolutionMs, bucketStartMs,
+// min, max, mean, ...}]} (see server/chart_json.h).
+export function querySeries(trialId, query, signal) {
+  return request(`/api/v1/trials/${trialId}/metrics/system?${chartQuery(query)}`, { signal });
+}
+
+// Follows chart data: calls onResult with each message (the current answer,
+// then the buckets that changed) until the stream ends, which it does when
+// the trial ends. Rejects with ApiError on failure; abort with `signal`.
+export async function followSeries(trialId, query, onResult, signal) {
+  const path = `/api/v1/trials/${trialId}/metrics/system/follow?${chartQuery(query)}`;
+  let response;
+  try {
+    response = await fetch(path, { signal });
+  } catch (e) {
+    if (e.name === 'AbortError') throw e;
+    throw unreachable(e);
+  }
+  if (!response.ok) {
+    let message = `HTTP ${response.status}`;
+    try {
+      message = JSON.parse(await response.text()).message || message;
+    } catch (e) {
+      // The status line is all there is to say.
+    }
+    throw new ApiError(message, response.status);
+  }
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let pending = '';
+  for (;;) {
+    let chunk;
+    try {
+      chunk = await reader.read();
+    } catch (e) {
+      if (e.name === 'AbortError') throw e;
+      throw unreachable(e);
+    }
+    if (chunk.done) return;
+    pending += decoder.decode(chunk.value, { stream: true });
+    let newline;
+    while ((newline = pending.indexOf('\n')) >= 0) {
+      const line = pending.slice(0, newline).trim();
+      pending = pending.slice(newline + 1);
+      if (!line) continue;
+      const message = JSON.parse(line);
+      if (message.error) throw new ApiError(message.error.message, 500, message.error.code);
+      if (message.result) onResult(message.result);
+    }
+  }
+}
+
+// What the operator configured for the page ({grafanaUrl}).
+export async function getConfig() {
+  try {
+    return await request('/ui/config.json');
+  } catch (e) {
+    return { grafanaUrl: '' };
+  }
+}

@@ -1,0 +1,72 @@
+// The trial list: every trial with its state, newest first, 50 a page,
+// each linking to its profiler view.
+
+import { listTrials } from './api.js';
+import { formatDuration, formatTime } from './format.js';
+import { showError } from './messages.js';
+
+function row(trial) {
+  const tr = document.createElement('tr');
+  tr.dataset.trialId = String(trial.id);
+  const created = Date.parse(trial.createdAt);
+  const ended = trial.endedAt ? Date.parse(trial.endedAt) : null;
+  const cells = [
+    `<a href="#/trials/${trial.id}">Trial ${trial.id}</a>`,
+    `<span class="state state-${trial.state.toLowerCase()}">${trial.state}</span>`,
+    formatTime(created),
+    ended ? formatTime(ended) : '',
+    formatDuration((ended || Date.now()) - created),
+  ];
+  for (const html of cells) {
+    const td = document.createElement('td');
+    td.innerHTML = html;
+    tr.append(td);
+  }
+  return tr;
+}
+
+export async function showTrialList(root) {
+  root.innerHTML = '<p class="status">Loading trials…</p>';
+  let page;
+  try {
+    page = await listTrials();
+  } catch (e) {
+    showError(root, 'The trial list could not be loaded', e, () => showTrialList(root));
+    return () => {};
+  }
+  const trials = page.trials || [];
+  if (trials.length === 0) {
+    root.innerHTML = '<h1>Trials</h1><p class="status">No trials yet. A trial appears here ' +
+      'once the platform registers it (POST /api/v1/trials).</p>';
+    return () => {};
+  }
+  root.innerHTML = '<h1>Trials</h1>';
+  const table = document.createElement('table');
+  table.className = 'trials';
+  table.innerHTML = '<thead><tr><th>Trial</th><th>State</th><th>Started</th>' +
+    '<th>Ended</th><th>Duration</th></tr></thead>';
+  const body = document.createElement('tbody');
+  trials.forEach((t) => body.append(row(t)));
+  table.append(body);
+  root.append(table);
+
+  let last = trials[trials.length - 1].id;
+  if (trials.length === 50) {
+    const more = document.createElement('button');
+    more.textContent = 'Older trials';
+    more.addEventListener('click', async () => {
+      more.disabled = true;
+      try {
+        const older = (await listTrials({ beforeId: last })).trials || [];
+        older.forEach((t) => body.append(row(t)));
+        if (older.length > 0) last = older[older.length - 1].id;
+        if (older.length < 50) more.remove();
+      } catch (e) {
+        more.textContent = `Older trials (failed: ${e.message})`;
+      }
+      more.disabled = false;
+    });
+    root.append(more);
+  }
+  return () => {};
+}

@@ -1,0 +1,343 @@
+// The profiler page in headless Chromium (Debian's /usr/bin/chromium,
+// driven by playwright-core; no browser is ever downloaded) against a real
+// metricsd on a throwaway database of the PostgreSQL test.sh starts (PG*
+// variables). It seeds a 7-day run with one single-sample spike, then
+// checks what a user sees: the trial list, every chart drawn, the spike as
+// its bucket's maximum, finer data on zoom down to raw points, a new sample
+// arriving live, the end of the trial, and the error states. It saves a
+// screenshot of the live page in ARTIFACT_DIR (profiler_page.png) and one
+// of the page as the last step left it (profiler_page_last.png).
+//
+// Usage: node profiler_page_test.js PATH/TO/metricsd ARTIFACT_DIR
+
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+import { chromium } from 'playwright-core';
+
+const [metricsdPath, artifactDir] = process.argv.slice(2);
+if (!metricsdPath || !artifactDir) {
+  console.error('usage: node profiler_page_test.js PATH/TO/metricsd ARTIFACT_DIR');
+  process.exit(2);
+}
+const webRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const CHROMIUM = '/usr/bin/chromium';
+
+const DAY_MS = 86400000;
+const STEP_MS = 60000;  // one sample a minute for 7 days: 10 080 instants
+const RUN_TRIAL = 42;
+const DONE_TRIAL = 41;
+const AGENT = 'agent-1';
+const GPUS = ['GPU-0a1b2c3d', 'GPU-9f8e7d6c'];
+const SPIKE_INDEX = 5003;
+const LIVE_CPU = 97.5;  // above every seeded CPU value
+const FAMILIES = ['gpu_util', 'gpu_free_memory', 'cpu', 'memory', 'disk_iops',
+  'disk_throughput', 'network'];
+
+// --- metricsd on its own database -----------------------------------------
+
+class Metricsd {
+  async start() {
+    this.db = `profiler_page_test_${process.pid}`;
+    execFileSync('dropdb', ['--if-exists', this.db]);
+    execFileSync('createdb', [this.db]);
+    this.log = '';
+    this.proc = spawn(metricsdPath, [
+      '--database-url', `dbname=${this.db}`, '--migrate',
+      '--http-address', '127.0.0.1:0', '--grpc-address', '127.0.0.1:0',
+      '--web-root', webRoot, '--grafana-url', 'http://grafana.example:3000',
+    ], { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.proc.stderr.on('data', (d) => { this.log += d; });
+    this.exited = new Promise((resolve) => this.proc.on('exit', resolve));
+    this.port = await new Promise((resolve, reject) => {
+      let out = '';
+      const timer = setTimeout(() => reject(new Error(`metricsd did not start: ${this.log}`)), 30000);
+      this.proc.stdout.on('data', (d) => {
+        out += d;
+        const m = out.match(/HTTP listening on http:\/\/127\.0\.0\.1:(\d+)/);
+        if (m) {
+          clearTimeout(timer);
+          resolve(Number(m[1]));
+        }
+      });
+      this.proc.on('exit', (code) => reject(new Error(`metricsd exited ${code}: ${this.log}`)));
+    });
+    this.base = `http://127.0.0.1:${this.port}`;
+  }
+
+  async stop() {
+    if (this.proc.exitCode === null) {
+      this.proc.kill('SIGTERM');
+      await this.exited;
+    }
+  }
+
+  dropDatabase() {
+    execFileSync('dropdb', ['--if-exists', this.db]);
+  }
+
+  async call(method, route, body) {
+    const response = await fetch(this.base + route, {
+      method,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    assert.ok(response.ok, `${method} ${route}: ${response.status} ${text}`);
+    return JSON.parse(text);
+  }
+}
+
+// --- seeded data ------------------------------------------------------------
+
+const SERIES = [
+  ...GPUS.map((gpu) => ({ name: 'gpu_util', gpuUuid: gpu, unit: 'percent' })),
+  ...GPUS.map((gpu) => ({ name: 'gpu_free_memory', gpuUuid: gpu, unit: 'bytes' })),
+  { name: 'cpu_util_simple', gpuUuid: '', unit: 'percent' },
+  { name: 'memory_free', gpuUuid: '', unit: 'bytes' },
+  { name: 'disk_iops', gpuUuid: '', unit: 'operations/s' },
+  { name: 'disk_throughput_read', gpuUuid: '', unit: 'bytes/s' },
+  { name: 'disk_throughput_write', gpuUuid: '', unit: 'bytes/s' },
+  { name: 'net_throughput_sent', gpuUuid: '', unit: 'bytes/s' },
+  { name: 'net_throughput_recv', gpuUuid: '', unit: 'bytes/s' },
+];
+
+// A daily wave with deterministic noise, so each bucket's band has a width;
+// no value reaches the spike (100) or LIVE_CPU.
+function valuesAt(k) {
+  const wave = Math.sin(k / 230);
+  const noise = ((k * 2654435761) % 1000) / 1000 - 0.5;
+  const swing = wave + noise;
+  return [
+    k === SPIKE_INDEX ? 100 : 30 + 10 * swing, 45 + 5 * swing,
+    (8 + swing) * 2 ** 30, (12 + swing) * 2 ** 30,
+    40 + 15 * swing,
+    (20 + 2 * swing) * 2 ** 30,
+    150 + 50 * swing,
+    (50 + 10 * swing) * 2 ** 20, (30 + 10 * swing) * 2 ** 20,
+    (10 + 3 * swing) * 2 ** 20, (12 + 3 * swing) * 2 ** 20,
+  ];
+}
+
+async function seed(server, startMs) {
+  await server.call('POST', '/api/v1/trials', { id: DONE_TRIAL });
+  await server.call('POST', '/api/v1/trials', { id: RUN_TRIAL });
+  const instants = 7 * DAY_MS / STEP_MS;
+  const indexes = SERIES.map((_, i) => i);
+  for (let first = 0; first < instants; first += 2000) {
+    const reports = [];
+    for (let k = first; k < Math.min(instants, first + 2000); k++) {
+      reports.push({ time: new Date(startMs + k * STEP_MS).toISOString(),
+        series: indexes, values: valuesAt(k) });
+    }
+    await server.call('POST', `/api/v1/trials/${RUN_TRIAL}/metrics/system`,
+      { batch: { agentId: AGENT, series: SERIES, reports } });
+  }
+  await server.call('POST', `/api/v1/trials/${DONE_TRIAL}/metrics/system`, {
+    batch: { agentId: AGENT, series: [SERIES[4]],
+      reports: [{ time: new Date(startMs).toISOString(), series: [0], values: [12] }] },
+  });
+  await server.call('PATCH', `/api/v1/trials/${DONE_TRIAL}`, { state: 'COMPLETED' });
+}
+
+// --- the page ---------------------------------------------------------------
+
+// Chart facts read from the page's own uPlot instances.
+function chartFacts(page, family) {
+  return page.evaluate((id) => {
+    const chart = window.profiler.charts.get(id);
+    return { resolutionMs: chart.resolutionMs, xs: chart.plot.data[0],
+      seriesCount: chart.plot.data.length - 1 };
+  }, family);
+}
+
+async function dragAcross(page, family, fromFraction, toFraction) {
+  const box = await page.locator(`section[data-family="${family}"] .u-over`).boundingBox();
+  const y = box.y + box.height / 2;
+  await page.mouse.move(box.x + box.width * fromFraction, y);
+  await page.mouse.down();
+  await page.mouse.move(box.x + box.width * toFraction, y, { steps: 8 });
+  await page.mouse.up();
+}
+
+async function allChartsReady(page) {
+  for (const family of FAMILIES) {
+    await page.locator(`section[data-family="${family}"][data-state="ready"]`)
+      .waitFor({ timeout: 15000 });
+  }
+}
+
+describe('profiler page', { timeout: 180000 }, () => {
+  const server = new Metricsd();
+  let context;
+  let page;
+  let userDataDir;
+  let runStartMs;
+  const requests = [];
+  const pageErrors = [];
+
+  before(async () => {
+    mkdirSync(artifactDir, { recursive: true });
+    await server.start();
+    runStartMs = Math.floor((Date.now() - 7 * DAY_MS - 5 * STEP_MS) / STEP_MS) * STEP_MS;
+    const seeded = Date.now();
+    await seed(server, runStartMs);
+    console.log(`seeded ${7 * DAY_MS / STEP_MS * SERIES.length} values in ${Date.now() - seeded} ms`);
+    userDataDir = mkdtempSync(path.join(os.tmpdir(), 'profiler-chromium-'));
+    context = await chromium.launchPersistentContext(userDataDir, {
+      executablePath: CHROMIUM,
+      headless: true,
+      viewport: { width: 1400, height: 1000 },
+      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+        '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+    page = context.pages()[0] || await context.newPage();
+    page.on('request', (r) => requests.push(r.url()));
+    page.on('pageerror', (e) => pageErrors.push(e.message));
+  });
+
+  after(async () => {
+    // The page as the last step left it: what to look at when one failed.
+    if (page) {
+      await page.screenshot({ path: path.join(artifactDir, 'profiler_page_last.png') })
+        .catch(() => {});
+    }
+    if (context) await context.close();
+    if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
+    await server.stop();
+    server.dropDatabase();
+  });
+
+  it('lists the trials with their state', async () => {
+    await page.goto(`${server.base}/`);
+    const running = page.locator(`tr[data-trial-id="${RUN_TRIAL}"]`);
+    await running.waitFor({ timeout: 10000 });
+    assert.match(await running.innerText(), /Trial 42\s+ACTIVE/);
+    assert.match(await page.locator(`tr[data-trial-id="${DONE_TRIAL}"]`).innerText(),
+      /Trial 41\s+COMPLETED/);
+    const ids = await page.locator('tr[data-trial-id]').evaluateAll(
+      (rows) => rows.map((r) => Number(r.dataset.trialId)));
+    assert.deepEqual(ids, [RUN_TRIAL, DONE_TRIAL]);  // newest first
+  });
+
+  it('draws every chart with data, with the agent, GPUs and Grafana link', async () => {
+    await page.click(`a[href="#/trials/${RUN_TRIAL}"]`);
+    await allChartsReady(page);
+    for (const family of FAMILIES) {
+      const section = page.locator(`section[data-family="${family}"]`);
+      assert.ok(Number(await section.getAttribute('data-points')) > 100, family);
+      assert.equal(await section.locator('canvas').count(), 1, family);
+    }
+    assert.deepEqual(await page.locator('section.chart').evaluateAll(
+      (s) => s.map((e) => e.dataset.family)), FAMILIES);
+    assert.deepEqual(await page.locator('#gpu option').allInnerTexts(), ['All (2)', ...GPUS]);
+    assert.equal(await page.locator('#agent').inputValue(), AGENT);
+    assert.equal(await page.locator('#grafana').getAttribute('href'),
+      `http://grafana.example:3000/d/metricsd-profiler/profiler?var-trial_id=${RUN_TRIAL}`);
+    // Units in the legends, as a user hovering a chart reads them (the
+    // cursor is synchronised, so every chart's legend follows it).
+    const over = await page.locator('section[data-family="cpu"] .u-over').boundingBox();
+    await page.mouse.move(over.x + over.width / 2, over.y + over.height / 2);
+    const legendOf = (family) => page.locator(
+      `section[data-family="${family}"] .u-legend .u-series`).nth(1).innerText();
+    assert.match(await legendOf('cpu'), /\d%/);
+    assert.match(await legendOf('memory'), /\d GiB/);
+    assert.match(await legendOf('network'), /\d MiB\/s/);
+    assert.match(await legendOf('gpu_free_memory'), new RegExp(`${GPUS[0]}[\\s\\S]*\\d GiB`));
+    const gpu = await chartFacts(page, 'gpu_util');
+    assert.equal(gpu.seriesCount, 3 * GPUS.length);  // mean, max, min each
+  });
+
+  it('shows the one-sample spike of a 7-day run as its bucket\'s maximum', async () => {
+    const spikeMs = runStartMs + SPIKE_INDEX * STEP_MS;
+    const spike = await page.evaluate((ms) => {
+      const chart = window.profiler.charts.get('gpu_util');
+      const u = chart.plot;
+      const i = u.data[0].findIndex((x) => x * 1000 <= ms && ms < x * 1000 + chart.resolutionMs);
+      return { resolutionMs: chart.resolutionMs, mean: u.data[1][i], max: u.data[2][i],
+        left: u.valToPos(u.data[0][i], 'x'), top: u.valToPos(100, 'y') };
+    }, spikeMs);
+    assert.ok(spike.resolutionMs >= 5 * STEP_MS, `buckets of ${spike.resolutionMs} ms`);
+    assert.equal(spike.max, 100);
+    assert.ok(spike.mean < 80, `mean ${spike.mean}: the bucket holds other samples`);
+    // Hovering the bucket shows the spike in the legend, as a user sees it.
+    const over = await page.locator('section[data-family="gpu_util"] .u-over').boundingBox();
+    await page.mouse.move(over.x + spike.left, over.y + spike.top);
+    const legend = page.locator('section[data-family="gpu_util"] .u-legend .u-series').nth(1);
+    assert.match(await legend.innerText(), /– 100%\)/);
+  });
+
+  it('refetches finer data on zoom, down to raw points, and resets', async () => {
+    const whole = await chartFacts(page, 'gpu_util');
+    const before = requests.length;
+    await dragAcross(page, 'gpu_util', 0.45, 0.55);
+    await page.locator('#reset-zoom').waitFor({ state: 'visible' });
+    await page.waitForFunction((ms) => window.profiler.charts.get('gpu_util')
+      && window.profiler.charts.get('gpu_util').resolutionMs < ms, whole.resolutionMs);
+    await allChartsReady(page);
+    const zoomed = await chartFacts(page, 'gpu_util');
+    const refetches = requests.slice(before).filter((u) => u.includes('/metrics/system?'));
+    assert.equal(refetches.length, FAMILIES.length);
+    const query = new URL(refetches[0]).searchParams;
+    const windowMs = Date.parse(query.get('end')) - Date.parse(query.get('start'));
+    assert.ok(windowMs < 0.12 * 7 * DAY_MS && windowMs > 0.08 * 7 * DAY_MS, `${windowMs} ms`);
+    assert.ok(zoomed.xs[0] * 1000 >= Date.parse(query.get('start')) - zoomed.resolutionMs);
+    console.log(`zoom: ${whole.resolutionMs} ms buckets -> ${zoomed.resolutionMs} ms`);
+
+    await dragAcross(page, 'cpu', 0.40, 0.42);
+    await page.waitForFunction(() => window.profiler.charts.get('cpu')
+      && window.profiler.charts.get('cpu').resolutionMs === 0);
+    await allChartsReady(page);
+    assert.equal(await page.locator('section[data-family="cpu"] .chart-detail').innerText(),
+      'raw points');
+    const raw = await chartFacts(page, 'cpu');
+    const gaps = raw.xs.slice(1).map((x, i) => Math.round((x - raw.xs[i]) * 1000));
+    assert.ok(raw.xs.length >= 5, `${raw.xs.length} raw points`);
+    assert.ok(gaps.every((g) => g === STEP_MS), `gaps ${gaps}`);
+
+    await page.click('#reset-zoom');
+    await page.waitForFunction((ms) => window.profiler.charts.get('gpu_util')
+      && window.profiler.charts.get('gpu_util').resolutionMs === ms, whole.resolutionMs);
+    assert.equal(await page.locator('#reset-zoom').isVisible(), false);
+  });
+
+  it('shows a new sample live within seconds, then stops when the trial ends', async () => {
+    await page.waitForFunction(() => /updated/.test(document.getElementById('live').textContent),
+      null, { timeout: 10000 });
+    const sent = Date.now();
+    await server.call('POST', `/api/v1/trials/${RUN_TRIAL}/metrics/system`, {
+      batch: { agentId: AGENT, series: [SERIES[4]],
+        reports: [{ time: new Date(sent).toISOString(), series: [0], values: [LIVE_CPU] }] },
+    });
+    await page.waitForFunction((v) => window.profiler.charts.get('cpu').plot.data[2].includes(v),
+      LIVE_CPU, { timeout: 5000 });
+    console.log(`live: the new sample was charted ${Date.now() - sent} ms after it was sent`);
+    await page.screenshot({ path: path.join(artifactDir, 'profiler_page.png'), fullPage: true });
+
+    await server.call('PATCH', `/api/v1/trials/${RUN_TRIAL}`, { state: 'COMPLETED' });
+    await page.locator('#live[data-status="ended"]').waitFor({ timeout: 10000 });
+    assert.equal(await page.locator('#trial-state').innerText(), 'COMPLETED');
+  });
+
+  it('says so when a trial does not exist or the service is unreachable', async () => {
+    await page.evaluate(() => { location.hash = '#/trials/999'; });
+    await page.locator('.error-box h1').waitFor();
+    assert.equal(await page.locator('.error-box h1').innerText(), 'Trial 999 not found');
+
+    await server.stop();
+    await page.evaluate(() => { location.hash = '#/'; });
+    const box = page.locator('.error-box[data-kind="unreachable"]');
+    await box.waitFor({ timeout: 10000 });
+    assert.match(await box.innerText(), /Cannot reach the metrics service/);
+  });
+
+  it('loaded nothing but metricsd\'s own files and API, without script errors', () => {
+    const foreign = requests.filter((u) => !u.startsWith(server.base));
+    assert.deepEqual(foreign, []);
+    assert.deepEqual(pageErrors, []);
+  });
+});
