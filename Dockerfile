@@ -1,5 +1,6 @@
 # Builds metricsd and metricsctl on Debian 12 with the project's own setup
-# script, then copies them into a slim runtime image.
+# script, then copies them and the profiler page (web/ with uPlot from npm)
+# into a slim runtime image.
 FROM debian:12 AS build
 WORKDIR /src
 COPY . .
@@ -14,7 +15,11 @@ RUN apt-get update \
       libabsl20220623 libssl3 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /build/server/metricsd /build/migrations/metricsctl /usr/local/bin/
+COPY --from=build /src/web/index.html /usr/local/share/metricsd/web/
+COPY --from=build /src/web/src /usr/local/share/metricsd/web/src
+COPY --from=build /src/web/node_modules/uplot/dist /usr/local/share/metricsd/web/node_modules/uplot/dist
 USER nobody
 EXPOSE 8080 8081
 ENTRYPOINT ["metricsd"]
-CMD ["--grpc-address=0.0.0.0:8081", "--http-address=0.0.0.0:8080"]
+CMD ["--grpc-address=0.0.0.0:8081", "--http-address=0.0.0.0:8080", \
+     "--web-root=/usr/local/share/metricsd/web"]
