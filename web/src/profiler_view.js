@@ -15,6 +15,7 @@ import { showError } from './messages.js';
 
 const RETRY_MS = 3000;
 const MIN_WINDOW_MS = 1000;
+const AXIS_PX = 80;  // chart.js's value axis
 
 function extentOf(series) {
   let start = Infinity;
@@ -236,9 +237,11 @@ export class ProfilerView {
     });
   }
 
-  // One bucket per pixel of chart width, within the API's bounds.
+  // One bucket per pixel of a chart's plotting area (its width less the
+  // value axis), within the API's bounds.
   maxPoints() {
-    const width = this.chartsElement.clientWidth || 800;
+    const body = this.chartsElement.querySelector('.chart-body');
+    const width = (body ? body.clientWidth : 800) - AXIS_PX;
     return Math.max(100, Math.min(2000, Math.round(width)));
   }
 
