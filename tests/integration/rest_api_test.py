@@ -177,6 +177,23 @@ class RestApiTest(unittest.TestCase):
         self.assertEqual(status, 400)
         self.assertIn("state", body["message"])
 
+    def test_profiler_page_is_served_read_only(self):
+        status, headers, body = SERVER.request("GET", "/")
+        self.assertEqual(status, 200)
+        self.assertTrue(headers["Content-Type"].startswith("text/html"))
+        self.assertIn(b'src="/ui/main.js"', body)
+        self.assertIn("default-src 'self'", headers["Content-Security-Policy"])
+        status, headers, body = SERVER.request("GET", "/ui/uPlot.iife.min.js")
+        self.assertEqual(status, 200)
+        self.assertTrue(headers["Content-Type"].startswith("text/javascript"))
+        status, _, body = SERVER.request("GET", "/ui/config.json")
+        self.assertEqual(body, {"grafanaUrl": ""})
+        status, headers, body = SERVER.request("POST", "/", "x")
+        self.assertEqual(status, 405)
+        self.assertEqual(headers["Allow"], "GET, HEAD")
+        status, _, body = SERVER.request("GET", "/ui/../index.html")
+        self.assertEqual(status, 404)
+
     def test_bad_requests_name_what_is_wrong(self):
         trial = self.new_trial()
         base = "/api/v1/trials/%d/metrics/system" % trial

@@ -41,6 +41,7 @@ export class ProfilerView {
     this.config = config;
     this.charts = new Map();  // family id -> FamilyChart
     this.zoom = null;  // {startMs, endMs} while zoomed in
+    this.span = null;  // {startMs, endMs} the charts show
     this.generation = 0;  // answers of older loads are dropped
     this.follow = null;  // AbortController of the follow stream
     this.timer = null;
@@ -188,17 +189,17 @@ export class ProfilerView {
     const agentSeries = this.series.filter((s) => s.agentId === this.agent);
     const gpu = this.gpuSelect.value;
     const shown = agentSeries.filter((s) => !gpu || !s.gpuUuid || s.gpuUuid === gpu);
-    const window = this.zoom || extentOf(shown);
+    const span = this.zoom || extentOf(shown);
     this.charts.forEach((c) => c.destroyPlot());
     this.charts.clear();
     this.chartsElement.innerHTML = '';
-    if (!window) {
+    if (!span) {
       this.chartsElement.innerHTML = '<p class="status">No samples stored yet.</p>';
       return;
     }
-    this.window = window;
-    this.windowText.textContent = `${formatTime(window.startMs)} – ${formatTime(window.endMs)} ` +
-      `(${formatDuration(window.endMs - window.startMs)})`;
+    this.span = span;
+    this.windowText.textContent = `${formatTime(span.startMs)} – ${formatTime(span.endMs)} ` +
+      `(${formatDuration(span.endMs - span.startMs)})`;
     const families = familiesFor(shown);
     for (const family of families) {
       const element = document.createElement('section');
@@ -216,8 +217,8 @@ export class ProfilerView {
           names: family.names,
           agentId: this.agent,
           gpuUuids: family.perGpu && gpu ? [gpu] : [],
-          startMs: window.startMs,
-          endMs: window.endMs,
+          startMs: span.startMs,
+          endMs: span.endMs,
           maxPoints,
         });
         if (generation === this.generation) chart.setData(answer.series || []);
@@ -286,7 +287,7 @@ export class ProfilerView {
       names: [...familyOf.keys()],
       agentId: this.agent,
       gpuUuids: gpu ? [gpu, ''] : [],
-      startMs: this.window.startMs,
+      startMs: this.span.startMs,
       maxPoints: this.maxPoints(),
     }, (result) => {
       const byFamily = new Map();

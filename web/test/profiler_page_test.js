@@ -203,6 +203,7 @@ describe('profiler page', { timeout: 180000 }, () => {
   after(async () => {
     // The page as the last step left it: what to look at when one failed.
     if (page) {
+      // A page that is already gone must not stop the clean-up below.
       await page.screenshot({ path: path.join(artifactDir, 'profiler_page_last.png') })
         .catch(() => {});
     }
