@@ -5,10 +5,7 @@
 // metrics-agent, with a fake NVML of two GPUs, produces series that
 // QuerySeries answers, then stops cleanly on SIGTERM or when the trial ends.
 #include <grpcpp/create_channel.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <thread>
@@ -41,19 +38,6 @@ using ::testing::Not;
 
 const absl::Time kStart = absl::Now() - absl::Hours(2);
 
-// A loopback port that was free a moment ago, for a server started later.
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
-
 class ClientEndToEndTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_OK_AND_ASSIGN(db_, TestDatabase::Create()); }
@@ -75,6 +59,20 @@ class ClientEndToEndTest : public ::testing::Test {
     metricsd_ = *std::move(p);
     target_ = absl::StrCat("127.0.0.1:", bound);
     return bound;
+  }
+
+  // Starts metricsd, registers `trial`, stops it, and returns the port it
+  // used (0 on failure). A reporter pointed there waits for a server that
+  // knows its trial when it comes back. Registering the trial only after
+  // the server comes back would race the reporter's first batch, and a
+  // trial that does not exist stops a reporter for good.
+  int PortOfStoppedMetricsdWithTrial(int32_t trial) {
+    const int port = StartMetricsd();
+    if (port == 0) return 0;
+    CreateTrial(trial);
+    metricsd_->Signal(SIGTERM);
+    EXPECT_OK(metricsd_->Wait(absl::Seconds(30)).status());
+    return port;
   }
 
   std::shared_ptr<grpc::Channel> Channel() const {
@@ -177,7 +175,8 @@ TEST_F(ClientEndToEndTest, ServerKilledMidRunLosesAndDuplicatesNothing) {
 }
 
 TEST_F(ClientEndToEndTest, DropOldestKeepsTheNewestUntilTheServerComes) {
-  const int port = FreePort();
+  const int port = PortOfStoppedMetricsdWithTrial(2);
+  ASSERT_NE(port, 0);
   ReporterOptions options = Options(2, port);
   options.buffer_samples = 100;
   options.max_batch_samples = 10;
@@ -189,7 +188,6 @@ TEST_F(ClientEndToEndTest, DropOldestKeepsTheNewestUntilTheServerComes) {
   }
   EXPECT_EQ(reporter->stats().dropped, 150);
   ASSERT_EQ(StartMetricsd(port), port);
-  CreateTrial(2);
   ASSERT_OK(reporter->Flush(absl::Now() + absl::Seconds(60)));
   ASSERT_OK_AND_ASSIGN(
       auto stored, pgtest::RawSamplesOf(db_->url(), 2, "trainer-0", "",
@@ -202,7 +200,8 @@ TEST_F(ClientEndToEndTest, DropOldestKeepsTheNewestUntilTheServerComes) {
 }
 
 TEST_F(ClientEndToEndTest, BlockedRecordGoesOnWhenTheServerComes) {
-  const int port = FreePort();
+  const int port = PortOfStoppedMetricsdWithTrial(3);
+  ASSERT_NE(port, 0);
   ReporterOptions options = Options(3, port);
   options.buffer_samples = 100;
   options.max_batch_samples = 10;
@@ -223,7 +222,6 @@ TEST_F(ClientEndToEndTest, BlockedRecordGoesOnWhenTheServerComes) {
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_FALSE(returned) << "Record did not wait for room";
   ASSERT_EQ(StartMetricsd(port), port);
-  CreateTrial(3);
   blocked.join();
   EXPECT_OK(blocked_result);
   ASSERT_OK(reporter->Flush(absl::Now() + absl::Seconds(60)));
