@@ -1,8 +1,10 @@
 #include "server/metrics_server.h"
 
+#include <grpcpp/create_channel.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/resource_quota.h>
+#include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
@@ -117,10 +119,13 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   // grpc_cli. gRPC also needs at least one service registered at build time;
   // the default health service is only added when the server starts.
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  ASSIGN_OR_RETURN(server->gateway_socket_, GatewaySocket::Create());
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.grpc_address,
                            grpc::InsecureServerCredentials(),
                            &server->grpc_port_);
+  builder.AddListeningPort(server->gateway_socket_->target(),
+                           grpc::InsecureServerCredentials());
   builder.RegisterService(server->trial_service_.get());
   builder.RegisterService(server->ingest_service_.get());
   builder.RegisterService(server->query_service_.get());
@@ -144,7 +149,9 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   ASSIGN_OR_RETURN(
       server->gateway_,
       RestGateway::Create(
-          server->grpc_->InProcessChannel(channel_arguments),
+          grpc::CreateCustomChannel(server->gateway_socket_->target(),
+                                    grpc::InsecureChannelCredentials(),
+                                    channel_arguments),
           {v1::TrialService::service_full_name(),
            v1::IngestService::service_full_name(),
            v1::QueryService::service_full_name(),

@@ -24,6 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/blocking_executor.h"
+#include "server/gateway_socket.h"
 #include "server/http_server.h"
 #include "server/ingest_service.h"
 #include "server/legacy_profiler_service.h"
@@ -78,6 +79,7 @@ class MetricsServer {
   std::unique_ptr<QueryService> query_service_;
   LegacyUsage legacy_usage_;
   std::unique_ptr<LegacyProfilerService> legacy_service_;
+  std::unique_ptr<GatewaySocket> gateway_socket_;
   std::unique_ptr<RestGateway> gateway_;
   std::unique_ptr<WebAssets> web_;  // null when no page is served
   std::unique_ptr<grpc::Server> grpc_;

@@ -1,7 +1,7 @@
 // The REST/JSON gateway: serves every annotated RPC of the given services
-// (http_routes.h) by calling it over a gRPC channel to this same server (an
-// in-process channel, so REST and gRPC share one implementation, with its
-// checks, deadlines and status codes). grpc-gateway's conventions:
+// (http_routes.h) by calling it over a gRPC channel to this same server (a
+// private Unix socket, gateway_socket.h, so REST and gRPC share one
+// implementation, with its checks, deadlines and status codes). grpc-gateway's conventions:
 // lowerCamelCase JSON with zero values, enums as names, RFC 3339 times;
 // chart data in the hand-made columnar form of chart_json.h; server
 // streams as newline-delimited JSON, one {"result": ...} per message and
