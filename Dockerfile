@@ -11,7 +11,7 @@ RUN ./setup.sh \
 FROM debian:12-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libgrpc++1.51 libprotobuf32 libpqxx-6.4 libmicrohttpd12 \
+      libgrpc++1.51 libprotobuf32 libpqxx-6.4 \
       libabsl20220623 libssl3 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /build/server/metricsd /build/migrations/metricsctl /usr/local/bin/

@@ -9,8 +9,10 @@ cd "$(dirname "$0")"
 packages=(
   build-essential cmake pkg-config ninja-build clang
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libpqxx-dev libpq-dev libabsl-dev libssl-dev libmicrohttpd-dev
+  libpqxx-dev libpq-dev libabsl-dev libssl-dev
   libgtest-dev libgmock-dev
+  # Boost.Beast and Asio (header-only): the HTTP transport.
+  libboost1.81-dev
   # google/api/{annotations,http}.proto: the REST routes in the protos.
   golang-github-grpc-ecosystem-grpc-gateway-dev
   postgresql postgresql-contrib postgresql-common

@@ -2,6 +2,8 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -10,6 +12,8 @@
 #include "absl/strings/str_split.h"
 #include "common/json_text.h"
 #include "common/status_macros.h"
+#include "server/http_target.h"
+#include "server/json_body.h"
 #include "google/api/annotations.pb.h"
 
 namespace metrics::server {
@@ -63,8 +67,8 @@ absl::StatusOr<std::vector<const FieldDescriptor*>> ResolvePath(
 
 absl::Status BadValue(absl::string_view what, absl::string_view value,
                       absl::string_view expected) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      what, ": \"", value, "\" is not ", expected));
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, ": ", QuoteForMessage(value), " is not ", expected));
 }
 
 // Sets (or, for a repeated field, adds) one field from its text.
@@ -75,32 +79,42 @@ absl::Status SetFromText(Message* message, const FieldDescriptor* f,
   switch (f->cpp_type()) {
     case FieldDescriptor::CPPTYPE_INT32: {
       int32_t v;
-      if (!absl::SimpleAtoi(value, &v)) return BadValue(what, value, "an int32");
+      if (!IsPlainInteger(value) || !absl::SimpleAtoi(value, &v)) {
+        return BadValue(what, value, "an int32");
+      }
       repeated ? r->AddInt32(message, f, v) : r->SetInt32(message, f, v);
       return absl::OkStatus();
     }
     case FieldDescriptor::CPPTYPE_INT64: {
       int64_t v;
-      if (!absl::SimpleAtoi(value, &v)) return BadValue(what, value, "an int64");
+      if (!IsPlainInteger(value) || !absl::SimpleAtoi(value, &v)) {
+        return BadValue(what, value, "an int64");
+      }
       repeated ? r->AddInt64(message, f, v) : r->SetInt64(message, f, v);
       return absl::OkStatus();
     }
     case FieldDescriptor::CPPTYPE_UINT32: {
       uint32_t v;
-      if (!absl::SimpleAtoi(value, &v)) return BadValue(what, value, "a uint32");
+      if (!IsPlainInteger(value) || !absl::SimpleAtoi(value, &v)) {
+        return BadValue(what, value, "a uint32");
+      }
       repeated ? r->AddUInt32(message, f, v) : r->SetUInt32(message, f, v);
       return absl::OkStatus();
     }
     case FieldDescriptor::CPPTYPE_UINT64: {
       uint64_t v;
-      if (!absl::SimpleAtoi(value, &v)) return BadValue(what, value, "a uint64");
+      if (!IsPlainInteger(value) || !absl::SimpleAtoi(value, &v)) {
+        return BadValue(what, value, "a uint64");
+      }
       repeated ? r->AddUInt64(message, f, v) : r->SetUInt64(message, f, v);
       return absl::OkStatus();
     }
     case FieldDescriptor::CPPTYPE_DOUBLE:
     case FieldDescriptor::CPPTYPE_FLOAT: {
       double v;
-      if (!absl::SimpleAtod(value, &v)) return BadValue(what, value, "a number");
+      if (!IsJsonNumber(value) || !absl::SimpleAtod(value, &v)) {
+        return BadValue(what, value, "a number");
+      }
       if (f->cpp_type() == FieldDescriptor::CPPTYPE_FLOAT) {
         repeated ? r->AddFloat(message, f, static_cast<float>(v))
                  : r->SetFloat(message, f, static_cast<float>(v));
@@ -110,17 +124,18 @@ absl::Status SetFromText(Message* message, const FieldDescriptor* f,
       return absl::OkStatus();
     }
     case FieldDescriptor::CPPTYPE_BOOL: {
-      bool v;
-      if (!absl::SimpleAtob(value, &v)) {
+      if (value != "true" && value != "false") {
         return BadValue(what, value, "true or false");
       }
+      const bool v = value == "true";
       repeated ? r->AddBool(message, f, v) : r->SetBool(message, f, v);
       return absl::OkStatus();
     }
     case FieldDescriptor::CPPTYPE_ENUM: {
       const auto* e = f->enum_type()->FindValueByName(std::string(value));
       int number;
-      if (e == nullptr && absl::SimpleAtoi(value, &number)) {
+      if (e == nullptr && IsPlainInteger(value) &&
+          absl::SimpleAtoi(value, &number)) {
         e = f->enum_type()->FindValueByNumber(number);
       }
       if (e == nullptr) {
@@ -266,6 +281,45 @@ absl::StatusOr<RouteTable> RouteTable::Build(
   return table;
 }
 
+namespace {
+
+// Whether `route`'s pattern fits the path `parts`: the number of literal
+// segments (more is a better fit) and the variables, or -1.
+int Fit(const Route& route, const std::vector<absl::string_view>& parts,
+        RouteMatch* match) {
+  if (route.segments.size() != parts.size()) return -1;
+  int literals = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Route::Segment& segment = route.segments[i];
+    if (segment.variable) {
+      if (parts[i].empty()) return -1;
+      if (match != nullptr) {
+        match->variables.emplace_back(segment.text, std::string(parts[i]));
+      }
+    } else {
+      if (segment.text != parts[i]) return -1;
+      ++literals;
+    }
+  }
+  return literals;
+}
+
+}  // namespace
+
+const Route* RouteTable::MatchPath(absl::string_view path) const {
+  const std::vector<absl::string_view> parts = PathSegments(path);
+  const Route* best = nullptr;
+  int best_literals = -1;
+  for (const Route& route : routes_) {
+    if (const int literals = Fit(route, parts, nullptr);
+        literals > best_literals) {
+      best = &route;
+      best_literals = literals;
+    }
+  }
+  return best;
+}
+
 absl::StatusOr<RouteMatch> RouteTable::Match(absl::string_view http_method,
                                              absl::string_view path,
                                              std::string* allowed) const {
@@ -274,21 +328,9 @@ absl::StatusOr<RouteMatch> RouteTable::Match(absl::string_view http_method,
   int best_literals = -1;
   std::vector<std::string> other_methods;
   for (const Route& route : routes_) {
-    if (route.segments.size() != parts.size()) continue;
     RouteMatch match{&route, {}};
-    int literals = 0;
-    bool fits = true;
-    for (size_t i = 0; i < parts.size() && fits; ++i) {
-      const Route::Segment& segment = route.segments[i];
-      if (segment.variable) {
-        fits = !parts[i].empty();
-        match.variables.emplace_back(segment.text, std::string(parts[i]));
-      } else {
-        fits = segment.text == parts[i];
-        ++literals;
-      }
-    }
-    if (!fits) continue;
+    const int literals = Fit(route, parts, &match);
+    if (literals < 0) continue;
     if (route.http_method != http_method) {
       other_methods.push_back(route.http_method);
       continue;
@@ -316,21 +358,28 @@ absl::Status BuildRequest(
     const std::vector<std::pair<std::string, std::string>>& query,
     google::protobuf::Message* request) {
   const Route& route = *match.route;
+  // The fields the path sets: neither the body nor the query may set them.
+  std::vector<FieldPath> bound;
+  for (const auto& [path, value] : match.variables) {
+    absl::StatusOr<FieldPath> fields =
+        ResolvePath(request->GetDescriptor(), path);
+    if (fields.ok()) bound.push_back(*std::move(fields));
+  }
   if (!route.body.empty()) {
     Message* target = request;
+    std::vector<FieldPath> bound_in_body = bound;
     if (route.body != "*") {
       const FieldDescriptor* f =
           request->GetDescriptor()->FindFieldByName(route.body);
       target = request->GetReflection()->MutableMessage(request, f);
+      bound_in_body.clear();
+      for (const FieldPath& b : bound) {
+        if (b.size() > 1 && b.front() == f) {
+          bound_in_body.emplace_back(b.begin() + 1, b.end());
+        }
+      }
     }
-    const absl::string_view json =
-        absl::StripAsciiWhitespace(body).empty() ? "{}" : body;
-    const auto parsed = google::protobuf::util::JsonStringToMessage(
-        google::protobuf::StringPiece(json.data(), json.size()), target);
-    if (!parsed.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("request body: ", parsed.message().as_string()));
-    }
+    RETURN_IF_ERROR(ParseJsonBody(body, bound_in_body, target));
   }
   for (const auto& [path, value] : match.variables) {
     RETURN_IF_ERROR(SetPath(request, path, value,
@@ -339,14 +388,28 @@ absl::Status BuildRequest(
   if (route.body == "*") {
     if (!query.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "query parameter \"", query.front().first,
-          "\": this route takes its fields from the request body"));
+          "query parameter ", QuoteForMessage(query.front().first),
+          ": this route takes its fields from the request body"));
     }
     return absl::OkStatus();
   }
   for (const auto& [key, value] : query) {
-    RETURN_IF_ERROR(SetPath(request, key, value,
-                            absl::StrCat("query parameter \"", key, "\"")));
+    const std::string what =
+        absl::StrCat("query parameter ", QuoteForMessage(key));
+    if (absl::StatusOr<FieldPath> fields =
+            ResolvePath(request->GetDescriptor(), key);
+        fields.ok()) {
+      for (const FieldPath& b : bound) {
+        // Equal, or one inside the other ("labels" holds "labels.trialId").
+        const size_t n = std::min(b.size(), fields->size());
+        if (std::equal(b.begin(), b.begin() + n, fields->begin())) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              what, ": is set by the request's path; it cannot be given "
+                    "again"));
+        }
+      }
+    }
+    RETURN_IF_ERROR(SetPath(request, key, value, what));
   }
   return absl::OkStatus();
 }

@@ -58,6 +58,10 @@ class RouteTable {
                                    absl::string_view path,
                                    std::string* allowed) const;
 
+  // The route, of any method, that `path` would match (the most literal
+  // segments first), or null.
+  const Route* MatchPath(absl::string_view path) const;
+
   const std::vector<Route>& routes() const { return routes_; }
 
  private:

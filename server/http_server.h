@@ -1,14 +1,19 @@
-// A small HTTP/1.1 server over libmicrohttpd: the transport under the REST
-// gateway and /healthz. It binds its own listening socket (so "host:0"
-// picks a free port that port() reports), reads each request's body up to
-// a limit, and hands the complete request to one handler function.
+// A small HTTP/1.1 server for a public port: the transport under the REST
+// gateway, /healthz, /metrics and the profiler page. It binds its own
+// listening socket (so "host:0" picks a free port that port() reports),
+// parses requests strictly (Boost.Beast's parser, plus RFC 9112's rules on
+// Host, Transfer-Encoding and the target, http_target.h), and hands each
+// complete request to one handler function.
 //
-// Each connection runs on its own thread (libmicrohttpd's
-// thread-per-connection mode), bounded by max_connections, so a handler may
-// block on the database without stalling other requests.
+// Connections cost no thread while they send, wait or idle: a few I/O
+// threads serve them all, with a time limit on each phase (headers, body,
+// idle, each write). Handlers, which may block on the database, run on a
+// bounded pool; a streamed response holds a thread of its own, up to a
+// limit. Every answer the transport gives itself (framing errors, limits,
+// timeouts, overload) is JSON in the REST error shape (http_error.h).
 //
-// Thread-safety: the handler is called concurrently from connection threads
-// and must be thread-safe itself. Shutdown is for the owner's thread.
+// Thread-safety: the handler is called concurrently from pool threads and
+// must be thread-safe itself. Shutdown is for the owner's thread.
 #ifndef METRICS_SERVER_HTTP_SERVER_H_
 #define METRICS_SERVER_HTTP_SERVER_H_
 
@@ -22,9 +27,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-struct MHD_Daemon;
-
 namespace metrics::server {
+
+namespace server_internal {
+class HttpEngine;
+}  // namespace server_internal
 
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
@@ -58,20 +65,50 @@ struct HttpResponse {
 struct HttpServerOptions {
   // "host:port" or "[v6]:port"; port 0 picks a free one.
   std::string address = "127.0.0.1:8080";
-  // Connections served at once; more wait in the kernel's accept queue.
-  int max_connections = 256;
-  // A connection idle this long is closed.
+  // Connections open at once. At the limit, a new connection closes the one
+  // that has waited longest for a request (idle, or still sending its
+  // headers), so slow or idle clients cannot lock others out; when every
+  // connection is busy with a request, the new one is answered 503.
+  int max_connections = 1024;
+  // Threads for handlers; requests beyond them wait in a queue of
+  // max_queued_requests, and past that are answered 503.
+  int handler_threads = 16;
+  size_t max_queued_requests = 256;
+  // Streamed responses (follow) at once, each holding a thread; more are
+  // answered 503.
+  int max_streams = 64;
+  // Threads that run the connections' I/O.
+  int io_threads = 2;
+  // Time to receive a request's headers: from the connection's start, or
+  // from the first byte of a later request on the connection.
+  absl::Duration header_timeout = absl::Seconds(10);
+  // Time to receive a request's body once its headers are in.
+  absl::Duration body_timeout = absl::Seconds(30);
+  // A connection waiting this long for its next request is closed.
   absl::Duration idle_timeout = absl::Seconds(60);
-  // Larger request bodies are refused with 413 before they are read whole.
+  // Time the client may take to accept one write of a response (one chunk
+  // of a stream).
+  absl::Duration write_timeout = absl::Seconds(30);
+  // The request line and headers together (431 past it; 414 when the
+  // target alone is over max_target_bytes).
+  size_t max_header_bytes = 16 << 10;
+  size_t max_target_bytes = 8 << 10;
+  // Larger request bodies are refused with 413 before they are read.
   size_t max_body_bytes = 16 << 20;
+  // Paths whose handler never blocks (health checks): run on the I/O thread,
+  // so they answer while every handler thread is busy.
+  std::vector<std::string> inline_paths;
+  // Adds headers to the answers the transport makes itself, by request path
+  // ("" when no path could be read): the legacy routes' deprecation headers.
+  std::function<void(absl::string_view path, HttpResponse&)> decorate_error;
 };
 
 class HttpServer {
  public:
   using Handler = std::function<HttpResponse(const HttpRequest&)>;
 
-  // Binds and starts serving. INVALID_ARGUMENT for a malformed address,
-  // UNAVAILABLE when it cannot be bound (the message names it).
+  // Binds and starts serving. INVALID_ARGUMENT for a malformed address or
+  // option, UNAVAILABLE when it cannot be bound (the message names it).
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(
       HttpServerOptions options, Handler handler);
   // Stops if still running.
@@ -83,20 +120,14 @@ class HttpServer {
   // The port actually bound.
   int port() const { return port_; }
 
-  // Stops accepting, closes connections and joins their threads. Idempotent.
+  // Stops accepting, closes connections, lets running handlers return and
+  // joins every thread. Idempotent.
   void Shutdown();
 
-  // Internal: the libmicrohttpd callbacks' entry to the handler.
-  const Handler& handler() const { return handler_; }
-  const HttpServerOptions& options() const { return options_; }
-
  private:
-  HttpServer(HttpServerOptions options, Handler handler)
-      : options_(std::move(options)), handler_(std::move(handler)) {}
+  HttpServer(std::unique_ptr<server_internal::HttpEngine> engine, int port);
 
-  HttpServerOptions options_;
-  Handler handler_;
-  MHD_Daemon* daemon_ = nullptr;
+  std::unique_ptr<server_internal::HttpEngine> engine_;
   int port_ = 0;
 };
 

@@ -279,6 +279,10 @@ grpc::Status LegacyProfilerService::Rounds(
   }
 }
 
+std::string LegacySuccessorLink(absl::string_view successor_path) {
+  return absl::StrCat("<", successor_path, ">; rel=\"successor-version\"");
+}
+
 void LegacyProfilerService::Deprecate(grpc::ServerContext* context,
                                       absl::string_view method,
                                       const std::string& successor) {
@@ -291,8 +295,7 @@ void LegacyProfilerService::Deprecate(grpc::ServerContext* context,
   usage_->Record(method, client, successor);
   context->AddInitialMetadata("deprecation",
                               std::string(kLegacyDeprecationDate));
-  context->AddInitialMetadata(
-      "link", absl::StrCat("<", successor, ">; rel=\"successor-version\""));
+  context->AddInitialMetadata("link", LegacySuccessorLink(successor));
 }
 
 grpc::Status LegacyProfilerService::GetTrialProfilerMetrics(

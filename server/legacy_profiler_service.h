@@ -40,6 +40,9 @@ namespace metrics::server {
 // Deprecation header: "@" and seconds since the epoch (RFC 9745).
 inline constexpr absl::string_view kLegacyDeprecationDate = "@1795305600";
 
+// The Link header naming the successor of a legacy call (RFC 8594).
+std::string LegacySuccessorLink(absl::string_view successor_path);
+
 class LegacyProfilerService final
     : public determined::api::v1::Determined::Service {
  public:

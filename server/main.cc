@@ -35,10 +35,21 @@ ABSL_FLAG(bool, migrate, false,
           "refuses to start on a schema that is not current.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGINT/SIGTERM, how long in-flight calls may take to finish.");
-ABSL_FLAG(int, http_max_connections, 256,
-          "HTTP connections served at once.");
+ABSL_FLAG(int, http_max_connections, 1024,
+          "HTTP connections open at once; at the limit a new connection "
+          "closes the one that has waited longest for a request.");
 ABSL_FLAG(absl::Duration, http_idle_timeout, absl::Seconds(60),
-          "An HTTP connection idle this long is closed.");
+          "An HTTP connection waiting this long for its next request is "
+          "closed.");
+ABSL_FLAG(absl::Duration, http_header_timeout, absl::Seconds(10),
+          "Time a client has to send a request's headers.");
+ABSL_FLAG(absl::Duration, http_body_timeout, absl::Seconds(30),
+          "Time a client has to send a request's body.");
+ABSL_FLAG(int, http_handler_threads, 16,
+          "Threads that run HTTP requests (more wait in a bounded queue, "
+          "then get 503).");
+ABSL_FLAG(int, http_max_streams, 64,
+          "Streamed HTTP answers (follow) open at once; more get 503.");
 ABSL_FLAG(int64_t, http_max_body_bytes, 16 << 20,
           "Largest HTTP request body accepted (larger ones get 413).");
 ABSL_FLAG(absl::Duration, http_request_timeout, absl::Seconds(30),
@@ -82,6 +93,10 @@ int Run() {
   options.http.address = absl::GetFlag(FLAGS_http_address);
   options.http.max_connections = absl::GetFlag(FLAGS_http_max_connections);
   options.http.idle_timeout = absl::GetFlag(FLAGS_http_idle_timeout);
+  options.http.header_timeout = absl::GetFlag(FLAGS_http_header_timeout);
+  options.http.body_timeout = absl::GetFlag(FLAGS_http_body_timeout);
+  options.http.handler_threads = absl::GetFlag(FLAGS_http_handler_threads);
+  options.http.max_streams = absl::GetFlag(FLAGS_http_max_streams);
   options.http.max_body_bytes =
       static_cast<size_t>(absl::GetFlag(FLAGS_http_max_body_bytes));
   options.gateway.request_timeout = absl::GetFlag(FLAGS_http_request_timeout);

@@ -144,6 +144,10 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
         "--grpc-address ", options.grpc_address,
         ": cannot listen (address in use or not local?)"));
   }
+  RestGatewayOptions gateway_options = options.gateway;
+  gateway_options.deprecation_headers = {
+      {"Deprecation", std::string(kLegacyDeprecationDate)},
+      {"Link", LegacySuccessorLink("/api/v1/trials")}};
   grpc::ChannelArguments channel_arguments;
   channel_arguments.SetMaxReceiveMessageSize(-1);  // chart answers are large
   ASSIGN_OR_RETURN(
@@ -156,9 +160,15 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
            v1::IngestService::service_full_name(),
            v1::QueryService::service_full_name(),
            determined::api::v1::Determined::service_full_name()},
-          options.gateway));
+          std::move(gateway_options)));
+  HttpServerOptions http_options = options.http;
+  http_options.inline_paths = {"/healthz"};
+  http_options.decorate_error = [gateway = server->gateway_.get()](
+                                    absl::string_view path, HttpResponse& r) {
+    gateway->AddDeprecationHeaders(path, r);
+  };
   ASSIGN_OR_RETURN(server->http_,
-                   HttpServer::Start(options.http,
+                   HttpServer::Start(std::move(http_options),
                                      [s = server.get()](const HttpRequest& r) {
                                        return s->HandleHttp(r);
                                      }));

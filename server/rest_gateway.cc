@@ -6,6 +6,7 @@
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -187,8 +188,10 @@ HttpResponse RestGateway::Handle(const HttpRequest& request) const {
     return Preflight(request);
   }
   std::string allowed;
-  absl::StatusOr<RouteMatch> match =
-      routes_.Match(request.method, request.path, &allowed);
+  // HEAD is GET without the body (the HTTP server drops it).
+  absl::StatusOr<RouteMatch> match = routes_.Match(
+      request.method == "HEAD" ? "GET" : request.method, request.path,
+      &allowed);
   HttpResponse response;
   if (!match.ok()) {
     const bool wrong_method =
@@ -199,7 +202,20 @@ HttpResponse RestGateway::Handle(const HttpRequest& request) const {
     response = Call(request, *match);
   }
   AddCors(request, response);
+  AddDeprecationHeaders(request.path, response);
   return response;
+}
+
+void RestGateway::AddDeprecationHeaders(absl::string_view path,
+                                        HttpResponse& response) const {
+  const Route* route = routes_.MatchPath(path);
+  if (route == nullptr || !route->method->options().deprecated()) return;
+  for (const auto& [name, value] : options_.deprecation_headers) {
+    const bool present = std::any_of(
+        response.headers.begin(), response.headers.end(),
+        [&name = name](const auto& h) { return h.first == name; });
+    if (!present) response.headers.emplace_back(name, value);
+  }
 }
 
 HttpResponse RestGateway::Call(const HttpRequest& request,

@@ -23,6 +23,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,6 +42,10 @@ struct RestGatewayOptions {
   std::string cors_origin;
   // How often a quiet stream checks that its client is still there.
   absl::Duration client_check_interval = absl::Seconds(1);
+  // Headers for every answer on a route of a method marked deprecated in
+  // its .proto, errors made before the call included, unless the service
+  // sent them itself (the legacy shims' Deprecation and Link).
+  std::vector<std::pair<std::string, std::string>> deprecation_headers;
 };
 
 class RestGateway {
@@ -53,6 +58,11 @@ class RestGateway {
       const std::vector<std::string>& services, RestGatewayOptions options);
 
   HttpResponse Handle(const HttpRequest& request) const;
+
+  // Adds options.deprecation_headers when `path` is a deprecated method's
+  // route and `response` lacks them. For the HTTP server's own errors too.
+  void AddDeprecationHeaders(absl::string_view path,
+                             HttpResponse& response) const;
 
   const RouteTable& routes() const { return routes_; }
 

@@ -1,0 +1,161 @@
+// The machinery behind HttpServer (http_server.h): the I/O threads and the
+// acceptor (Boost.Asio), the handler and stream pools, the connection
+// registry that enforces max_connections by closing the connection that has
+// waited longest for a request, and one Session per connection (Beast's
+// parser on a strand, with a deadline on every read and write).
+//
+// Thread-safety: the engine's public methods are thread-safe; a Session runs
+// on its own strand, and its pool work is handed back to that strand.
+#ifndef METRICS_SERVER_HTTP_ENGINE_H_
+#define METRICS_SERVER_HTTP_ENGINE_H_
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "server/blocking_executor.h"
+#include "server/http_server.h"
+#include "server/http_target.h"
+
+namespace metrics::server::server_internal {
+
+class Session;
+
+class HttpEngine {
+ public:
+  // Takes the listening socket `fd` (bound and listening) and starts the
+  // I/O threads and the pools.
+  HttpEngine(HttpServerOptions options, HttpServer::Handler handler, int fd,
+             bool ipv6);
+  ~HttpEngine();
+
+  // See HttpServer::Shutdown.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+
+  const HttpServerOptions& options() const { return options_; }
+  const HttpServer::Handler& handler() const { return handler_; }
+  BlockingExecutor& handler_pool() { return handler_pool_; }
+  BlockingExecutor& stream_pool() { return stream_pool_; }
+
+  // Takes a stream slot; false at max_streams.
+  bool AcquireStream();
+  void ReleaseStream();
+
+  // Called by a Session's destructor.
+  void Unregister(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void Accept();
+  void OnAccept(boost::system::error_code ec,
+                boost::asio::ip::tcp::socket socket) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const HttpServerOptions options_;
+  const HttpServer::Handler handler_;
+  // Declared before the I/O context so that sessions destroyed with its
+  // pending work can still unregister.
+  absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, std::weak_ptr<Session>> sessions_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<int> streams_{0};
+
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer accept_retry_;
+  std::optional<boost::asio::executor_work_guard<
+      boost::asio::io_context::executor_type>>
+      work_;
+  BlockingExecutor handler_pool_;
+  BlockingExecutor stream_pool_;
+  std::vector<std::thread> io_threads_;
+};
+
+// One connection: reads requests one at a time, checks their framing, runs
+// the handler on the pool and writes the answer. Owned by the asynchronous
+// operations and pool jobs that hold it.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(HttpEngine& engine, boost::asio::ip::tcp::socket socket,
+          uint64_t id);
+  ~Session();
+
+  // Starts reading the first request. Call once, after registering.
+  void Start();
+  // Answers 503 (every connection is busy) and closes.
+  void RejectBusy();
+  // Closes the connection if it is still waiting for a request.
+  void Evict();
+  // Closes the connection whatever it does (shutdown).
+  void Close();
+
+  // Waiting for a request (idle, or receiving its headers), and since when
+  // (nanoseconds of a monotonic clock).
+  bool waiting() const { return waiting_; }
+  int64_t waiting_since() const { return waiting_since_; }
+
+ private:
+  void ReadRequest(bool first);
+  void ReadHeader();
+  void OnHeader(boost::system::error_code ec);
+  // The transport's checks of a request's framing and target; false when it
+  // answered an error itself.
+  bool CheckHeader();
+  void ReadBody();
+  void OnBody(boost::system::error_code ec);
+  void Dispatch();
+  void RunHandler(HttpRequest request, bool head);
+  // Writes `response` (only its head for HEAD); `stream_slot` says that a
+  // stream slot was taken for it.
+  void Respond(HttpResponse response, bool head, bool stream_slot);
+  void Send(std::string bytes, bool close_after);
+  void OnWritten(bool close_after, boost::system::error_code ec);
+  void PullChunk();
+  void WriteChunk(std::string chunk, bool last);
+  // Answers a transport error as JSON and closes when `close`.
+  void SendError(const absl::Status& status, int http_status, bool close);
+  // Hands an unfinished stream to a pool thread to end it.
+  void DropStream();
+  // Closes after the client has had time to read the answer.
+  void Linger();
+  void Shut();
+  void SetWaiting(bool waiting);
+
+  HttpEngine& engine_;
+  const uint64_t id_;
+  boost::beast::tcp_stream stream_;
+  boost::beast::flat_buffer buffer_;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>>
+      parser_;
+  std::optional<RequestTarget> target_;  // of the request in progress
+  std::string path_;  // the same path, for decorate_error
+  std::string out_;   // the bytes being written
+  bool keep_alive_ = true;
+  bool http10_ = false;
+  bool expect_continue_ = false;
+  HttpResponse::Stream stream_body_;
+  bool close_after_stream_ = false;
+  bool holds_stream_slot_ = false;
+  size_t lingered_ = 0;
+  std::atomic<bool> waiting_{false};
+  std::atomic<int64_t> waiting_since_{0};
+};
+
+}  // namespace metrics::server::server_internal
+
+#endif  // METRICS_SERVER_HTTP_ENGINE_H_

@@ -1,0 +1,47 @@
+// A REST request body, read strictly: RFC 8259 JSON (no single quotes,
+// unquoted keys, trailing commas, comments, duplicate keys or invalid
+// UTF-8), mapped onto a message by the proto3 JSON mapping with no
+// guessing: a repeated field takes an array and nothing else, a message an
+// object, a number field a number (or its decimal text, as the mapping
+// allows), a Timestamp an RFC 3339 string. Every error is INVALID_ARGUMENT
+// beginning "request body" and naming the field by its path as sent
+// ("batch.reports[0].values[3]"), never echoing bytes that are not
+// printable ASCII.
+//
+// One pass, with no document tree: memory stays within a small multiple of
+// the message itself, whatever the body.
+//
+// Thread-safety: pure functions.
+#ifndef METRICS_SERVER_JSON_BODY_H_
+#define METRICS_SERVER_JSON_BODY_H_
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace metrics::server {
+
+// A field path from the top message down ({batch, trial_id}).
+using FieldPath = std::vector<const google::protobuf::FieldDescriptor*>;
+
+// Sets `message` from `json`. A field on one of `bound` (set from the
+// request's path) is refused: the body cannot override the path.
+absl::Status ParseJsonBody(absl::string_view json,
+                           const std::vector<FieldPath>& bound,
+                           google::protobuf::Message* message);
+
+// Digits with an optional leading minus: the one integer text accepted in
+// bodies, paths and queries (no "+", spaces, or other forms absl's parsers
+// also take).
+bool IsPlainInteger(absl::string_view text);
+
+// The JSON number grammar (RFC 8259 §6): the one decimal text accepted.
+bool IsJsonNumber(absl::string_view text);
+
+}  // namespace metrics::server
+
+#endif  // METRICS_SERVER_JSON_BODY_H_
