@@ -166,13 +166,9 @@ void Session::OnHeader(boost::system::error_code ec) {
   SetWaiting(false);
   if (ec == http::error::header_limit ||
       ec == http::error::buffer_overflow) {
-    const auto data = buffer_.data();
-    const absl::string_view received(static_cast<const char*>(data.data()),
-                                     data.size());
-    const size_t line_end = received.find("\r\n");
-    const bool long_target =
-        line_end == absl::string_view::npos ||
-        line_end > engine_.options().max_target_bytes + 16;
+    // The request line is parsed before the headers: no target yet means
+    // the line alone was too long.
+    const bool long_target = parser_->get().target().empty();
     SendError(absl::InvalidArgumentError(absl::StrCat(
                   long_target ? "request target" : "request headers",
                   ": longer than the limit of ",
@@ -216,18 +212,26 @@ bool Session::CheckHeader() {
     return refuse("HTTP version: only HTTP/1.0 and HTTP/1.1 are served", 505);
   }
   const beast::string_view target = request.target();
+  absl::StatusOr<RequestTarget> parsed =
+      ParseRequestTarget(absl::string_view(target.data(), target.size()));
+  // The path alone, for decorate_error, even when the query is bad.
+  if (absl::StatusOr<RequestTarget> path_only = ParseRequestTarget(
+          absl::string_view(target.data(), target.size())
+              .substr(0, target.find('?')));
+      path_only.ok()) {
+    path_ = std::move(path_only->path);
+  }
   if (target.size() > options.max_target_bytes) {
     return refuse(absl::StrCat("request target: longer than the limit of ",
                                options.max_target_bytes, " bytes"),
                   414);
   }
-  absl::StatusOr<RequestTarget> parsed =
-      ParseRequestTarget(absl::string_view(target.data(), target.size()));
   if (!parsed.ok()) {
-    SendError(parsed.status(), 400, /*close=*/true);
+    // The framing is sound: the connection can go on unless a body that
+    // will not be read follows.
+    SendError(parsed.status(), 400, /*close=*/!parser_->is_done());
     return false;
   }
-  path_ = parsed->path;
   target_ = *std::move(parsed);
   const auto hosts = request.equal_range(http::field::host);
   const auto host_count = std::distance(hosts.first, hosts.second);

@@ -237,6 +237,13 @@ class Parser {
     return absl::OkStatus();
   }
 
+  // Whether a JSON value can start here.
+  bool AtValue() const {
+    return pos_ < json_.size() && absl::string_view("{[\"tfn-0123456789")
+                                          .find(json_[pos_]) !=
+                                      absl::string_view::npos;
+  }
+
   bool ConsumeWord(absl::string_view word) {
     if (json_.substr(pos_, word.size()) != word) return false;
     pos_ += word.size();
@@ -315,6 +322,7 @@ class Parser {
                           const std::string& where, FieldPath& path,
                           int depth) {
     SkipSpace();
+    if (!AtValue()) return Syntax("not a JSON value");
     if (ConsumeWord("null")) return absl::OkStatus();  // the default
     if (!field->is_repeated()) {
       return ParseOne(message, field, where, path, depth);
@@ -331,6 +339,7 @@ class Parser {
       SkipSpace();
       const std::string item = absl::StrCat(where, "[", index++, "]");
       if (Peek() == 'n') return Field(item, "null is not allowed in an array");
+      if (!AtValue()) return Syntax("not a JSON value");
       if (absl::Status s = ParseOne(message, field, item, path, depth + 1);
           !s.ok()) {
         return s;

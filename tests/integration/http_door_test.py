@@ -1,0 +1,474 @@
+#!/usr/bin/env python3
+"""metricsd's HTTP port as a stranger meets it: raw bytes over a socket (no
+client library to fix them up), one row per kind of bad request, each checked
+for its status, the JSON error shape, whether the connection is closed, and
+that nothing was stored; then thousands of bad requests with the server's
+memory measured before and after; then slow and idle clients past the
+connection limit while /healthz keeps answering.
+
+Usage: http_door_test.py PATH/TO/metricsd
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rest_api_test  # noqa: E402  (its Server class starts metricsd)
+
+SERVER = None
+HOST = b"Host: 127.0.0.1\r\n"
+
+
+def connect(port, timeout=10):
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+class Reply:
+    def __init__(self, status, headers, body, closed, raw):
+        self.status, self.headers, self.body = status, headers, body
+        self.closed, self.raw = closed, raw
+
+    def header(self, name):
+        return self.headers.get(name.lower())
+
+
+# Bytes read past one response (pipelined answers), per socket.
+_pending = {}
+
+
+def read_reply(sock, head=False):
+    """Reads one response; notes whether the server then closed."""
+    data = _pending.pop(sock.fileno(), b"")
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed before a response: %r" % data)
+        data += chunk
+    head_bytes, rest = data.split(b"\r\n\r\n", 1)
+    lines = head_bytes.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ")[1])
+    headers = {}
+    for line in lines[1:]:
+        name, value = line.split(":", 1)
+        headers.setdefault(name.strip().lower(), value.strip())
+    if head or status in (100, 204, 304):
+        body = b""
+    elif "content-length" in headers:
+        n = int(headers["content-length"])
+        while len(rest) < n:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            rest += chunk
+        body, rest = rest[:n], rest[n:]
+    else:  # chunked
+        body = b""
+        while True:
+            while b"\r\n" not in rest:
+                rest += sock.recv(65536)
+            size_text, rest = rest.split(b"\r\n", 1)
+            size = int(size_text, 16)
+            while len(rest) < size + 2:
+                rest += sock.recv(65536)
+            body, rest = body + rest[:size], rest[size + 2:]
+            if size == 0:
+                break
+    closed = False
+    if headers.get("connection", "").lower() == "close":
+        sock.settimeout(3)
+        try:
+            while True:
+                extra = sock.recv(65536)
+                if not extra:
+                    closed = True
+                    break
+                rest += extra
+        except (ConnectionResetError, socket.timeout):
+            closed = True
+    else:
+        _pending[sock.fileno()] = rest
+    return Reply(status, headers, body, closed, head_bytes + b"\r\n\r\n" + rest)
+
+
+def send_raw(port, data, head=False):
+    with connect(port) as s:
+        s.sendall(data)
+        reply = read_reply(s, head=head)
+        _pending.pop(s.fileno(), None)
+        return reply
+
+
+def get(path, extra=b""):
+    return b"GET " + path + b" HTTP/1.1\r\n" + HOST + extra + b"\r\n"
+
+
+def post(path, body, method=b"POST", extra=b""):
+    return (method + b" " + path + b" HTTP/1.1\r\n" + HOST +
+            b"Content-Type: application/json\r\nContent-Length: " +
+            str(len(body)).encode() + b"\r\n" + extra + b"\r\n" + body)
+
+
+def report_body(values=b"[1.5]", reports=None, trial_field=b""):
+    if reports is None:
+        reports = (b'[{"time": "2026-01-01T00:00:00Z", "series": [0], '
+                   b'"values": ' + values + b"}]")
+    return (b'{"streamId": "s", "batch": {' + trial_field +
+            b'"sequence": 1, "agentId": "a", "series": '
+            b'[{"name": "cpu_util_simple", "unit": "percent"}], '
+            b'"reports": ' + reports + b"}}")
+
+
+LEGACY = "/api/v1/trials/1/profiler"
+
+# (class, name, request bytes, status, closes, words the message must hold)
+ROWS = [
+    # 1. Invalid UTF-8 anywhere is a 400 naming the part.
+    ("utf8", "query name", get(b"/api/v1/trials/1/metrics/system?name=%FF%FE"),
+     400, False, 'query parameter "name": is not valid UTF-8'),
+    ("utf8", "query agentId", get(b"/api/v1/trials/1/metrics/system?agentId=%C3"),
+     400, False, '"agentId"'),
+    ("utf8", "query gpuUuid", get(b"/api/v1/trials/1/metrics/system?gpuUuid=%ED%A0%80"),
+     400, False, '"gpuUuid"'),
+    ("utf8", "follow", get(b"/api/v1/trials/1/metrics/system/follow?name=%FF"),
+     400, False, '"name"'),
+    ("utf8", "legacy labels.name", get(LEGACY.encode() + b"/metrics?labels.name=%FF%FE"),
+     400, False, '"labels.name"'),
+    ("utf8", "path", get(b"/api/v1/trials/%FF/metrics/system"), 400, False, "path"),
+    ("utf8", "raw bytes in the query", get(b"/api/v1/trials/1/metrics/system?name=\xff"),
+     400, False, 'query parameter "name": is not valid UTF-8'),
+    ("utf8", "body", post(b"/api/v1/trials", b'{"id": 9001, "x": "\xff"}'),
+     400, False, "request body: is not valid UTF-8"),
+    ("utf8", "body lone surrogate", post(b"/api/v1/trials/1", b'{"state": "\\ud800"}',
+                                         method=b"PATCH"),
+     400, False, "lone high surrogate"),
+    ("utf8", "key name", get(b"/api/v1/trials/1/metrics/system?%FF=1"), 400, False,
+     "name: is not valid UTF-8"),
+    # 2. A field the path sets cannot be set again.
+    ("path", "trialId on GetTrial", get(b"/api/v1/trials/987654321?trialId=1"),
+     400, False, "set by the request's path"),
+    ("path", "trial_id on chart", get(b"/api/v1/trials/987654321/metrics/system?trial_id=1"),
+     400, False, "set by the request's path"),
+    ("path", "series", get(b"/api/v1/trials/987654321/metrics/system/series?trialId=1"),
+     400, False, "set by the request's path"),
+    ("path", "follow", get(b"/api/v1/trials/987654321/metrics/system/follow?trialId=1"),
+     400, False, "set by the request's path"),
+    ("path", "legacy labels.trialId",
+     get(b"/api/v1/trials/987654321/profiler/metrics?labels.trialId=1"),
+     400, False, "set by the request's path"),
+    ("path", "legacy labels", get(b"/api/v1/trials/987654321/profiler/metrics?labels=x"),
+     400, False, "set by the request's path"),
+    ("path", "legacy series", get(b"/api/v1/trials/987654321/profiler/available_series?trialId=1"),
+     400, False, "set by the request's path"),
+    ("path", "PATCH body", post(b"/api/v1/trials/987654321",
+                                b'{"trialId": 1, "state": "COMPLETED"}', method=b"PATCH"),
+     400, False, '"trialId": is set by the request\'s path'),
+    ("path", "report body", post(b"/api/v1/trials/987654321/metrics/system",
+                                 report_body(trial_field=b'"trialId": 1, ')),
+     400, False, '"batch.trialId": is set by the request\'s path'),
+    # 3. Bodies are strict JSON, mapped strictly.
+    ("json", "single quotes", post(b"/api/v1/trials", b"{'id': 7003}"), 400, False,
+     "not valid JSON"),
+    ("json", "trailing comma", post(b"/api/v1/trials", b'{"id": 7004,}'), 400, False,
+     "not valid JSON"),
+    ("json", "bare key", post(b"/api/v1/trials", b"{id: 7030}"), 400, False,
+     "not valid JSON"),
+    ("json", "duplicate key", post(b"/api/v1/trials", b'{"id": 7031, "id": 7032}'),
+     400, False, '"id": is given twice'),
+    ("json", "trailing text", post(b"/api/v1/trials", b'{"id": 7033} {}'), 400, False,
+     "after the value"),
+    ("json", "comment", post(b"/api/v1/trials", b'{"id": 7034 /* c */}'), 400, False,
+     "not valid JSON"),
+    ("json", "NaN literal", post(b"/api/v1/trials/1/metrics/system", report_body(b"[NaN]")),
+     400, False, "not valid JSON"),
+    ("json", "plus number", post(b"/api/v1/trials", b'{"id": +7035}'), 400, False,
+     "not valid JSON"),
+    ("json", "fraction for an int", post(b"/api/v1/trials", b'{"id": 7036.5}'), 400, False,
+     '"id": "7036.5" is not an int32'),
+    ("json", "nested array", post(b"/api/v1/trials/1/metrics/system", report_body(b"[[1]]")),
+     400, False, '"batch.reports[0].values[0]": expected a number, got an array'),
+    ("json", "scalar for repeated", post(b"/api/v1/trials/1/metrics/system", report_body(b"50.0")),
+     400, False, '"batch.reports[0].values": expected an array, got a number'),
+    ("json", "object for repeated",
+     post(b"/api/v1/trials/1/metrics/system",
+          report_body(reports=b'{"time": "2026-01-01T00:00:00Z", "series": [0], "values": [1]}')),
+     400, False, '"batch.reports": expected an array, got an object'),
+    ("json", "string for a message", post(b"/api/v1/trials/1/metrics/system",
+                                          b'{"batch": "x"}'), 400, False,
+     '"batch": expected an object'),
+    ("json", "unknown field", post(b"/api/v1/trials", b'{"id": 7037, "color": 1}'),
+     400, False, '"color": is not a field'),
+    ("json", "array at the top", post(b"/api/v1/trials", b"[1]"), 400, False,
+     "expected an object"),
+    ("json", "deep nesting", post(b"/api/v1/trials", b'{"x":' * 100 + b"1" + b"}" * 100),
+     400, False, "is not a field"),
+    ("json", "legacy body", post(b"/api/v1/trials/profiler/metrics", b'{"batches": {}}'),
+     400, False, '"batches": expected an array'),
+    # 4. Framing (RFC 9110/9112): ambiguity is 400 and close.
+    ("framing", "two Content-Length",
+     b"POST /api/v1/trials HTTP/1.1\r\n" + HOST + b"Content-Length: 13\r\n"
+     b"Content-Length: 40\r\n\r\n" + b'{"id": 7040}' + b" " * 27, 400, True,
+     "Content-Length"),
+    ("framing", "no Host", b"GET /api/v1/trials/1 HTTP/1.1\r\n\r\n", 400, True, "Host"),
+    ("framing", "two Host", get(b"/api/v1/trials/1", extra=HOST), 400, True, "Host"),
+    ("framing", "Content-Length -1",
+     b"POST /api/v1/trials HTTP/1.1\r\n" + HOST + b"Content-Length: -1\r\n\r\n",
+     400, True, "Content-Length"),
+    ("framing", "gzip, chunked",
+     b"POST /api/v1/trials HTTP/1.1\r\n" + HOST +
+     b"Transfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 501, True,
+     'only "chunked"'),
+    ("framing", "chunked not final",
+     b"POST /api/v1/trials HTTP/1.1\r\n" + HOST + b"Transfer-Encoding: gzip\r\n\r\n",
+     400, True, "final coding"),
+    ("framing", "TE and CL",
+     b"POST /api/v1/trials HTTP/1.1\r\n" + HOST +
+     b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, True, "framing"),
+    ("framing", "TE in HTTP/1.0",
+     b"POST /api/v1/trials HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+     400, True, "HTTP/1.0"),
+    ("framing", "bad chunk size",
+     b"POST /api/v1/trials HTTP/1.1\r\n" + HOST +
+     b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n", 400, True, "framing"),
+    ("framing", "NUL in the path", get(b"/ui/main.js%00.css"), 400, False,
+     "control character"),
+    ("framing", "plus sign trial", get(b"/api/v1/trials/+1"), 400, False,
+     '"+1" is not an int32'),
+    ("framing", "space in maxPoints", get(b"/api/v1/trials/1/metrics/system?maxPoints=%205"),
+     400, False, '" 5" is not an int32'),
+    ("framing", "hex maxPoints", get(b"/api/v1/trials/1/metrics/system?maxPoints=0x10"),
+     400, False, "is not an int32"),
+    ("framing", "bool yes", get(b"/api/v1/trials?limit=1&state=yes"), 400, False, "state"),
+    ("framing", "HTTP/2 preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 400, True, ""),
+    ("framing", "HTTP/3.0", b"GET / HTTP/3.0\r\n" + HOST + b"\r\n", 400, True, ""),
+    ("framing", "garbage", b"HELLO\r\n\r\n", 400, True, "framing"),
+    ("framing", "space in target", b"GET /a b HTTP/1.1\r\n" + HOST + b"\r\n", 400, True, ""),
+    ("framing", "bad header name", get(b"/api/v1/trials/1", extra=b"Bad Name: x\r\n"),
+     400, True, "framing"),
+    ("framing", "Expect other", post(b"/api/v1/trials", b'{"id": 7041}', extra=b"Expect: x\r\n"),
+     417, True, "Expect"),
+    ("framing", "fragment", get(b"/api/v1/trials/1#x"), 400, False, ""),
+    # 6. Every error is JSON.
+    ("json-errors", "414", get(b"/api/v1/trials/1?x=" + b"a" * 9000), 414, True, "target"),
+    ("json-errors", "431", get(b"/api/v1/trials/1", extra=b"X-Big: " + b"a" * 20000 + b"\r\n"),
+     431, True, "headers"),
+    ("json-errors", "413",
+     b"POST /api/v1/trials HTTP/1.1\r\n" + HOST + b"Content-Length: 99999999\r\n\r\n",
+     413, True, "larger than the limit"),
+    ("json-errors", "405", post(b"/api/v1/trials/1", b"{}", method=b"DELETE"), 405, False,
+     "not allowed"),
+    ("json-errors", "404", get(b"/api/v1/nothing"), 404, False, "no route"),
+    ("json-errors", "legacy 405", post(LEGACY.encode() + b"/available_series", b"{}"),
+     405, False, "not allowed"),
+    ("json-errors", "legacy 414", get(LEGACY.encode() + b"/metrics?x=" + b"a" * 9000),
+     414, True, "target"),
+]
+
+
+def stored_counts():
+    out = subprocess.run(
+        ["psql", "-X", "-tA", "-d", SERVER.db, "-c",
+         "SELECT (SELECT count(*) FROM trials) || ' ' || (SELECT count(*) FROM metrics)"],
+        check=True, capture_output=True, text=True).stdout.split()
+    return int(out[0]), int(out[1])
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+class HttpDoorTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        status, _, body = SERVER.request("POST", "/api/v1/trials", {"id": 1})
+        assert status == 200, body
+
+    def check_error(self, reply, status, words, name):
+        self.assertEqual(reply.status, status, "%s: %r" % (name, reply.raw[:300]))
+        self.assertEqual(reply.header("content-type"), "application/json", name)
+        text = reply.body.decode("utf-8")  # valid UTF-8, or this raises
+        error = json.loads(text)
+        self.assertEqual(sorted(error), ["code", "details", "message"], name)
+        self.assertEqual(error["details"], [], name)
+        self.assertIn(words, error["message"], name)
+
+    def test_bad_requests_table(self):
+        before = stored_counts()
+        for kind, name, request, status, closes, words in ROWS:
+            with self.subTest(kind=kind, name=name):
+                reply = send_raw(SERVER.port, request)
+                self.check_error(reply, status, words, name)
+                self.assertEqual(reply.closed, closes, "%s: connection closed?" % name)
+                self.assertEqual(reply.raw.count(b"HTTP/1.1 "), 1,
+                                 "%s: one response head" % name)
+                if LEGACY.encode() in request.split(b"\r\n")[0] or b"/profiler/" in request[:80]:
+                    self.assertIsNotNone(reply.header("deprecation"), name)
+                    self.assertIn("successor-version", reply.header("link") or "", name)
+        self.assertEqual(stored_counts(), before, "a refused request stored something")
+
+    def test_gzip_chunked_is_answered_at_once(self):
+        start = time.time()
+        reply = send_raw(SERVER.port, b"POST /api/v1/trials HTTP/1.1\r\n" + HOST +
+                         b"Transfer-Encoding: gzip, chunked\r\n\r\n")
+        self.assertEqual(reply.status, 501)
+        self.assertLess(time.time() - start, 1.0)
+
+    def test_head_works_wherever_get_does(self):
+        for path in (b"/api/v1/trials/1", b"/api/v1/trials", b"/healthz", b"/metrics",
+                     b"/api/v1/trials/1/metrics/system/series",
+                     b"/api/v1/trials/1/metrics/system?maxPoints=10",
+                     b"/api/v1/trials/1/metrics/system/follow",
+                     b"/api/v1/trials/1/profiler/available_series"):
+            with self.subTest(path=path):
+                with connect(SERVER.port) as s:
+                    s.sendall(b"HEAD " + path + b" HTTP/1.1\r\n" + HOST + b"\r\n")
+                    reply = read_reply(s, head=True)
+                    self.assertEqual(reply.status, 200, reply.raw[:300])
+                    # No body follows: the same connection answers next.
+                    s.sendall(get(b"/healthz"))
+                    self.assertEqual(read_reply(s).status, 200)
+        reply = send_raw(SERVER.port, b"HEAD /api/v1/trials/999 HTTP/1.1\r\n" + HOST + b"\r\n",
+                         head=True)
+        self.assertEqual(reply.status, 404)
+
+    def test_good_requests_still_work_keep_alive_and_pipelined(self):
+        with connect(SERVER.port) as s:
+            s.sendall(get(b"/api/v1/trials/1") + get(b"/healthz") +
+                      post(b"/api/v1/trials", b'{"id": 7100}'))
+            self.assertEqual(read_reply(s).status, 200)
+            self.assertEqual(read_reply(s).status, 200)
+            created = read_reply(s)
+            self.assertEqual(created.status, 200, created.raw)
+            self.assertEqual(json.loads(created.body)["id"], 7100)
+            chunked = (b"POST /api/v1/trials HTTP/1.1\r\n" + HOST +
+                       b"Transfer-Encoding: chunked\r\n\r\n5\r\n{\"id\"\r\n7\r\n: 7101}\r\n0\r\n\r\n")
+            s.sendall(chunked)
+            self.assertEqual(json.loads(read_reply(s).body)["id"], 7101)
+            s.sendall(post(b"/api/v1/trials", b'{"id": 7102}', extra=b"Expect: 100-continue\r\n"))
+            self.assertEqual(read_reply(s).status, 100)
+            self.assertEqual(read_reply(s).status, 200)
+        reply = send_raw(SERVER.port, b"GET /api/v1/trials/1 HTTP/1.0\r\n\r\n")
+        self.assertEqual(reply.status, 200)
+        self.assertTrue(reply.closed)
+
+    def test_memory_stays_flat_under_a_flood_of_bad_requests(self):
+        keep_alive = [r for r in ROWS if not r[4]]
+        closing = [r for r in ROWS if r[4]]
+
+        def flood(times):
+            with connect(SERVER.port) as s:
+                for _ in range(times):
+                    for row in keep_alive:
+                        s.sendall(row[2])
+                        reply = read_reply(s)
+                        assert reply.status == row[3], (row[1], reply.raw[:200])
+            for _ in range(max(1, times // 10)):
+                for row in closing:
+                    send_raw(SERVER.port, row[2])
+
+        flood(100)  # warm up: pools, caches and arenas reach their size
+        before = rss_kb(SERVER.proc.pid)
+        start = time.time()
+        flood(1000)
+        sent = 1000 * len(keep_alive) + 100 * len(closing)
+        grown = rss_kb(SERVER.proc.pid) - before
+        print("[ figures ] %d bad requests in %.1f s; RSS %d KB -> %+d KB" %
+              (sent, time.time() - start, before, grown))
+        self.assertLess(grown, 2048, "memory grew under bad requests")
+
+
+class SlowClientTest(unittest.TestCase):
+    """A server of its own with a small connection limit and short timeouts."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = rest_api_test.Server("slow", flags=[
+            "--http-max-connections=20", "--http-header-timeout=2s",
+            "--http-body-timeout=2s", "--http-idle-timeout=3s"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def healthz_seconds(self):
+        start = time.time()
+        reply = send_raw(self.server.port, get(b"/healthz"))
+        self.assertEqual(reply.status, 200)
+        return time.time() - start
+
+    def test_slow_and_silent_clients_cannot_lock_out_healthz(self):
+        clients = []
+        start = time.time()
+        for i in range(60):  # three times the limit
+            s = connect(self.server.port, timeout=10)
+            if i % 2:
+                s.sendall(b"GET /api/v1/trials/1 HTTP/1.1\r\n")  # then one line a second
+            clients.append(s)
+        worst = 0.0
+        closed_at = {}
+        deadline = start + 8
+        while time.time() < deadline and len(closed_at) < len(clients):
+            worst = max(worst, self.healthz_seconds())
+            for i, s in enumerate(clients):
+                if i in closed_at:
+                    continue
+                s.setblocking(False)
+                try:
+                    if i % 2:
+                        s.send(b"X-Slow: 1\r\n")
+                    if s.recv(4096) == b"":
+                        closed_at[i] = time.time() - start
+                except BlockingIOError:
+                    pass
+                except (ConnectionResetError, BrokenPipeError):
+                    closed_at[i] = time.time() - start
+            time.sleep(0.5)
+        for s in clients:
+            s.close()
+        print("[ figures ] /healthz worst %.3f s with 60 slow clients (limit 20); "
+              "all closed by %.1f s" % (worst, max(closed_at.values() or [0])))
+        self.assertLess(worst, 1.0)
+        self.assertEqual(len(closed_at), len(clients), "a slow client was never closed")
+        # Each within the header timeout (2 s), with room for the check's pace.
+        self.assertLess(max(closed_at.values()), 2 + 1.5)
+
+    def test_slow_body_is_cut_at_the_body_timeout(self):
+        with connect(self.server.port) as s:
+            s.sendall(b"POST /api/v1/trials HTTP/1.1\r\n" + HOST + b"Content-Length: 100\r\n\r\n{")
+            start = time.time()
+            s.settimeout(10)
+            while True:
+                try:
+                    if s.recv(4096) == b"":
+                        break
+                except ConnectionResetError:
+                    break
+            self.assertLess(time.time() - start, 2 + 1.5)
+
+    def test_idle_keep_alive_connection_is_closed(self):
+        with connect(self.server.port) as s:
+            s.sendall(get(b"/healthz"))
+            self.assertEqual(read_reply(s).status, 200)
+            start = time.time()
+            s.settimeout(10)
+            self.assertEqual(s.recv(4096), b"")
+            self.assertLess(time.time() - start, 3 + 1.5)
+
+
+if __name__ == "__main__":
+    rest_api_test.METRICSD = sys.argv.pop(1)
+    SERVER = rest_api_test.Server("door")
+    try:
+        result = unittest.main(exit=False, verbosity=2).result
+    finally:
+        SERVER.stop()
+    sys.exit(0 if result.wasSuccessful() else 1)
