@@ -30,17 +30,6 @@ std::vector<absl::string_view> PathSegments(absl::string_view path) {
                         '/');
 }
 
-// A field of `type` by proto name or lowerCamelCase JSON name.
-const FieldDescriptor* FindField(const Descriptor* type,
-                                 absl::string_view name) {
-  const std::string key(name);
-  if (const FieldDescriptor* f = type->FindFieldByName(key)) return f;
-  for (int i = 0; i < type->field_count(); ++i) {
-    if (type->field(i)->json_name() == key) return type->field(i);
-  }
-  return nullptr;
-}
-
 // Resolves a dotted field path in `type`; every step but the last must be
 // a singular message.
 absl::StatusOr<std::vector<const FieldDescriptor*>> ResolvePath(
@@ -50,7 +39,7 @@ absl::StatusOr<std::vector<const FieldDescriptor*>> ResolvePath(
     if (type == nullptr) {
       return absl::InvalidArgumentError("is not a field of a message");
     }
-    const FieldDescriptor* f = FindField(type, part);
+    const FieldDescriptor* f = FindFieldByAnyName(type, part);
     if (f == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("names no field (\"", part, "\" is not a field of ",

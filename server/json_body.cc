@@ -37,6 +37,16 @@ bool IsPlainInteger(absl::string_view text) {
   return true;
 }
 
+const FieldDescriptor* FindFieldByAnyName(const Descriptor* type,
+                                          absl::string_view name) {
+  const std::string key(name);
+  if (const FieldDescriptor* f = type->FindFieldByName(key)) return f;
+  for (int i = 0; i < type->field_count(); ++i) {
+    if (type->field(i)->json_name() == key) return type->field(i);
+  }
+  return nullptr;
+}
+
 bool IsJsonNumber(absl::string_view text) {
   size_t i = 0;
   auto digits = [&] {
@@ -250,15 +260,6 @@ class Parser {
     return true;
   }
 
-  static const FieldDescriptor* FindField(const Descriptor* type,
-                                          const std::string& key) {
-    if (const FieldDescriptor* f = type->FindFieldByName(key)) return f;
-    for (int i = 0; i < type->field_count(); ++i) {
-      if (type->field(i)->json_name() == key) return type->field(i);
-    }
-    return nullptr;
-  }
-
   bool IsBound(const FieldPath& path) const {
     for (const FieldPath& b : bound_) {
       if (b == path) return true;
@@ -288,7 +289,7 @@ class Parser {
       if (!Consume(':')) return Syntax("expected ':' after a key");
       const std::string here =
           where.empty() ? key : absl::StrCat(where, ".", key);
-      const FieldDescriptor* field = FindField(type, key);
+      const FieldDescriptor* field = FindFieldByAnyName(type, key);
       if (field == nullptr) {
         return absl::InvalidArgumentError(absl::StrCat(
             "request body: ", QuoteForMessage(here), ": is not a field of ",

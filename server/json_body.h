@@ -39,6 +39,10 @@ absl::Status ParseJsonBody(absl::string_view json,
 // also take).
 bool IsPlainInteger(absl::string_view text);
 
+// A field of `type` by its proto name or its lowerCamelCase JSON name.
+const google::protobuf::FieldDescriptor* FindFieldByAnyName(
+    const google::protobuf::Descriptor* type, absl::string_view name);
+
 // The JSON number grammar (RFC 8259 §6): the one decimal text accepted.
 bool IsJsonNumber(absl::string_view text);
 
