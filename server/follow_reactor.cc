@@ -94,7 +94,11 @@ void FollowReactor::Round() {
                   : Changes(deadline);
   const bool terminal = trial.ok() && storage::IsTerminal(trial->state);
   if (update.ok()) {
-    Deliver(*std::move(update), first, terminal, absl::OkStatus());
+    // The first answer goes out even when empty; a later round that still
+    // finds nothing (a resync after the notifier reconnected) sends nothing.
+    Deliver(*std::move(update), first && !sent_first_, terminal,
+            absl::OkStatus());
+    sent_first_ = true;
   } else {
     Deliver({}, false, true, update.status());
   }

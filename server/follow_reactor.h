@@ -91,6 +91,7 @@ class FollowReactor
   // Round state: touched only by the (single) running round.
   query::QueryRequest request_;
   bool answered_ = false;     // the first answer with data was sent
+  bool sent_first_ = false;   // a first answer, maybe empty, was sent
   int64_t resolution_us_ = 0;
   std::map<int64_t, Tail> tails_;  // by series id
 

@@ -107,7 +107,11 @@ TEST_F(MetricsPageTest, ServiceFiguresAndLatestValuesOfActiveTrials) {
   Start();
   CreateTrial(1);
   CreateTrial(2);
-  const absl::Time t = absl::Now() - absl::Minutes(5);
+  // Both reports in one finest (10 s) rollup bucket: the page exports the
+  // series of each agent's newest bucket, and a series missing from it has
+  // gone quiet.
+  const absl::Time t = absl::FromUnixSeconds(
+      (absl::ToUnixSeconds(absl::Now() - absl::Minutes(5)) / 10) * 10 + 2);
   Report(1, t, {{"gpu_util", "GPU-0", "percent", 10},
                 {"memory_free", "", "bytes", 1000}});
   // The newest value is the one exported.
@@ -168,7 +172,11 @@ TEST_F(MetricsPageTest, CapBoundsTheExportedSeries) {
 TEST_F(MetricsPageTest, BatchOutcomesOpenStreamsAndMethods) {
   Start();
   CreateTrial(1);
-  const absl::Time t = absl::Now() - absl::Minutes(5);
+  // Both reports in one finest (10 s) rollup bucket: the page exports the
+  // series of each agent's newest bucket, and a series missing from it has
+  // gone quiet.
+  const absl::Time t = absl::FromUnixSeconds(
+      (absl::ToUnixSeconds(absl::Now() - absl::Minutes(5)) / 10) * 10 + 2);
   ASSERT_TRUE(TryReport(1, t, {{"temp", "", "celsius", 40}}, "s-1", 1).ok());
   ASSERT_TRUE(TryReport(1, t, {{"temp", "", "celsius", 40}}, "s-1", 1).ok());
   // A series keeps its unit: refused.

@@ -219,6 +219,46 @@ TEST_F(QueryServiceTest, FollowSurvivesTheLossOfTheListeningConnection) {
   (void)follow->Finish();  // CANCELLED: the test ended it
 }
 
+TEST_F(QueryServiceTest, AResyncWithNoDataSendsNothingToAnEmptyFollow) {
+  Report(1, kNow - 60, 5);
+  v1::QuerySeriesRequest request;
+  request.set_trial_id(1);
+  auto context1 = Context(absl::Seconds(60));
+  auto follow1 = query_->FollowSeries(context1.get(), request);
+  request.set_trial_id(2);
+  auto context2 = Context(absl::Seconds(60));
+  auto follow2 = query_->FollowSeries(context2.get(), request);
+  v1::QuerySeriesResponse message;
+  ASSERT_TRUE(follow1->Read(&message));
+  ASSERT_TRUE(follow2->Read(&message));
+  EXPECT_EQ(message.series_size(), 0);
+
+  // The notifier reconnects and calls every follower once. Once trial 1's
+  // new point is out, that call has been made for trial 2 too, which has
+  // nothing new: it must send nothing, so its next message is the data.
+  ASSERT_OK_AND_ASSIGN(int killed, storage::pg::testing::TerminateBackends(
+                                       server_->database_url(),
+                                       "metricsd-notifier"));
+  EXPECT_EQ(killed, 1);
+  Report(1, kNow - 30, 8);
+  ASSERT_TRUE(follow1->Read(&message));
+  // Not a synchronisation (the test passes whatever the timing when the
+  // follower is right): the pause lets a wrong empty message go out first.
+  absl::SleepFor(absl::Milliseconds(200));
+  Report(2, kNow - 10, 42);
+  ASSERT_TRUE(follow2->Read(&message));
+  ASSERT_EQ(message.series_size(), 1);
+  EXPECT_THAT(message.series(0).max(), ElementsAre(42));
+  context1->TryCancel();
+  context2->TryCancel();
+  while (follow1->Read(&message)) {
+  }
+  while (follow2->Read(&message)) {
+  }
+  (void)follow1->Finish();  // CANCELLED: the test ended it
+  (void)follow2->Finish();
+}
+
 TEST_F(QueryServiceTest, FollowOfAnUnknownTrialIsNotFound) {
   v1::QuerySeriesRequest request;
   request.set_trial_id(404);
