@@ -18,6 +18,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -124,6 +125,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // stream slot was taken for it.
   void Respond(HttpResponse response, bool head, bool stream_slot);
   void Send(std::string bytes, bool close_after);
+  // Writes `bytes` within the write timeout, then calls `done` on the strand.
+  void Write(std::string bytes,
+             std::function<void(boost::system::error_code)> done);
   void OnWritten(bool close_after, boost::system::error_code ec);
   void PullChunk();
   void WriteChunk(std::string chunk, bool last);

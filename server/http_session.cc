@@ -293,17 +293,14 @@ void Session::ReadBody() {
     read();
     return;
   }
-  out_ = "HTTP/1.1 100 Continue\r\n\r\n";
-  stream_.expires_after(Chrono(engine_.options().write_timeout));
-  asio::async_write(stream_, asio::buffer(out_),
-                    [self = shared_from_this(), read](
-                        boost::system::error_code ec, size_t) {
-                      if (ec) {
-                        self->Shut();
-                        return;
-                      }
-                      read();
-                    });
+  Write("HTTP/1.1 100 Continue\r\n\r\n",
+        [self = shared_from_this(), read](boost::system::error_code ec) {
+          if (ec) {
+            self->Shut();
+            return;
+          }
+          read();
+        });
 }
 
 void Session::OnBody(boost::system::error_code ec) {
@@ -419,18 +416,15 @@ void Session::Respond(HttpResponse response, bool head, bool stream_slot) {
     out += "\r\n";
     stream_body_ = std::move(response.stream);
     close_after_stream_ = close_after;
-    out_ = std::move(out);
-    stream_.expires_after(Chrono(engine_.options().write_timeout));
-    asio::async_write(stream_, asio::buffer(out_),
-                      [self = shared_from_this()](boost::system::error_code ec,
-                                                  size_t) {
-                        if (ec) {
-                          self->DropStream();
-                          self->Shut();
-                          return;
-                        }
-                        self->PullChunk();
-                      });
+    Write(std::move(out),
+          [self = shared_from_this()](boost::system::error_code ec) {
+            if (ec) {
+              self->DropStream();
+              self->Shut();
+              return;
+            }
+            self->PullChunk();
+          });
     return;
   }
   if (chunked_head) {
@@ -444,13 +438,19 @@ void Session::Respond(HttpResponse response, bool head, bool stream_slot) {
 }
 
 void Session::Send(std::string bytes, bool close_after) {
+  Write(std::move(bytes), [self = shared_from_this(),
+                           close_after](boost::system::error_code ec) {
+    self->OnWritten(close_after, ec);
+  });
+}
+
+void Session::Write(std::string bytes,
+                    std::function<void(boost::system::error_code)> done) {
   out_ = std::move(bytes);
   stream_.expires_after(Chrono(engine_.options().write_timeout));
   asio::async_write(stream_, asio::buffer(out_),
-                    [self = shared_from_this(), close_after](
-                        boost::system::error_code ec, size_t) {
-                      self->OnWritten(close_after, ec);
-                    });
+                    [done = std::move(done)](boost::system::error_code ec,
+                                             size_t) { done(ec); });
 }
 
 void Session::OnWritten(bool close_after, boost::system::error_code ec) {
@@ -495,20 +495,17 @@ void Session::WriteChunk(std::string chunk, bool last) {
     PullChunk();
     return;
   }
-  out_ = std::move(out);
-  stream_.expires_after(Chrono(engine_.options().write_timeout));
-  asio::async_write(stream_, asio::buffer(out_),
-                    [self = shared_from_this(), last](
-                        boost::system::error_code ec, size_t) {
-                      if (ec) {
-                        self->DropStream();
-                        self->Shut();
-                      } else if (last) {
-                        self->OnWritten(self->close_after_stream_, ec);
-                      } else {
-                        self->PullChunk();
-                      }
-                    });
+  Write(std::move(out),
+        [self = shared_from_this(), last](boost::system::error_code ec) {
+          if (ec) {
+            self->DropStream();
+            self->Shut();
+          } else if (last) {
+            self->OnWritten(self->close_after_stream_, ec);
+          } else {
+            self->PullChunk();
+          }
+        });
 }
 
 void Session::DropStream() {
