@@ -13,9 +13,8 @@ namespace metrics::server {
 
 absl::StatusOr<std::unique_ptr<GatewaySocket>> GatewaySocket::Create() {
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern =
-      absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
-                   "/metricsd-XXXXXX");
+  std::string pattern = absl::StrCat(
+      tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/metricsd-XXXXXX");
   std::vector<char> buffer(pattern.begin(), pattern.end());
   buffer.push_back('\0');
   // mkdtemp makes the directory with mode 0700.

@@ -102,7 +102,8 @@ void HttpEngine::Shutdown() {
     if (stopped_) return;
     stopped_ = true;
     for (const auto& [id, weak] : sessions_) {
-      if (std::shared_ptr<Session> s = weak.lock()) open.push_back(std::move(s));
+      if (std::shared_ptr<Session> s = weak.lock())
+        open.push_back(std::move(s));
     }
   }
   asio::post(io_, [this] {

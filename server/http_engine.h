@@ -79,8 +79,8 @@ class HttpEngine {
   boost::asio::io_context io_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;
-  std::optional<boost::asio::executor_work_guard<
-      boost::asio::io_context::executor_type>>
+  std::optional<
+      boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>
       work_;
   BlockingExecutor handler_pool_;
   BlockingExecutor stream_pool_;
@@ -92,8 +92,7 @@ class HttpEngine {
 // operations and pool jobs that hold it.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(HttpEngine& engine, boost::asio::ip::tcp::socket socket,
-          uint64_t id);
+  Session(HttpEngine& engine, boost::asio::ip::tcp::socket socket, uint64_t id);
   ~Session();
 
   // Starts reading the first request. Call once, after registering.
@@ -144,11 +143,12 @@ class Session : public std::enable_shared_from_this<Session> {
   const uint64_t id_;
   boost::beast::tcp_stream stream_;
   boost::beast::flat_buffer buffer_;
-  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>>
+  std::optional<
+      boost::beast::http::request_parser<boost::beast::http::string_body>>
       parser_;
   std::optional<RequestTarget> target_;  // of the request in progress
-  std::string path_;  // the same path, for decorate_error
-  std::string out_;   // the bytes being written
+  std::string path_;                     // the same path, for decorate_error
+  std::string out_;                      // the bytes being written
   bool keep_alive_ = true;
   bool http10_ = false;
   bool expect_continue_ = false;

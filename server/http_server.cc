@@ -24,7 +24,7 @@ struct Listening {
 
 // Binds and listens on host:port.
 absl::StatusOr<Listening> Listen(const std::string& host, int port,
-                                           absl::string_view address) {
+                                 absl::string_view address) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -44,7 +44,8 @@ absl::StatusOr<Listening> Listen(const std::string& host, int port,
     if (fd < 0) continue;
     const int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0) {
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        ::listen(fd, SOMAXCONN) == 0) {
       sockaddr_storage bound{};
       socklen_t length = sizeof(bound);
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length);

@@ -67,8 +67,8 @@ std::string HeaderText(absl::string_view text) {
 }
 
 absl::Status BodyTooLarge(size_t limit) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "request body: larger than the limit of ", limit, " bytes"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("request body: larger than the limit of ", limit, " bytes"));
 }
 
 bool IsHttpError(const boost::system::error_code& ec) {
@@ -164,8 +164,7 @@ void Session::ReadHeader() {
 
 void Session::OnHeader(boost::system::error_code ec) {
   SetWaiting(false);
-  if (ec == http::error::header_limit ||
-      ec == http::error::buffer_overflow) {
+  if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
     // The request line is parsed before the headers: no target yet means
     // the line alone was too long.
     const bool long_target = parser_->get().target().empty();
@@ -215,9 +214,9 @@ bool Session::CheckHeader() {
   absl::StatusOr<RequestTarget> parsed =
       ParseRequestTarget(absl::string_view(target.data(), target.size()));
   // The path alone, for decorate_error, even when the query is bad.
-  if (absl::StatusOr<RequestTarget> path_only = ParseRequestTarget(
-          absl::string_view(target.data(), target.size())
-              .substr(0, target.find('?')));
+  if (absl::StatusOr<RequestTarget> path_only =
+          ParseRequestTarget(absl::string_view(target.data(), target.size())
+                                 .substr(0, target.find('?')));
       path_only.ok()) {
     path_ = std::move(path_only->path);
   }
@@ -247,10 +246,9 @@ bool Session::CheckHeader() {
     }
     std::vector<std::string> names;
     for (auto it = codings.first; it != codings.second; ++it) {
-      for (absl::string_view name :
-           absl::StrSplit(absl::string_view(it->value().data(),
-                                            it->value().size()),
-                          ',', absl::SkipWhitespace())) {
+      for (absl::string_view name : absl::StrSplit(
+               absl::string_view(it->value().data(), it->value().size()), ',',
+               absl::SkipWhitespace())) {
         names.push_back(
             absl::AsciiStrToLower(absl::StripAsciiWhitespace(name)));
       }
@@ -371,19 +369,18 @@ void Session::RunHandler(HttpRequest request, bool head) {
     } else if (engine_.AcquireStream()) {
       slot = true;
     } else {
-      response = ErrorResponse(
-          absl::UnavailableError(absl::StrCat(
-              "too many open streams (the limit is ",
-              engine_.options().max_streams, "); try again")),
-          503);
+      response =
+          ErrorResponse(absl::UnavailableError(absl::StrCat(
+                            "too many open streams (the limit is ",
+                            engine_.options().max_streams, "); try again")),
+                        503);
       response.headers.emplace_back("Retry-After", "1");
     }
   }
-  asio::post(stream_.get_executor(),
-             [self = shared_from_this(), response = std::move(response), head,
-              slot]() mutable {
-               self->Respond(std::move(response), head, slot);
-             });
+  asio::post(
+      stream_.get_executor(),
+      [self = shared_from_this(), response = std::move(response), head,
+       slot]() mutable { self->Respond(std::move(response), head, slot); });
 }
 
 void Session::Respond(HttpResponse response, bool head, bool stream_slot) {
@@ -430,18 +427,17 @@ void Session::Respond(HttpResponse response, bool head, bool stream_slot) {
   if (chunked_head) {
     out += "Transfer-Encoding: chunked\r\n\r\n";
   } else {
-    absl::StrAppend(&out, "Content-Length: ", response.body.size(),
-                    "\r\n\r\n");
+    absl::StrAppend(&out, "Content-Length: ", response.body.size(), "\r\n\r\n");
     if (!head) out += response.body;
   }
   Send(std::move(out), close_after);
 }
 
 void Session::Send(std::string bytes, bool close_after) {
-  Write(std::move(bytes), [self = shared_from_this(),
-                           close_after](boost::system::error_code ec) {
-    self->OnWritten(close_after, ec);
-  });
+  Write(std::move(bytes),
+        [self = shared_from_this(), close_after](boost::system::error_code ec) {
+          self->OnWritten(close_after, ec);
+        });
 }
 
 void Session::Write(std::string bytes,
@@ -481,8 +477,9 @@ void Session::PullChunk() {
 void Session::WriteChunk(std::string chunk, bool last) {
   std::string out;
   if (!chunk.empty()) {
-    out = http10_ ? std::move(chunk)
-                  : absl::StrCat(absl::Hex(chunk.size()), "\r\n", chunk, "\r\n");
+    out = http10_
+              ? std::move(chunk)
+              : absl::StrCat(absl::Hex(chunk.size()), "\r\n", chunk, "\r\n");
   }
   if (last) {
     if (!http10_) out += "0\r\n\r\n";

@@ -30,8 +30,9 @@ absl::StatusOr<std::string> Decode(absl::string_view text, bool plus_is_space,
       const int low = i + 2 < text.size() ? HexValue(text[i + 2]) : -1;
       if (high < 0 || low < 0) {
         return absl::InvalidArgumentError(absl::StrCat(
-            what, ": malformed percent-encoding (\"%\" must be followed by "
-                  "two hexadecimal digits)"));
+            what,
+            ": malformed percent-encoding (\"%\" must be followed by "
+            "two hexadecimal digits)"));
       }
       out.push_back(static_cast<char>(high * 16 + low));
       i += 2;
@@ -101,8 +102,7 @@ absl::StatusOr<RequestTarget> ParseRequestTarget(absl::string_view target) {
         Decode(pair.substr(0, equals), true, "a query parameter's name");
     if (!key.ok()) return key.status();
     if (key->empty()) {
-      return absl::InvalidArgumentError(
-          "query: a parameter has an empty name");
+      return absl::InvalidArgumentError("query: a parameter has an empty name");
     }
     const std::string what =
         absl::StrCat("query parameter ", QuoteForMessage(*key));

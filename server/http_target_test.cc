@@ -17,10 +17,9 @@ TEST(HttpTargetTest, DecodesPathAndQuery) {
       RequestTarget t,
       ParseRequestTarget("/a/b%20c?x=1&y=two+words&z=%C3%A9&empty=&flag"));
   EXPECT_EQ(t.path, "/a/b c");
-  EXPECT_THAT(t.query,
-              ElementsAre(Pair("x", "1"), Pair("y", "two words"),
-                          Pair("z", "\xC3\xA9"), Pair("empty", ""),
-                          Pair("flag", "")));
+  EXPECT_THAT(t.query, ElementsAre(Pair("x", "1"), Pair("y", "two words"),
+                                   Pair("z", "\xC3\xA9"), Pair("empty", ""),
+                                   Pair("flag", "")));
 }
 
 TEST(HttpTargetTest, PlusIsLiteralInThePath) {
@@ -38,12 +37,14 @@ TEST(HttpTargetTest, AbsoluteFormKeepsOnlyThePath) {
 }
 
 TEST(HttpTargetTest, RefusesWhatIsNotAPath) {
-  EXPECT_THAT(ParseRequestTarget("x"), StatusIs(absl::StatusCode::kInvalidArgument,
-                                                HasSubstr("starting with")));
+  EXPECT_THAT(
+      ParseRequestTarget("x"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("starting with")));
   EXPECT_THAT(ParseRequestTarget(""),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(ParseRequestTarget("/a#b"),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("fragment")));
+  EXPECT_THAT(
+      ParseRequestTarget("/a#b"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("fragment")));
 }
 
 TEST(HttpTargetTest, RefusesMalformedEscapesControlsAndInvalidUtf8) {
@@ -58,17 +59,21 @@ TEST(HttpTargetTest, RefusesMalformedEscapesControlsAndInvalidUtf8) {
   EXPECT_THAT(ParseRequestTarget("/a%FF%FE"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("path: is not valid UTF-8")));
-  EXPECT_THAT(ParseRequestTarget("/x?name=%FF%FE"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("query parameter \"name\": is not valid UTF-8")));
-  EXPECT_THAT(ParseRequestTarget("/x?name=a%0Ab"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("query parameter \"name\": contains a control")));
-  EXPECT_THAT(ParseRequestTarget("/x?%FF=1"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("a query parameter's name: is not valid UTF-8")));
-  EXPECT_THAT(ParseRequestTarget("/x?=1"),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("empty name")));
+  EXPECT_THAT(
+      ParseRequestTarget("/x?name=%FF%FE"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("query parameter \"name\": is not valid UTF-8")));
+  EXPECT_THAT(
+      ParseRequestTarget("/x?name=a%0Ab"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("query parameter \"name\": contains a control")));
+  EXPECT_THAT(
+      ParseRequestTarget("/x?%FF=1"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("a query parameter's name: is not valid UTF-8")));
+  EXPECT_THAT(
+      ParseRequestTarget("/x?=1"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("empty name")));
   EXPECT_THAT(ParseRequestTarget("/x?a=%"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("query parameter \"a\": malformed")));

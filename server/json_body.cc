@@ -203,7 +203,7 @@ class Parser {
     code = 0;
     for (int i = 0; i < 4; ++i) {
       const char c = json_[pos_++];
-      int v = IsDigit(c) ? c - '0'
+      int v = IsDigit(c)               ? c - '0'
               : (c >= 'a' && c <= 'f') ? c - 'a' + 10
               : (c >= 'A' && c <= 'F') ? c - 'A' + 10
                                        : -1;
@@ -249,9 +249,9 @@ class Parser {
 
   // Whether a JSON value can start here.
   bool AtValue() const {
-    return pos_ < json_.size() && absl::string_view("{[\"tfn-0123456789")
-                                          .find(json_[pos_]) !=
-                                      absl::string_view::npos;
+    return pos_ < json_.size() &&
+           absl::string_view("{[\"tfn-0123456789").find(json_[pos_]) !=
+               absl::string_view::npos;
   }
 
   bool ConsumeWord(absl::string_view word) {
@@ -273,8 +273,8 @@ class Parser {
     SkipSpace();
     if (Peek() != '{') {
       return where.empty()
-                 ? Syntax(absl::StrCat("expected an object, got ",
-                                       KindAt(Peek())))
+                 ? Syntax(
+                       absl::StrCat("expected an object, got ", KindAt(Peek())))
                  : Field(where, absl::StrCat("expected an object, got ",
                                              KindAt(Peek())));
     }
@@ -291,18 +291,18 @@ class Parser {
           where.empty() ? key : absl::StrCat(where, ".", key);
       const FieldDescriptor* field = FindFieldByAnyName(type, key);
       if (field == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "request body: ", QuoteForMessage(here), ": is not a field of ",
-            type->full_name()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("request body: ", QuoteForMessage(here),
+                         ": is not a field of ", type->full_name()));
       }
       for (const FieldDescriptor* s : seen) {
         if (s == field) return Field(here, "is given twice");
         if (s->containing_oneof() != nullptr &&
             s->containing_oneof() == field->containing_oneof()) {
-          return Field(here, absl::StrCat("is in oneof ",
-                                          field->containing_oneof()->name(),
-                                          " with ", s->json_name(),
-                                          ", which is set already"));
+          return Field(
+              here,
+              absl::StrCat("is in oneof ", field->containing_oneof()->name(),
+                           " with ", s->json_name(), ", which is set already"));
         }
       }
       seen.push_back(field);
@@ -396,7 +396,8 @@ class Parser {
         } else {
           return expected("true or false");
         }
-        repeated ? r->AddBool(message, field, v) : r->SetBool(message, field, v);
+        repeated ? r->AddBool(message, field, v)
+                 : r->SetBool(message, field, v);
         return absl::OkStatus();
       }
       case FieldDescriptor::CPPTYPE_ENUM: {
@@ -419,7 +420,8 @@ class Parser {
           return Field(where, absl::StrCat("is not a value of ",
                                            field->enum_type()->full_name()));
         }
-        repeated ? r->AddEnum(message, field, e) : r->SetEnum(message, field, e);
+        repeated ? r->AddEnum(message, field, e)
+                 : r->SetEnum(message, field, e);
         return absl::OkStatus();
       }
       default:
@@ -456,7 +458,8 @@ class Parser {
                                          " is not a finite number"));
       }
       if (type == FieldDescriptor::CPPTYPE_FLOAT) {
-        if (std::isfinite(v) && std::fabs(v) > std::numeric_limits<float>::max()) {
+        if (std::isfinite(v) &&
+            std::fabs(v) > std::numeric_limits<float>::max()) {
           return Field(where, "is out of range for a float");
         }
         repeated ? r->AddFloat(message, field, static_cast<float>(v))
@@ -499,7 +502,8 @@ class Parser {
       ok = u64 <= std::numeric_limits<uint32_t>::max();
     }
     if (!ok) {
-      return Field(where, absl::StrCat(QuoteForMessage(text), " is not ", kind));
+      return Field(where,
+                   absl::StrCat(QuoteForMessage(text), " is not ", kind));
     }
     switch (type) {
       case FieldDescriptor::CPPTYPE_INT32:
@@ -537,11 +541,11 @@ class Parser {
     std::string json;
     common::AppendJsonString(json, text);
     if (!google::protobuf::util::JsonStringToMessage(json, child).ok()) {
-      return Field(where,
-                   absl::StrCat(QuoteForMessage(text), " is not ",
-                                timestamp
-                                    ? "an RFC 3339 time (2024-01-18T20:47:45.681Z)"
-                                    : "a duration (\"1.5s\")"));
+      return Field(
+          where,
+          absl::StrCat(QuoteForMessage(text), " is not ",
+                       timestamp ? "an RFC 3339 time (2024-01-18T20:47:45.681Z)"
+                                 : "a duration (\"1.5s\")"));
     }
     return absl::OkStatus();
   }
