@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "server/proto_convert.h"
+#include "server/unary_call.h"
 
 namespace metrics::server {
 
@@ -84,7 +85,7 @@ void FollowReactor::Schedule() {
 }
 
 void FollowReactor::Round() {
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  const absl::Time deadline = absl::Now() + kStoreCallTimeout;
   absl::StatusOr<storage::Trial> trial =
       store_->GetTrial(request_.trial_id, deadline);
   const bool first = !answered_;

@@ -16,6 +16,7 @@
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "server/proto_convert.h"
+#include "server/unary_call.h"
 #include "storage/batch_validation.h"
 #include "storage/legacy_profiler.h"
 
@@ -31,8 +32,6 @@ using determined::api::v1::PostTrialProfilerMetricsBatchRequest;
 using determined::api::v1::PostTrialProfilerMetricsBatchResponse;
 using determined::trial::v1::TrialProfilerMetricLabels;
 using determined::trial::v1::TrialProfilerMetricsBatch;
-
-constexpr absl::Duration kStoreCallTimeout = absl::Seconds(30);
 
 // Wakes a follower when its trial changes.
 class ChangeSignal {

@@ -2,40 +2,15 @@
 
 #include "common/grpc_status.h"
 #include "server/proto_convert.h"
-#include "server/trial_service.h"
+#include "server/unary_call.h"
 
 namespace metrics::server {
-
-namespace {
-
-// Posts `work` (returning absl::Status) to the executor and finishes the
-// call with its status; `latency` gets the time from the call's start.
-template <typename Work>
-grpc::ServerUnaryReactor* RunOnExecutor(grpc::CallbackServerContext* context,
-                                        BlockingExecutor* executor,
-                                        common::Histogram& latency, Work work) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const absl::Time deadline = CallDeadline(*context);
-  const absl::Time start = absl::Now();
-  if (!executor->Post([reactor, deadline, start, &latency,
-                       work = std::move(work)]() {
-        const absl::Status status = work(deadline);
-        latency.Observe(absl::ToDoubleSeconds(absl::Now() - start));
-        reactor->Finish(common::ToGrpcStatus(status));
-      })) {
-    reactor->Finish(common::ToGrpcStatus(
-        absl::ResourceExhaustedError("the server is busy; retry later")));
-  }
-  return reactor;
-}
-
-}  // namespace
 
 grpc::ServerUnaryReactor* QueryService::ListSeries(
     grpc::CallbackServerContext* context, const v1::ListSeriesRequest* request,
     v1::ListSeriesResponse* response) {
   return RunOnExecutor(
-      context, executor_, figures_->list_series_seconds(),
+      context, executor_,
       [engine = engine_, trial = request->trial_id(),
        response](absl::Time deadline) -> absl::Status {
         absl::StatusOr<std::vector<storage::SeriesInfo>> series =
@@ -45,14 +20,15 @@ grpc::ServerUnaryReactor* QueryService::ListSeries(
           SeriesToProto(s, response->add_series());
         }
         return absl::OkStatus();
-      });
+      },
+      &figures_->list_series_seconds());
 }
 
 grpc::ServerUnaryReactor* QueryService::QuerySeries(
     grpc::CallbackServerContext* context,
     const v1::QuerySeriesRequest* request, v1::QuerySeriesResponse* response) {
   return RunOnExecutor(
-      context, executor_, figures_->query_series_seconds(),
+      context, executor_,
       [engine = engine_, query = QueryFromProto(*request),
        response](absl::Time deadline) -> absl::Status {
         absl::StatusOr<query::QueryResult> result =
@@ -60,7 +36,8 @@ grpc::ServerUnaryReactor* QueryService::QuerySeries(
         if (!result.ok()) return result.status();
         QueryResultToProto(*result, response);
         return absl::OkStatus();
-      });
+      },
+      &figures_->query_series_seconds());
 }
 
 grpc::ServerWriteReactor<v1::QuerySeriesResponse>* QueryService::FollowSeries(

@@ -7,28 +7,11 @@
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "server/proto_convert.h"
+#include "server/unary_call.h"
 
 namespace metrics::server {
 
 namespace {
-
-// Runs `work` (taking the deadline, filling the response and returning a
-// Status) on the executor and finishes the call with its status.
-template <typename Work>
-grpc::ServerUnaryReactor* RunOnExecutor(grpc::CallbackServerContext* context,
-                                        BlockingExecutor* executor, Work work) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const absl::Time deadline = CallDeadline(*context);
-  const bool posted =
-      executor->Post([reactor, deadline, work = std::move(work)]() {
-        reactor->Finish(common::ToGrpcStatus(work(deadline)));
-      });
-  if (!posted) {
-    reactor->Finish(common::ToGrpcStatus(
-        absl::ResourceExhaustedError("the server is busy; retry later")));
-  }
-  return reactor;
-}
 
 // RunOnExecutor for a `work` returning StatusOr<Trial>.
 template <typename Work>
@@ -46,12 +29,6 @@ grpc::ServerUnaryReactor* RunTrialCall(grpc::CallbackServerContext* context,
 
 }  // namespace
 
-absl::Time CallDeadline(const grpc::CallbackServerContext& context,
-                        absl::Duration fallback) {
-  const absl::Time deadline = absl::FromChrono(context.deadline());
-  const absl::Time limit = absl::Now() + fallback;
-  return deadline < limit ? deadline : limit;
-}
 
 grpc::ServerUnaryReactor* TrialService::CreateTrial(
     grpc::CallbackServerContext* context, const v1::CreateTrialRequest* request,

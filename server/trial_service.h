@@ -35,10 +35,6 @@ class TrialService final : public v1::TrialService::CallbackService {
   BlockingExecutor* const executor_;
 };
 
-// The call's deadline, or `fallback` from now when the client set none.
-absl::Time CallDeadline(const grpc::CallbackServerContext& context,
-                        absl::Duration fallback = absl::Seconds(30));
-
 }  // namespace metrics::server
 
 #endif  // METRICS_SERVER_TRIAL_SERVICE_H_

@@ -12,6 +12,7 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/strings/str_cat.h"
+#include "storage/pg/change_notifier.h"
 #include "storage/pg/lock_keys.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/sql_arrays.h"
@@ -424,9 +425,8 @@ class GroupTransaction {
     trials.erase(std::unique(trials.begin(), trials.end()), trials.end());
     if (trials.empty()) return;
     tx_.exec_params(
-        "SELECT pg_notify('metrics_ingest', t::text) "
-        "FROM unnest($1::int[]) AS t",
-        IntArray(trials));
+        "SELECT pg_notify($2, t::text) FROM unnest($1::int[]) AS t",
+        IntArray(trials), std::string(kIngestChannel));
   }
 
   void WritePositions() {

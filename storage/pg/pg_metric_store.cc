@@ -205,7 +205,8 @@ absl::StatusOr<Trial> PgMetricStore::SetTrialState(int32_t id, TrialState state,
                          kTrialColumns),
             id, std::string(TrialStateName(state)));
         // Ends the trial's follow streams, on every metricsd.
-        tx.exec_params("SELECT pg_notify('metrics_trials', $1::text)", id);
+        tx.exec_params("SELECT pg_notify($2, $1::text)", id,
+                       std::string(kTrialsChannel));
         return TrialFromRow(r[0]);
       });
 }
