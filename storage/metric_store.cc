@@ -16,6 +16,14 @@ absl::string_view TrialStateName(TrialState state) {
   return "ACTIVE";
 }
 
+std::optional<TrialState> ParseTrialState(absl::string_view name) {
+  for (TrialState s : {TrialState::kActive, TrialState::kCompleted,
+                       TrialState::kCanceled, TrialState::kError}) {
+    if (TrialStateName(s) == name) return s;
+  }
+  return std::nullopt;
+}
+
 bool IsTerminal(TrialState state) { return state != TrialState::kActive; }
 
 size_t SystemBatch::ValueCount() const {

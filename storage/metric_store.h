@@ -37,6 +37,8 @@ inline constexpr absl::string_view kTimingGroup = "timing";
 inline constexpr absl::string_view kMiscGroup = "misc";
 
 absl::string_view TrialStateName(TrialState state);  // "ACTIVE", ...
+// The state a TrialStateName names; nullopt for any other text.
+std::optional<TrialState> ParseTrialState(absl::string_view name);
 bool IsTerminal(TrialState state);
 
 struct Trial {

@@ -35,14 +35,6 @@ std::string SeriesCacheKey(int32_t trial, absl::string_view group,
                       "\x1f", name);
 }
 
-std::optional<TrialState> ParseTrialState(absl::string_view text) {
-  for (TrialState s : {TrialState::kActive, TrialState::kCompleted,
-                       TrialState::kCanceled, TrialState::kError}) {
-    if (TrialStateName(s) == text) return s;
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 // The state of one Commit: what it read, decided and will write.

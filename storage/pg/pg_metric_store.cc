@@ -48,11 +48,9 @@ constexpr char kTrialColumns[] =
 Trial TrialFromRow(const pqxx::row& row) {
   Trial trial;
   trial.id = row[0].as<int32_t>();
-  const std::string state = row[1].as<std::string>();
-  for (TrialState s : {TrialState::kActive, TrialState::kCompleted,
-                       TrialState::kCanceled, TrialState::kError}) {
-    if (TrialStateName(s) == state) trial.state = s;
-  }
+  // The table's CHECK admits only the states' names.
+  trial.state = ParseTrialState(row[1].as<std::string>())
+                    .value_or(TrialState::kActive);
   trial.created_at = absl::FromUnixMicros(row[2].as<int64_t>());
   trial.updated_at = absl::FromUnixMicros(row[3].as<int64_t>());
   if (!row[4].is_null()) {
