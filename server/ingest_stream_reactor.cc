@@ -80,11 +80,10 @@ void IngestStreamReactor::HandleOpen(Actions& actions) {
             store_->GetTrial(trial, deadline);
         if (!trial_row.ok()) {
           position = trial_row.status();
-        } else if (storage::IsTerminal(trial_row->state)) {
-          position = absl::FailedPreconditionError(absl::StrCat(
-              "open.trial_id: trial ", trial, " is ",
-              storage::TrialStateName(trial_row->state),
-              " and takes no more metrics"));
+        } else if (absl::Status takes = storage::CheckTrialTakesMetrics(
+                       "open.trial_id", trial, trial_row->state);
+                   !takes.ok()) {
+          position = std::move(takes);
         } else {
           position = store_->GetStreamPosition(trial, stream, deadline);
         }

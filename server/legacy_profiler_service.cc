@@ -384,10 +384,10 @@ grpc::Status LegacyProfilerService::PostTrialProfilerMetricsBatch(
   for (const storage::SystemBatch& b : *batches) {
     absl::StatusOr<storage::Trial> trial = store_->GetTrial(b.trial_id, deadline);
     if (!trial.ok()) return common::ToGrpcStatus(trial.status());
-    if (storage::IsTerminal(trial->state)) {
-      return common::ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
-          "trial ", b.trial_id, " is ", storage::TrialStateName(trial->state),
-          " and takes no more metrics")));
+    if (absl::Status takes =
+            storage::CheckTrialTakesMetrics("", b.trial_id, trial->state);
+        !takes.ok()) {
+      return common::ToGrpcStatus(takes);
     }
   }
   absl::Mutex mu;

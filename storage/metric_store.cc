@@ -1,5 +1,7 @@
 #include "storage/metric_store.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace metrics::storage {
 
 absl::string_view TrialStateName(TrialState state) {
@@ -25,6 +27,14 @@ std::optional<TrialState> ParseTrialState(absl::string_view name) {
 }
 
 bool IsTerminal(TrialState state) { return state != TrialState::kActive; }
+
+absl::Status CheckTrialTakesMetrics(absl::string_view field, int32_t trial_id,
+                                    TrialState state) {
+  if (!IsTerminal(state)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      field, field.empty() ? "" : ": ", "trial ", trial_id, " is ",
+      TrialStateName(state), " and takes no more metrics"));
+}
 
 size_t SystemBatch::ValueCount() const {
   size_t count = 0;

@@ -39,6 +39,11 @@ inline constexpr absl::string_view kMiscGroup = "misc";
 absl::string_view TrialStateName(TrialState state);  // "ACTIVE", ...
 // The state a TrialStateName names; nullopt for any other text.
 std::optional<TrialState> ParseTrialState(absl::string_view name);
+// The one rule for taking metrics: FAILED_PRECONDITION when `state` is
+// terminal ("<field>: trial 7 is COMPLETED and takes no more metrics"; no
+// prefix for an empty `field`), OK while the trial is active.
+absl::Status CheckTrialTakesMetrics(absl::string_view field, int32_t trial_id,
+                                    TrialState state);
 bool IsTerminal(TrialState state);
 
 struct Trial {

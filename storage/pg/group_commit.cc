@@ -154,13 +154,8 @@ class GroupTransaction {
       return absl::NotFoundError(
           absl::StrCat("batch.trial_id: trial ", trial_id, " does not exist"));
     }
-    if (IsTerminal(found->second) && !backfill) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("batch.trial_id: trial ", trial_id, " is ",
-                       TrialStateName(found->second),
-                       " and takes no more metrics"));
-    }
-    return absl::OkStatus();
+    if (backfill) return absl::OkStatus();
+    return CheckTrialTakesMetrics("batch.trial_id", trial_id, found->second);
   }
 
   const GroupCommitter::SeriesInfo* FindSeries(const std::string& key) const {
