@@ -17,6 +17,7 @@
 #include "common/status_macros.h"
 #include "server/proto_convert.h"
 #include "server/unary_call.h"
+#include "storage/batch_group.h"
 #include "storage/batch_validation.h"
 #include "storage/legacy_profiler.h"
 
@@ -390,28 +391,16 @@ grpc::Status LegacyProfilerService::PostTrialProfilerMetricsBatch(
       return common::ToGrpcStatus(takes);
     }
   }
-  absl::Mutex mu;
-  size_t pending = batches->size();
+  // The first failure is the call's; the store calls back on one thread at
+  // a time, after Submit or before Wait returns.
   absl::Status first_error;
+  storage::BatchGroup group(*store_, /*wait_for_room=*/false);
   for (storage::SystemBatch& b : *batches) {
-    absl::Status queued = store_->SubmitBatch(
-        std::move(b), [&](storage::BatchOutcome outcome) {
-          absl::MutexLock lock(&mu);
-          if (first_error.ok() && !outcome.status.ok()) {
-            first_error = outcome.status;
-          }
-          --pending;
-        });
-    if (!queued.ok()) {
-      absl::MutexLock lock(&mu);
-      if (first_error.ok()) first_error = queued;
-      --pending;
-    }
+    group.Submit(std::move(b), [&first_error](const storage::BatchOutcome& o) {
+      if (first_error.ok() && !o.status.ok()) first_error = o.status;
+    });
   }
-  // The store calls every `done` exactly once, even when it stops.
-  absl::MutexLock lock(&mu);
-  mu.Await(absl::Condition(
-      +[](size_t* n) { return *n == 0; }, &pending));
+  group.Wait();
   return common::ToGrpcStatus(first_error);
 }
 

@@ -11,9 +11,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "storage/batch_group.h"
 #include "storage/legacy_profiler.h"
 #include "storage/metric_store.h"
 #include "storage/pg/connection.h"
@@ -255,61 +255,43 @@ absl::StatusOr<LegacyMoveSummary> MoveLegacyProfilerData(
     if (rows->empty()) break;
     after_id = rows->back().id;
 
-    absl::Mutex mu;
+    // Each row's entry is made here, before its batches go out; outcomes
+    // then write only to their row's entry, one at a time (BatchGroup).
     std::map<int64_t, RowOutcome> outcomes;
-    int pending = 0;
-    for (const LegacyRow& row : *rows) {
-      ++summary.rows;
-      absl::StatusOr<std::vector<SystemBatch>> batches =
-          ToBatches(row, max_reports, summary.readings_not_finite);
-      if (!batches.ok()) {
-        outcomes[row.id].refused = batches.status();
-        continue;
-      }
-      outcomes[row.id];  // a row without readings is moved as it is
-      for (SystemBatch& batch : *batches) {
-        {
-          absl::MutexLock lock(&mu);
-          ++pending;
-        }
-        auto done = [&, id = row.id,
-                     n = static_cast<int64_t>(batch.reports.size())](
-                        BatchOutcome outcome) {
-          absl::MutexLock lock(&mu);
-          RowOutcome& o = outcomes[id];
-          switch (outcome.kind) {
-            case BatchOutcome::Kind::kStored:
-              ++o.stored;
-              o.readings_stored += n;
-              break;
-            case BatchOutcome::Kind::kDuplicate:
-              ++o.duplicate;
-              break;
-            case BatchOutcome::Kind::kRejected:
-              o.refused = outcome.status;
-              break;
-            case BatchOutcome::Kind::kFailed:
-              o.failed = outcome.status;
-              break;
-          }
-          --pending;
-        };
-        // A full queue is the writer's back-pressure: wait for room.
-        absl::Status queued;
-        while ((queued = store->SubmitBatch(batch, done)).code() ==
-               absl::StatusCode::kResourceExhausted) {
-          absl::SleepFor(absl::Milliseconds(20));
-        }
-        if (!queued.ok()) {
-          absl::MutexLock lock(&mu);
-          outcomes[row.id].failed = queued;
-          --pending;
-        }
-      }
-    }
     {
-      absl::MutexLock lock(&mu);
-      mu.Await(absl::Condition(+[](int* n) { return *n == 0; }, &pending));
+      BatchGroup group(*store, /*wait_for_room=*/true);
+      for (const LegacyRow& row : *rows) {
+        ++summary.rows;
+        absl::StatusOr<std::vector<SystemBatch>> batches =
+            ToBatches(row, max_reports, summary.readings_not_finite);
+        if (!batches.ok()) {
+          outcomes[row.id].refused = batches.status();
+          continue;
+        }
+        // A row without readings is moved as it is.
+        RowOutcome* o = &outcomes[row.id];
+        for (SystemBatch& batch : *batches) {
+          const auto n = static_cast<int64_t>(batch.reports.size());
+          group.Submit(std::move(batch), [o, n](const BatchOutcome& outcome) {
+            switch (outcome.kind) {
+              case BatchOutcome::Kind::kStored:
+                ++o->stored;
+                o->readings_stored += n;
+                break;
+              case BatchOutcome::Kind::kDuplicate:
+                ++o->duplicate;
+                break;
+              case BatchOutcome::Kind::kRejected:
+                o->refused = outcome.status;
+                break;
+              case BatchOutcome::Kind::kFailed:
+                o->failed = outcome.status;
+                break;
+            }
+          });
+        }
+      }
+      group.Wait();
     }
     for (const auto& [id, o] : outcomes) {
       if (!o.failed.ok()) {
