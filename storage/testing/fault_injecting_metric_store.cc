@@ -50,7 +50,7 @@ absl::Status FaultInjectingMetricStore::SubmitBatch(
     }
     ++submitted_;
   }
-  return base_->SubmitBatch(
+  return target()->SubmitBatch(
       std::move(batch),
       [this, done = std::move(done)](BatchOutcome outcome) mutable {
         {
@@ -66,7 +66,7 @@ absl::Status FaultInjectingMetricStore::SubmitBatch(
 
 void FaultInjectingMetricStore::Shutdown(absl::Time deadline) {
   ReleaseOutcomes();
-  base_->Shutdown(deadline);
+  target()->Shutdown(deadline);
 }
 
 }  // namespace metrics::storage::testing

@@ -1,0 +1,95 @@
+// A MetricStore that forwards every call to another one (leveldb's
+// EnvWrapper is the model): derive from it and override only what you
+// change, as the fault-injecting store does. A method added to MetricStore
+// is forwarded here once, not in every wrapper.
+//
+// Thread-safety: as the wrapped store.
+#ifndef METRICS_STORAGE_METRIC_STORE_WRAPPER_H_
+#define METRICS_STORAGE_METRIC_STORE_WRAPPER_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "storage/metric_store.h"
+
+namespace metrics::storage {
+
+class MetricStoreWrapper : public MetricStore {
+ public:
+  explicit MetricStoreWrapper(std::unique_ptr<MetricStore> target)
+      : target_(std::move(target)) {}
+
+  MetricStore* target() const { return target_.get(); }
+
+  absl::StatusOr<Trial> CreateTrial(std::optional<int32_t> id,
+                                    absl::Time deadline) override {
+    return target_->CreateTrial(id, deadline);
+  }
+  absl::StatusOr<Trial> GetTrial(int32_t id, absl::Time deadline) override {
+    return target_->GetTrial(id, deadline);
+  }
+  absl::StatusOr<std::vector<Trial>> ListTrials(
+      const TrialListFilter& filter, absl::Time deadline) override {
+    return target_->ListTrials(filter, deadline);
+  }
+  absl::StatusOr<Trial> SetTrialState(int32_t id, TrialState state,
+                                      absl::Time deadline) override {
+    return target_->SetTrialState(id, state, deadline);
+  }
+  absl::StatusOr<int64_t> GetStreamPosition(int32_t trial_id,
+                                            absl::string_view stream_id,
+                                            absl::Time deadline) override {
+    return target_->GetStreamPosition(trial_id, stream_id, deadline);
+  }
+  absl::StatusOr<std::vector<SeriesInfo>> ListSeries(
+      int32_t trial_id, bool extents, absl::Time deadline) override {
+    return target_->ListSeries(trial_id, extents, deadline);
+  }
+  absl::StatusOr<std::vector<SeriesInfo>> ListSeriesOfEveryGroup(
+      int32_t trial_id, absl::Time deadline) override {
+    return target_->ListSeriesOfEveryGroup(trial_id, deadline);
+  }
+  absl::StatusOr<std::vector<Reading>> ReadReadings(
+      int32_t trial_id, const SeriesInfo& series, ReadingCursor after,
+      size_t limit, absl::Time deadline) override {
+    return target_->ReadReadings(trial_id, series, after, limit, deadline);
+  }
+  absl::StatusOr<std::vector<RollupRow>> ReadRollups(
+      int32_t trial_id, const std::vector<std::string>& agents, int width_s,
+      const std::vector<int64_t>& series_ids, int64_t from_us, int64_t to_us,
+      absl::Time deadline) override {
+    return target_->ReadRollups(trial_id, agents, width_s, series_ids, from_us,
+                                to_us, deadline);
+  }
+  absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
+      int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
+      int64_t to_us, absl::Time deadline) override {
+    return target_->ReadRawSamples(trial_id, series, from_us, to_us, deadline);
+  }
+  std::unique_ptr<ChangeSubscription> SubscribeToChanges(
+      int32_t trial_id, std::function<void()> on_change) override {
+    return target_->SubscribeToChanges(trial_id, std::move(on_change));
+  }
+  absl::Status SubmitBatch(
+      SystemBatch batch,
+      absl::AnyInvocable<void(BatchOutcome) &&> done) override {
+    return target_->SubmitBatch(std::move(batch), std::move(done));
+  }
+  IngestStatistics GetIngestStatistics() const override {
+    return target_->GetIngestStatistics();
+  }
+  absl::StatusOr<std::vector<LatestValue>> LatestValuesOfActiveTrials(
+      size_t limit, absl::Time deadline) override {
+    return target_->LatestValuesOfActiveTrials(limit, deadline);
+  }
+  void Shutdown(absl::Time deadline) override { target_->Shutdown(deadline); }
+
+ private:
+  const std::unique_ptr<MetricStore> target_;
+};
+
+}  // namespace metrics::storage
+
+#endif  // METRICS_STORAGE_METRIC_STORE_WRAPPER_H_
