@@ -1,6 +1,5 @@
 #include "server/http_routes.h"
 
-#include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
 
@@ -10,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/json_text.h"
 #include "common/status_macros.h"
 #include "server/http_target.h"
 #include "server/json_body.h"
@@ -149,12 +147,9 @@ absl::Status SetFromText(Message* message, const FieldDescriptor* f,
         return absl::InvalidArgumentError(
             absl::StrCat(what, ": a ", type, " cannot be given as text"));
       }
-      // The JSON mapping's own parser: RFC 3339 times, "1.5s" durations.
-      std::string json;
-      common::AppendJsonString(json, value);
       Message* target = repeated ? r->AddMessage(message, f)
                                  : r->MutableMessage(message, f);
-      if (!google::protobuf::util::JsonStringToMessage(json, target).ok()) {
+      if (!SetTimeFromText(std::string(value), target)) {
         return BadValue(what, value,
                         type == "google.protobuf.Timestamp"
                             ? "an RFC 3339 time (2024-01-18T20:47:45.681Z)"

@@ -18,6 +18,7 @@
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -38,6 +39,11 @@ absl::Status ParseJsonBody(absl::string_view json,
 // bodies, paths and queries (no "+", spaces, or other forms absl's parsers
 // also take).
 bool IsPlainInteger(absl::string_view text);
+
+// Sets a google.protobuf.Timestamp from RFC 3339 text or a Duration from
+// "1.5s" text, as the JSON mapping writes them; false for other text.
+bool SetTimeFromText(const std::string& text,
+                     google::protobuf::Message* message);
 
 // A field of `type` by its proto name or its lowerCamelCase JSON name.
 const google::protobuf::FieldDescriptor* FindFieldByAnyName(
