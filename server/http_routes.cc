@@ -315,8 +315,11 @@ absl::StatusOr<RouteMatch> RouteTable::Match(absl::string_view http_method,
     RouteMatch match{&route, {}};
     const int literals = Fit(route, parts, &match);
     if (literals < 0) continue;
-    if (route.http_method != http_method) {
+    // HEAD is served wherever GET is.
+    const bool head_of_get = http_method == "HEAD" && route.http_method == "GET";
+    if (route.http_method != http_method && !head_of_get) {
       other_methods.push_back(route.http_method);
+      if (route.http_method == "GET") other_methods.push_back("HEAD");
       continue;
     }
     // A literal segment beats a variable ("/trials/profiler/metrics" over

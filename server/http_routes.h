@@ -53,7 +53,7 @@ class RouteTable {
 
   // NOT_FOUND when no route has this path; UNIMPLEMENTED (the gateway's
   // 405) when routes have it but none for `http_method`, with `allowed`
-  // set to their methods.
+  // set to their methods (HEAD beside GET). HEAD matches GET routes.
   absl::StatusOr<RouteMatch> Match(absl::string_view http_method,
                                    absl::string_view path,
                                    std::string* allowed) const;

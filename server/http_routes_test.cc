@@ -78,7 +78,10 @@ TEST(HttpRoutesTest, UnknownPathsAndMethods) {
               StatusIs(absl::StatusCode::kNotFound));
   EXPECT_THAT(routes.Match("DELETE", "/api/v1/trials/7", &allowed),
               StatusIs(absl::StatusCode::kUnimplemented));
-  EXPECT_EQ(allowed, "GET, PATCH");
+  EXPECT_EQ(allowed, "GET, HEAD, PATCH");
+  ASSERT_OK_AND_ASSIGN(RouteMatch head,
+                       routes.Match("HEAD", "/api/v1/trials/7", nullptr));
+  EXPECT_EQ(head.route->http_method, "GET");
 }
 
 TEST(HttpRoutesTest, QueryParametersFillTheRequest) {

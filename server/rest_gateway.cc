@@ -188,10 +188,9 @@ HttpResponse RestGateway::Handle(const HttpRequest& request) const {
     return Preflight(request);
   }
   std::string allowed;
-  // HEAD is GET without the body (the HTTP server drops it).
-  absl::StatusOr<RouteMatch> match = routes_.Match(
-      request.method == "HEAD" ? "GET" : request.method, request.path,
-      &allowed);
+  // HEAD matches GET routes; the HTTP server drops the body.
+  absl::StatusOr<RouteMatch> match =
+      routes_.Match(request.method, request.path, &allowed);
   HttpResponse response;
   if (!match.ok()) {
     const bool wrong_method =

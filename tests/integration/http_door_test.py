@@ -310,6 +310,8 @@ class HttpDoorTest(unittest.TestCase):
                 self.assertEqual(reply.closed, closes, "%s: connection closed?" % name)
                 self.assertEqual(reply.raw.count(b"HTTP/1.1 "), 1,
                                  "%s: one response head" % name)
+                if status == 405:
+                    self.assertIn("HEAD", reply.header("allow"), name)
                 if LEGACY.encode() in request.split(b"\r\n")[0] or b"/profiler/" in request[:80]:
                     self.assertIsNotNone(reply.header("deprecation"), name)
                     self.assertIn("successor-version", reply.header("link") or "", name)

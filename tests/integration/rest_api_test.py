@@ -216,7 +216,7 @@ class RestApiTest(unittest.TestCase):
         self.assertEqual((status, body["code"]), (404, 5))
         status, headers, body = SERVER.request("DELETE", "/api/v1/trials/%d" % trial)
         self.assertEqual(status, 405)
-        self.assertEqual(headers["Allow"], "GET, PATCH")
+        self.assertEqual(headers["Allow"], "GET, HEAD, PATCH")
 
     def test_legacy_post_then_new_chart_and_legacy_get(self):
         trial = self.new_trial()
