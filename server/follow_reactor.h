@@ -1,8 +1,8 @@
 // The reactor of one FollowSeries call. It sends the current answer, then
 // subscribes to the trial's changes (storage notifications, so commits on
-// any metricsd count): on each, it re-queries the tail of the window at the
-// first answer's resolution and sends the buckets (or raw points) that are
-// new or changed. When the trial reaches a terminal state it sends the last
+// any metricsd count): on each, it runs the next query of its
+// query::FollowCursor (the tail of the window at the first answer's
+// resolution) and sends what the cursor yields as new or changed. When the trial reaches a terminal state it sends the last
 // changes and finishes with OK. Queries run on the blocking executor, one
 // round at a time per call; changes arriving meanwhile fold into the next
 // round, so a busy trial costs one query per round, not per commit.
@@ -21,13 +21,13 @@
 
 #include <grpcpp/support/server_callback.h>
 
-#include <map>
 #include <memory>
 #include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/metrics/v1/query.pb.h"
+#include "query/follow_cursor.h"
 #include "query/query_engine.h"
 #include "server/blocking_executor.h"
 #include "server/service_figures.h"
@@ -52,15 +52,6 @@ class FollowReactor
   void OnDone() override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // What a series has been sent so far (used by rounds only; rounds never
-  // overlap).
-  struct Tail {
-    // Bucketed: the last buckets sent, by start, to spot their changes.
-    std::map<int64_t, storage::RollupStats> buckets;
-    // Raw: the last point's time and how many points at that time were sent.
-    int64_t last_time_us = INT64_MIN;
-    int64_t sent_at_last = 0;
-  };
   struct Actions {
     bool write = false;
     std::optional<grpc::Status> finish;
@@ -70,8 +61,8 @@ class FollowReactor
   void Schedule() ABSL_LOCKS_EXCLUDED(mu_);
   // One round, on the executor.
   void Round();
-  absl::StatusOr<v1::QuerySeriesResponse> FirstAnswer(absl::Time deadline);
-  absl::StatusOr<v1::QuerySeriesResponse> Changes(absl::Time deadline);
+  // The first answer, or what is new or changed since the last round.
+  absl::StatusOr<v1::QuerySeriesResponse> NextUpdate(absl::Time deadline);
   // Queues `update` for writing (an empty one only if `always`), ends the
   // call after it if `last`, or ends it with `error`.
   void Deliver(v1::QuerySeriesResponse update, bool always, bool last,
@@ -89,11 +80,9 @@ class FollowReactor
   const ServiceFigures::OpenStream open_;
 
   // Round state: touched only by the (single) running round.
-  query::QueryRequest request_;
-  bool answered_ = false;     // the first answer with data was sent
-  bool sent_first_ = false;   // a first answer, maybe empty, was sent
-  int64_t resolution_us_ = 0;
-  std::map<int64_t, Tail> tails_;  // by series id
+  const int32_t trial_id_;
+  query::FollowCursor cursor_;
+  bool sent_first_ = false;  // a first answer, maybe empty, was sent
 
   std::unique_ptr<storage::ChangeSubscription> subscription_;
 
