@@ -63,7 +63,7 @@ using testing::TestDatabase;
 // The raw row the server stores for a report (same jsonb text).
 RawRow RowOf(const v1::SystemMetricsBatch& proto, int report) {
   const storage::SystemBatch batch = server::BatchFromProto(proto);
-  return {batch.agent_id, batch.reports[report].time,
+  return {batch.agent_id, batch.reports[report].time_us,
           storage::ReportJson(batch, batch.reports[report])};
 }
 

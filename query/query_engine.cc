@@ -82,9 +82,9 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
         !Selected(request.gpu_uuids, s.gpu_uuid)) {
       continue;
     }
-    if (s.first_time) {
-      const int64_t f = absl::ToUnixMicros(*s.first_time);
-      const int64_t l = absl::ToUnixMicros(*s.last_time);
+    if (s.first_time_us) {
+      const int64_t f = *s.first_time_us;
+      const int64_t l = *s.last_time_us;
       first = first ? std::min(*first, f) : f;
       last = last ? std::max(*last, l) : l;
     }

@@ -83,8 +83,8 @@ class QueryEngineTest : public ::testing::Test {
           t += 1 + random() % 80;
           if (t > 86400 && t < 86400 + 6 * 3600) t = 86400 + 6 * 3600;
           storage::Report report;
-          report.time = kT0 + absl::Seconds(t) +
-                        absl::Microseconds(random() % 1000000);
+          report.time_us = absl::ToUnixMicros(
+              kT0 + absl::Seconds(t) + absl::Microseconds(random() % 1000000));
           for (uint32_t s = 0; s < 3; ++s) {
             if (random() % 5 == 0) continue;
             report.series.push_back(s);
@@ -123,8 +123,9 @@ class QueryEngineTest : public ::testing::Test {
       batch.agent_id = "agent-dense";
       batch.series = {{"cpu_util_simple", "", "percent"}};
       for (int64_t r = 0; r < 300; ++r) {
-        batch.reports.push_back({kT0 + absl::Seconds(3600 + b * 300 + r) +
-                                     absl::Microseconds(random() % 1000000),
+        batch.reports.push_back({absl::ToUnixMicros(
+                                     kT0 + absl::Seconds(3600 + b * 300 + r) +
+                                     absl::Microseconds(random() % 1000000)),
                                  {0},
                                  {(random() % 10000) / 100.0},
                                  std::nullopt});
@@ -303,14 +304,14 @@ TEST_F(QueryEngineTest, ListSeriesGivesExtentAndCountWithoutRawRows) {
                                        s.name, 0, INT64_MAX));
     EXPECT_EQ(s.sample_count, static_cast<int64_t>(raw.size()));
     EXPECT_EQ(s.unit, "percent");
-    ASSERT_TRUE(s.first_time.has_value());
+    ASSERT_TRUE(s.first_time_us.has_value());
     int64_t first = INT64_MAX, last = INT64_MIN;
     for (const auto& [t, v] : raw) {
       first = std::min(first, t);
       last = std::max(last, t);
     }
-    EXPECT_EQ(absl::ToUnixMicros(*s.first_time), first);
-    EXPECT_EQ(absl::ToUnixMicros(*s.last_time), last);
+    EXPECT_EQ(*s.first_time_us, first);
+    EXPECT_EQ(*s.last_time_us, last);
   }
   ASSERT_OK_AND_ASSIGN(auto none, engine_.ListSeries(8, Deadline()));
   EXPECT_TRUE(none.empty());

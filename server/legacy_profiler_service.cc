@@ -138,7 +138,7 @@ class BatchBuilder {
     if (target == nullptr) {
       reports.push_back(batch_.reports.size());
       storage::Report report;
-      report.time = time;
+      report.time_us = absl::ToUnixMicros(time);
       report.batch = training_batch;
       batch_.reports.push_back(std::move(report));
       target = &reports.back();

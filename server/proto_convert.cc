@@ -30,7 +30,8 @@ storage::SystemBatch BatchFromProto(const v1::SystemMetricsBatch& proto) {
   batch.reports.reserve(proto.reports_size());
   for (const v1::SystemMetricsReport& r : proto.reports()) {
     storage::Report report;
-    report.time = TimeFromProto(r.time());
+    // Stored to the microsecond: the edge rounds down, once.
+    report.time_us = absl::ToUnixMicros(TimeFromProto(r.time()));
     report.series.assign(r.series().begin(), r.series().end());
     report.values.assign(r.values().begin(), r.values().end());
     batch.reports.push_back(std::move(report));
@@ -54,10 +55,13 @@ void TrialToProto(const storage::Trial& trial, v1::Trial* proto) {
       proto->set_state(v1::Trial::ERROR);
       break;
   }
-  TimeToProto(trial.created_at, proto->mutable_created_at());
-  TimeToProto(trial.updated_at, proto->mutable_updated_at());
-  if (trial.ended_at.has_value()) {
-    TimeToProto(*trial.ended_at, proto->mutable_ended_at());
+  TimeToProto(absl::FromUnixMicros(trial.created_at_us),
+              proto->mutable_created_at());
+  TimeToProto(absl::FromUnixMicros(trial.updated_at_us),
+              proto->mutable_updated_at());
+  if (trial.ended_at_us.has_value()) {
+    TimeToProto(absl::FromUnixMicros(*trial.ended_at_us),
+                proto->mutable_ended_at());
   }
 }
 
@@ -67,8 +71,14 @@ void SeriesToProto(const storage::SeriesInfo& series, v1::Series* proto) {
   proto->set_name(series.name);
   proto->set_unit(series.unit);
   proto->set_sample_count(series.sample_count);
-  if (series.first_time) TimeToProto(*series.first_time, proto->mutable_first_time());
-  if (series.last_time) TimeToProto(*series.last_time, proto->mutable_last_time());
+  if (series.first_time_us) {
+    TimeToProto(absl::FromUnixMicros(*series.first_time_us),
+                proto->mutable_first_time());
+  }
+  if (series.last_time_us) {
+    TimeToProto(absl::FromUnixMicros(*series.last_time_us),
+                proto->mutable_last_time());
+  }
 }
 
 query::QueryRequest QueryFromProto(const v1::QuerySeriesRequest& proto) {

@@ -106,14 +106,15 @@ absl::Status ValidateBatch(const SystemBatch& batch,
   for (size_t r = 0; r < batch.reports.size(); ++r) {
     const Report& report = batch.reports[r];
     const std::string field = absl::StrCat("batch.reports[", r, "]");
-    if (report.time < EarliestReportTime()) {
+    const absl::Time time = absl::FromUnixMicros(report.time_us);
+    if (time < EarliestReportTime()) {
       return Invalid(field + ".time",
-                     absl::StrCat(common::Rfc3339(report.time),
+                     absl::StrCat(common::Rfc3339(time),
                                   " is before 2000-01-01T00:00:00Z"));
     }
-    if (report.time > latest) {
+    if (time > latest) {
       return Invalid(field + ".time",
-                     absl::StrCat(common::Rfc3339(report.time), " is more than ",
+                     absl::StrCat(common::Rfc3339(time), " is more than ",
                                   absl::FormatDuration(limits.max_future),
                                   " ahead of the server's clock (",
                                   common::Rfc3339(now), ")"));

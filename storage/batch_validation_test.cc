@@ -23,8 +23,9 @@ SystemBatch GoodBatch() {
   batch.agent_id = "agent-1";
   batch.series = {{"cpu_util_simple", "", "percent"},
                   {"gpu_util", "GPU-aaaa", "percent"}};
-  batch.reports = {{kNow - absl::Seconds(1), {0, 1}, {12.5, 99}, std::nullopt},
-                   {kNow, {1}, {100}, std::nullopt}};
+  batch.reports = {{absl::ToUnixMicros(kNow - absl::Seconds(1)), {0, 1},
+                    {12.5, 99}, std::nullopt},
+                   {absl::ToUnixMicros(kNow), {1}, {100}, std::nullopt}};
   return batch;
 }
 
@@ -50,10 +51,10 @@ TEST(BatchValidationTest, RefusesNonFiniteValuesNamingTheValue) {
 
 TEST(BatchValidationTest, RefusesTimesOutsideTheWindow) {
   SystemBatch batch = GoodBatch();
-  batch.reports[1].time = kNow + absl::Minutes(11);
+  batch.reports[1].time_us = absl::ToUnixMicros(kNow + absl::Minutes(11));
   ExpectInvalid(batch, "batch.reports[1].time: 2027-01-15T08:11:00Z is more "
                        "than 10m ahead of the server's clock");
-  batch.reports[1].time = absl::FromUnixSeconds(946684799);  // 1999-12-31
+  batch.reports[1].time_us = 946684799000000;  // 1999-12-31
   ExpectInvalid(batch, "batch.reports[1].time: 1999-12-31T23:59:59Z is "
                        "before 2000-01-01");
 }

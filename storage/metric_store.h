@@ -6,6 +6,11 @@
 // Tests use the real store (no fake); FaultInjectingMetricStore wraps it to
 // inject failures and delays.
 //
+// Times: every instant in these types and calls is int64 microseconds since
+// the Unix epoch (names end in _us), PostgreSQL's own resolution, so the
+// store never rounds one; the server converts at its edge. Deadlines are
+// absl::Time: they bound a call and are never stored.
+//
 // Thread-safety: implementations are thread-safe.
 #ifndef METRICS_STORAGE_METRIC_STORE_H_
 #define METRICS_STORAGE_METRIC_STORE_H_
@@ -49,9 +54,9 @@ bool IsTerminal(TrialState state);
 struct Trial {
   int32_t id = 0;
   TrialState state = TrialState::kActive;
-  absl::Time created_at;
-  absl::Time updated_at;
-  std::optional<absl::Time> ended_at;  // set once terminal
+  int64_t created_at_us = 0;
+  int64_t updated_at_us = 0;
+  std::optional<int64_t> ended_at_us;  // set once terminal
 };
 
 inline constexpr int kMaxTrialListLimit = 1000;
@@ -73,7 +78,7 @@ struct SeriesDeclaration {
 // One instant on one agent. `series` and `values` are parallel: values[i]
 // belongs to the batch's series[series[i]].
 struct Report {
-  absl::Time time;
+  int64_t time_us = 0;
   std::vector<uint32_t> series;
   std::vector<double> values;
   // The training batch index (legacy readings carry one), stored in the
@@ -119,8 +124,8 @@ struct SeriesInfo {
   std::string name;
   std::string unit;
   int64_t sample_count = 0;               // 0 when nothing is stored
-  std::optional<absl::Time> first_time;   // set when sample_count > 0
-  std::optional<absl::Time> last_time;
+  std::optional<int64_t> first_time_us;  // set when sample_count > 0
+  std::optional<int64_t> last_time_us;
 };
 
 // One stored rollup bucket of one agent: the stats of the series asked for.

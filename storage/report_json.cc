@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/container/btree_map.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/json_text.h"
 
@@ -36,6 +37,15 @@ std::string ReportJson(const SystemBatch& batch, const Report& report) {
     json += '}';
   }
   return json + "}";
+}
+
+std::string ReportValueSql(absl::string_view column, absl::string_view name,
+                           absl::string_view gpu_uuid) {
+  // With literals the planner folds the CASE to one branch.
+  return absl::StrCat("(CASE WHEN ", gpu_uuid, " <> '' THEN ", column, " -> ",
+                      name, " ->> ", gpu_uuid, " WHEN jsonb_typeof(", column,
+                      " -> ", name, ") = 'object' THEN ", column, " -> ", name,
+                      " ->> '' ELSE ", column, " ->> ", name, " END)::float8");
 }
 
 }  // namespace metrics::storage

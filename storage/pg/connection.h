@@ -1,6 +1,7 @@
 // Opens a PostgreSQL connection configured the way every part of the service
 // wants it: JIT off (it costs 15-560 ms on mid-size queries and buys nothing
-// for ours) and an application_name that shows in pg_stat_activity.
+// for ours), an application_name that shows in pg_stat_activity, and the
+// caller's prepared statements.
 //
 // Thread-safety: the returned connection belongs to one thread at a time
 // (libpqxx's rule); Connect itself is thread-safe.
@@ -9,11 +10,13 @@
 
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
+#include <vector>
 
 #include <pqxx/connection>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "storage/pg/prepared.h"
 
 namespace metrics::storage::pg {
 
@@ -22,7 +25,8 @@ namespace metrics::storage::pg {
 // reached (the message names host and port, as libpq does),
 // PERMISSION_DENIED when it refuses the login.
 absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
-    const std::string& url, absl::string_view application_name);
+    const std::string& url, absl::string_view application_name,
+    const std::vector<PreparedStatement>& statements = {});
 
 }  // namespace metrics::storage::pg
 

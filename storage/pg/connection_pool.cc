@@ -41,7 +41,8 @@ absl::StatusOr<ConnectionPool::Lease> ConnectionPool::Acquire(
     ++open_;  // reserve a slot; connect outside the lock
   }
   absl::StatusOr<std::unique_ptr<pqxx::connection>> conn =
-      Connect(options_.database_url, options_.application_name);
+      Connect(options_.database_url, options_.application_name,
+              options_.statements);
   if (!conn.ok()) {
     absl::MutexLock lock(&mu_);
     --open_;

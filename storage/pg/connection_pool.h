@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "storage/pg/prepared.h"
 
 namespace metrics::storage::pg {
 
@@ -29,6 +30,8 @@ struct ConnectionPoolOptions {
   std::string database_url;  // "" for the PG* variables
   std::string application_name = "metricsd";
   int size = 4;  // connections at most
+  // Prepared on every connection the pool opens.
+  std::vector<PreparedStatement> statements;
 };
 
 class ConnectionPool {

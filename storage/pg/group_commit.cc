@@ -16,6 +16,7 @@
 #include "storage/pg/lock_keys.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/sql_arrays.h"
+#include "storage/pg/sql_time.h"
 #include "storage/report_json.h"
 #include "storage/rollup.h"
 
@@ -33,6 +34,88 @@ std::string SeriesCacheKey(int32_t trial, absl::string_view group,
                            absl::string_view name) {
   return absl::StrCat(trial, "\x1f", group, "\x1f", agent, "\x1f", gpu,
                       "\x1f", name);
+}
+
+// The writer's statements, prepared on each writer connection.
+struct Statements {
+  PreparedStatement read_positions{
+      "read_positions",
+      "SELECT p.trial_id, p.stream_id, p.last_sequence "
+      "FROM ingest_positions p "
+      "JOIN unnest($1::int[], $2::text[]) AS k(trial_id, stream_id) "
+      "USING (trial_id, stream_id) "
+      "ORDER BY p.trial_id, p.stream_id FOR UPDATE OF p"};
+  PreparedStatement read_trials{
+      "read_trials",
+      "SELECT id, state FROM trials WHERE id = ANY($1::int[]) "
+      "ORDER BY id FOR SHARE"};
+  PreparedStatement count_series{
+      "count_series",
+      "INSERT INTO trial_series_counts AS c (trial_id, series_count) "
+      "VALUES ($1, 0) ON CONFLICT (trial_id) "
+      "DO UPDATE SET series_count = c.series_count "
+      "RETURNING series_count"};
+  PreparedStatement insert_series{
+      "insert_series",
+      "INSERT INTO series (trial_id, metric_group, agent_id, gpu_uuid, "
+      "name, unit) "
+      "SELECT $1, $6, $2, g, n, u "
+      "FROM unnest($3::text[], $4::text[], $5::text[]) AS k(g, n, u) "
+      "ON CONFLICT (trial_id, metric_group, agent_id, gpu_uuid, name) "
+      "DO NOTHING RETURNING 1"};
+  PreparedStatement add_series_count{
+      "add_series_count",
+      "UPDATE trial_series_counts SET series_count = series_count + $2 "
+      "WHERE trial_id = $1"};
+  PreparedStatement look_up_series{
+      "look_up_series",
+      "SELECT s.series_id, s.gpu_uuid, s.name, s.unit FROM series s "
+      "JOIN unnest($3::text[], $4::text[]) AS k(gpu_uuid, name) "
+      "USING (gpu_uuid, name) "
+      "WHERE s.trial_id = $1 AND s.metric_group = $5 "
+      "AND s.agent_id = $2"};
+  PreparedStatement lock_rollups{
+      "lock_rollups",
+      "SELECT pg_advisory_xact_lock(k) FROM "
+      "(SELECT k FROM unnest($1::bigint[]) AS k ORDER BY k OFFSET 0) s"};
+  PreparedStatement read_rollups{
+      "read_rollups",
+      absl::StrCat("SELECT r.trial_id, r.agent_id, r.width_s, k.bucket_us, "
+                   "r.stats "
+                   "FROM unnest($1::int[], $2::text[], $3::int[], "
+                   "$4::bigint[]) AS k(trial_id, agent_id, width_s, bucket_us) "
+                   "JOIN system_rollups r ON r.trial_id = k.trial_id "
+                   "AND r.agent_id = k.agent_id AND r.width_s = k.width_s "
+                   "AND r.bucket_start = ",
+                   TimestampFromMicrosSql("k.bucket_us"))};
+  PreparedStatement write_rollups{
+      "write_rollups",
+      absl::StrCat(
+          "INSERT INTO system_rollups (trial_id, agent_id, width_s, "
+          "bucket_start, stats) SELECT k.trial_id, k.agent_id, k.width_s, ",
+          TimestampFromMicrosSql("k.bucket_us"),
+          ", k.stats FROM unnest($1::int[], $2::text[], $3::int[], $4::bigint[], "
+          "  $5::bytea[]) AS k(trial_id, agent_id, width_s, bucket_us, stats) "
+          "ON CONFLICT (trial_id, agent_id, width_s, bucket_start) "
+          "DO UPDATE SET stats = excluded.stats")};
+  PreparedStatement notify{
+      "notify",
+      "SELECT pg_notify($2, t::text) FROM unnest($1::int[]) AS t"};
+  PreparedStatement write_positions{
+      "write_positions",
+      "INSERT INTO ingest_positions (trial_id, stream_id, last_sequence) "
+      "SELECT * FROM unnest($1::int[], $2::text[], $3::bigint[]) "
+      "ON CONFLICT (trial_id, stream_id) DO UPDATE "
+      "SET last_sequence = excluded.last_sequence, updated_at = now()"};
+
+  std::vector<PreparedStatement> All() const {
+    return {read_positions, read_trials, count_series, insert_series, add_series_count, look_up_series, lock_rollups, read_rollups, write_rollups, notify, write_positions};
+  }
+};
+
+const Statements& Sql() {
+  static const auto* statements = new Statements();
+  return *statements;
 }
 
 }  // namespace
@@ -56,7 +139,7 @@ class GroupTransaction {
   }
 
   // Series registered by this transaction, for the cache once it commits.
-  absl::flat_hash_map<std::string, GroupCommitter::SeriesInfo>& new_series() {
+  absl::flat_hash_map<std::string, GroupCommitter::RegisteredSeries>& new_series() {
     return new_series_;
   }
 
@@ -77,13 +160,7 @@ class GroupTransaction {
     if (trials.empty()) return;
     // Row locks keep a second metricsd from committing the same stream's
     // batch concurrently. Relies on the primary key (trial_id, stream_id).
-    for (const auto& row : tx_.exec_params(
-             "SELECT p.trial_id, p.stream_id, p.last_sequence "
-             "FROM ingest_positions p "
-             "JOIN unnest($1::int[], $2::text[]) AS k(trial_id, stream_id) "
-             "USING (trial_id, stream_id) "
-             "ORDER BY p.trial_id, p.stream_id FOR UPDATE OF p",
-             IntArray(trials), TextArray(streams))) {
+    for (const auto& row : tx_.exec_prepared(Sql().read_positions.name, IntArray(trials), TextArray(streams))) {
       positions_[{row[0].as<int32_t>(), row[1].as<std::string>()}] =
           row[2].as<int64_t>();
     }
@@ -93,10 +170,7 @@ class GroupTransaction {
     std::vector<int64_t> ids;
     for (const PendingBatch* p : group) ids.push_back(p->batch.trial_id);
     // FOR SHARE: a trial cannot end while a batch for it commits.
-    for (const auto& row : tx_.exec_params(
-             "SELECT id, state FROM trials WHERE id = ANY($1::int[]) "
-             "ORDER BY id FOR SHARE",
-             IntArray(ids))) {
+    for (const auto& row : tx_.exec_prepared(Sql().read_trials.name, IntArray(ids))) {
       if (auto state = ParseTrialState(row[1].as<std::string>())) {
         trials_[row[0].as<int32_t>()] = *state;
       }
@@ -158,7 +232,7 @@ class GroupTransaction {
     return CheckTrialTakesMetrics("batch.trial_id", trial_id, found->second);
   }
 
-  const GroupCommitter::SeriesInfo* FindSeries(const std::string& key) const {
+  const GroupCommitter::RegisteredSeries* FindSeries(const std::string& key) const {
     if (auto it = new_series_.find(key); it != new_series_.end()) {
       return &it->second;
     }
@@ -193,7 +267,7 @@ class GroupTransaction {
       missing.swap(still_missing);
     }
     for (size_t i = 0; i < n; ++i) {
-      const GroupCommitter::SeriesInfo* info = FindSeries(keys[i]);
+      const GroupCommitter::RegisteredSeries* info = FindSeries(keys[i]);
       if (info == nullptr) continue;
       if (absl::Status same = SameUnit(batch, i, *info); !same.ok()) {
         return same;
@@ -206,12 +280,7 @@ class GroupTransaction {
     // in one trial (across lanes and instances): the limit is exact, and
     // checking it costs O(1).
     const int64_t registered =
-        tx_.exec_params(
-               "INSERT INTO trial_series_counts AS c (trial_id, series_count) "
-               "VALUES ($1, 0) ON CONFLICT (trial_id) "
-               "DO UPDATE SET series_count = c.series_count "
-               "RETURNING series_count",
-               batch.trial_id)[0][0]
+        tx_.exec_prepared(Sql().count_series.name, batch.trial_id)[0][0]
             .as<int64_t>();
     if (registered + static_cast<int64_t>(missing.size()) >
         committer_.max_series_per_trial_) {
@@ -228,22 +297,12 @@ class GroupTransaction {
     }
     // A concurrent insert of the same series (another metricsd) makes ON
     // CONFLICT skip it; the look-up below then finds the committed row.
-    const pqxx::result inserted = tx_.exec_params(
-        "INSERT INTO series (trial_id, metric_group, agent_id, gpu_uuid, "
-        "name, unit) "
-        "SELECT $1, $6, $2, g, n, u "
-        "FROM unnest($3::text[], $4::text[], $5::text[]) AS k(g, n, u) "
-        "ON CONFLICT (trial_id, metric_group, agent_id, gpu_uuid, name) "
-        "DO NOTHING RETURNING 1",
-        batch.trial_id, batch.agent_id, TextArray(gpus), TextArray(names),
+    const pqxx::result inserted = tx_.exec_prepared(Sql().insert_series.name, batch.trial_id, batch.agent_id, TextArray(gpus), TextArray(names),
         TextArray(units), batch.metric_group);
-    tx_.exec_params(
-        "UPDATE trial_series_counts SET series_count = series_count + $2 "
-        "WHERE trial_id = $1",
-        batch.trial_id, static_cast<int64_t>(inserted.size()));
+    tx_.exec_prepared(Sql().add_series_count.name, batch.trial_id, static_cast<int64_t>(inserted.size()));
     LookUpRegistry(batch, missing);
     for (size_t i : missing) {
-      const GroupCommitter::SeriesInfo* info = FindSeries(keys[i]);
+      const GroupCommitter::RegisteredSeries* info = FindSeries(keys[i]);
       if (info == nullptr) {
         throw std::logic_error(absl::StrCat("series \"", batch.series[i].name,
                                             "\" missing after its insert"));
@@ -258,7 +317,7 @@ class GroupTransaction {
   }
 
   static absl::Status SameUnit(const SystemBatch& batch, size_t i,
-                               const GroupCommitter::SeriesInfo& info) {
+                               const GroupCommitter::RegisteredSeries& info) {
     const SeriesDeclaration& s = batch.series[i];
     if (info.unit == s.unit) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat(
@@ -277,13 +336,7 @@ class GroupTransaction {
       gpus.push_back(batch.series[i].gpu_uuid);
       names.push_back(batch.series[i].name);
     }
-    for (const auto& row : tx_.exec_params(
-             "SELECT s.series_id, s.gpu_uuid, s.name, s.unit FROM series s "
-             "JOIN unnest($3::text[], $4::text[]) AS k(gpu_uuid, name) "
-             "USING (gpu_uuid, name) "
-             "WHERE s.trial_id = $1 AND s.metric_group = $5 "
-             "AND s.agent_id = $2",
-             batch.trial_id, batch.agent_id, TextArray(gpus),
+    for (const auto& row : tx_.exec_prepared(Sql().look_up_series.name, batch.trial_id, batch.agent_id, TextArray(gpus),
              TextArray(names), batch.metric_group)) {
       new_series_[SeriesCacheKey(batch.trial_id, batch.metric_group,
                                  batch.agent_id,
@@ -306,7 +359,7 @@ class GroupTransaction {
       for (const Report& report : a.batch->reports) {
         copy << std::make_tuple(a.batch->trial_id, "PROFILING",
                                 a.batch->metric_group, a.batch->agent_id,
-                                TimestampText(report.time), report.batch,
+                                TimestampText(report.time_us), report.batch,
                                 ReportJson(*a.batch, report));
       }
     }
@@ -326,10 +379,7 @@ class GroupTransaction {
     locks.erase(std::unique(locks.begin(), locks.end()), locks.end());
     // Taken in sorted order, so two writers never wait on each other in a
     // cycle. OFFSET 0 keeps the sorted subquery from being flattened.
-    tx_.exec_params(
-        "SELECT pg_advisory_xact_lock(k) FROM "
-        "(SELECT k FROM unnest($1::bigint[]) AS k ORDER BY k OFFSET 0) s",
-        IntArray(locks));
+    tx_.exec_prepared(Sql().lock_rollups.name, IntArray(locks));
 
     std::vector<int64_t> trials, widths, buckets;
     std::vector<std::string> agents;
@@ -341,15 +391,7 @@ class GroupTransaction {
     }
     // Merge with what is stored: stored samples were ingested earlier.
     // Relies on the primary key (trial_id, agent_id, width_s, bucket_start).
-    for (const auto& row : tx_.exec_params(
-             "SELECT r.trial_id, r.agent_id, r.width_s, k.bucket_us, r.stats "
-             "FROM unnest($1::int[], $2::text[], $3::int[], $4::bigint[]) "
-             "  AS k(trial_id, agent_id, width_s, bucket_us) "
-             "JOIN system_rollups r ON r.trial_id = k.trial_id "
-             "  AND r.agent_id = k.agent_id AND r.width_s = k.width_s "
-             "  AND r.bucket_start = timestamptz 'epoch' + "
-             "      k.bucket_us * interval '1 microsecond'",
-             IntArray(trials), TextArray(agents), IntArray(widths),
+    for (const auto& row : tx_.exec_prepared(Sql().read_rollups.name, IntArray(trials), TextArray(agents), IntArray(widths),
              IntArray(buckets))) {
       const RollupKey key{row[0].as<int32_t>(), row[1].as<std::string>(),
                           row[2].as<int>(), row[3].as<int64_t>()};
@@ -364,17 +406,7 @@ class GroupTransaction {
     for (const auto& [key, rollup] : fresh) {
       stats.push_back(EncodeAgentRollup(rollup));
     }
-    tx_.exec_params(
-        "INSERT INTO system_rollups (trial_id, agent_id, width_s, "
-        "bucket_start, stats) "
-        "SELECT k.trial_id, k.agent_id, k.width_s, "
-        "  timestamptz 'epoch' + k.bucket_us * interval '1 microsecond', "
-        "  k.stats "
-        "FROM unnest($1::int[], $2::text[], $3::int[], $4::bigint[], "
-        "  $5::bytea[]) AS k(trial_id, agent_id, width_s, bucket_us, stats) "
-        "ON CONFLICT (trial_id, agent_id, width_s, bucket_start) "
-        "DO UPDATE SET stats = excluded.stats",
-        IntArray(trials), TextArray(agents), IntArray(widths),
+    tx_.exec_prepared(Sql().write_rollups.name, IntArray(trials), TextArray(agents), IntArray(widths),
         IntArray(buckets), ByteaArray(stats));
   }
 
@@ -387,7 +419,7 @@ class GroupTransaction {
     constexpr int kFinest = kRollupWidthsSeconds[0];
     absl::btree_map<int64_t, AgentRollup> finest;
     for (const Report& report : batch.reports) {
-      const int64_t t = absl::ToUnixMicros(report.time);
+      const int64_t t = report.time_us;
       AgentRollup& bucket = finest[BucketStartMicros(t, kFinest)];
       for (size_t v = 0; v < report.values.size(); ++v) {
         bucket[a.series_ids[report.series[v]]].Add(t, report.values[v]);
@@ -411,9 +443,7 @@ class GroupTransaction {
     std::sort(trials.begin(), trials.end());
     trials.erase(std::unique(trials.begin(), trials.end()), trials.end());
     if (trials.empty()) return;
-    tx_.exec_params(
-        "SELECT pg_notify($2, t::text) FROM unnest($1::int[]) AS t",
-        IntArray(trials), std::string(kIngestChannel));
+    tx_.exec_prepared(Sql().notify.name, IntArray(trials), std::string(kIngestChannel));
   }
 
   void WritePositions() {
@@ -425,12 +455,7 @@ class GroupTransaction {
       streams.push_back(key.second);
       sequences.push_back(sequence);
     }
-    tx_.exec_params(
-        "INSERT INTO ingest_positions (trial_id, stream_id, last_sequence) "
-        "SELECT * FROM unnest($1::int[], $2::text[], $3::bigint[]) "
-        "ON CONFLICT (trial_id, stream_id) DO UPDATE "
-        "SET last_sequence = excluded.last_sequence, updated_at = now()",
-        IntArray(trials), TextArray(streams), IntArray(sequences));
+    tx_.exec_prepared(Sql().write_positions.name, IntArray(trials), TextArray(streams), IntArray(sequences));
   }
 
   GroupCommitter& committer_;
@@ -438,7 +463,7 @@ class GroupTransaction {
   std::map<StreamKey, int64_t> positions_;
   std::map<StreamKey, int64_t> advanced_;
   absl::flat_hash_map<int32_t, TrialState> trials_;
-  absl::flat_hash_map<std::string, GroupCommitter::SeriesInfo> new_series_;
+  absl::flat_hash_map<std::string, GroupCommitter::RegisteredSeries> new_series_;
   std::vector<Accepted> accepted_;
 };
 
@@ -462,6 +487,10 @@ absl::StatusOr<std::vector<BatchOutcome>> GroupCommitter::Commit(
         }
         return outcomes;
       });
+}
+
+std::vector<PreparedStatement> GroupCommitter::Statements() {
+  return Sql().All();
 }
 
 }  // namespace metrics::storage::pg

@@ -25,6 +25,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "storage/metric_store.h"
+#include "storage/pg/prepared.h"
 
 namespace metrics::storage::pg {
 
@@ -49,14 +50,18 @@ class GroupCommitter {
   absl::StatusOr<std::vector<BatchOutcome>> Commit(
       pqxx::connection& conn, const std::vector<PendingBatch*>& group);
 
+  // The statements Commit runs, to prepare on each writer connection.
+  static std::vector<PreparedStatement> Statements();
+
  private:
-  struct SeriesInfo {
+  // A registry entry as the writer needs it.
+  struct RegisteredSeries {
     int64_t id;
     std::string unit;
   };
 
   const int max_series_per_trial_;
-  absl::flat_hash_map<std::string, SeriesInfo> series_cache_;
+  absl::flat_hash_map<std::string, RegisteredSeries> series_cache_;
 
   friend class GroupTransaction;
 };

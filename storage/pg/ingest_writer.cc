@@ -136,7 +136,8 @@ class IngestWriter::Lane {
     if (conn_ == nullptr || !conn_->is_open()) {
       absl::StatusOr<std::unique_ptr<pqxx::connection>> conn =
           Connect(writer_->options_.database_url,
-                  absl::StrCat("metricsd-writer-", index_));
+                  absl::StrCat("metricsd-writer-", index_),
+                  GroupCommitter::Statements());
       if (!conn.ok()) return conn.status();
       conn_ = *std::move(conn);
     }

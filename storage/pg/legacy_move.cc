@@ -19,6 +19,7 @@
 #include "storage/pg/connection.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/pg_metric_store.h"
+#include "storage/pg/sql_time.h"
 
 namespace metrics::storage::pg {
 
@@ -67,9 +68,8 @@ absl::StatusOr<std::vector<LegacyRow>> ReadChunk(pqxx::connection& conn,
     for (const auto& r : tx.exec_params(
              absl::StrCat(
                  "SELECT m.id, ", kLabelColumns,
-                 ", u.v::text, u.b, "
-                 "round(extract(epoch FROM u.t) * 1000000)::bigint "
-                 "FROM (SELECT * FROM trial_profiler_metrics "
+                 ", u.v::text, u.b, ", EpochMicrosSql("u.t"),
+                 " FROM (SELECT * FROM trial_profiler_metrics "
                  "WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3) m "
                  "LEFT JOIN LATERAL unnest(m.values, m.batches, m.ts) "
                  "WITH ORDINALITY AS u(v, b, t, n) ON true "
@@ -194,7 +194,7 @@ absl::StatusOr<std::vector<SystemBatch>> ToBatches(const LegacyRow& row,
       batches.push_back(std::move(batch));
     }
     Report report;
-    report.time = absl::FromUnixMicros(row.times_us[i]);
+    report.time_us = row.times_us[i];
     report.series = {0};
     report.values = {static_cast<double>(row.values[i]) * stored.scale};
     report.batch = row.batches[i];

@@ -13,55 +13,133 @@
 #include "common/status_macros.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/sql_arrays.h"
+#include "storage/pg/sql_time.h"
+#include "storage/report_json.h"
 
 namespace metrics::storage::pg {
 
 namespace {
 
-absl::Status CheckTrialExists(pqxx::work& tx, int32_t trial_id) {
-  if (tx.exec_params("SELECT 1 FROM trials WHERE id = $1", trial_id).empty()) {
-    return absl::NotFoundError(
-        absl::StrCat("trial ", trial_id, " does not exist"));
-  }
-  return absl::OkStatus();
+// The columns TrialFromRow maps.
+std::string TrialColumnsSql() {
+  return absl::StrCat("id, state, ", EpochMicrosSql("created_at"), ", ",
+                      EpochMicrosSql("updated_at"), ", ",
+                      EpochMicrosSql("ended_at"));
 }
 
-// The SQL expression of a series' value in a raw row's jsonb (see
-// storage/report_json.h): {"name": v} or {"name": {"gpu": v}}, where an
-// agent-wide value of a name that also has GPU values sits under "".
-std::string ValueOf(pqxx::work& tx, const SeriesInfo& s) {
-  const std::string name = tx.quote(s.name);
-  if (!s.gpu_uuid.empty()) {
-    return absl::StrCat("(metrics -> ", name, " ->> ", tx.quote(s.gpu_uuid),
-                        ")::float8");
-  }
-  return absl::StrCat("(CASE WHEN jsonb_typeof(metrics -> ", name,
-                      ") = 'object' THEN metrics -> ", name,
-                      " ->> '' ELSE metrics ->> ", name, " END)::float8");
-}
-
-constexpr char kTrialColumns[] =
-    "id, state, (extract(epoch FROM created_at) * 1000000)::bigint, "
-    "(extract(epoch FROM updated_at) * 1000000)::bigint, "
-    "(extract(epoch FROM ended_at) * 1000000)::bigint";
-
+// Maps a row of TrialColumnsSql.
 Trial TrialFromRow(const pqxx::row& row) {
   Trial trial;
   trial.id = row[0].as<int32_t>();
   // The table's CHECK admits only the states' names.
   trial.state = ParseTrialState(row[1].as<std::string>())
                     .value_or(TrialState::kActive);
-  trial.created_at = absl::FromUnixMicros(row[2].as<int64_t>());
-  trial.updated_at = absl::FromUnixMicros(row[3].as<int64_t>());
-  if (!row[4].is_null()) {
-    trial.ended_at = absl::FromUnixMicros(row[4].as<int64_t>());
-  }
+  trial.created_at_us = row[2].as<int64_t>();
+  trial.updated_at_us = row[3].as<int64_t>();
+  if (!row[4].is_null()) trial.ended_at_us = row[4].as<int64_t>();
   return trial;
 }
 
-// Runs `body(tx)` in a transaction on a pooled connection, with the
-// statement timeout set from `deadline`; commits if it returns OK.
-template <typename T, typename Body>
+constexpr char kSeriesColumns[] =
+    "series_id, metric_group, agent_id, gpu_uuid, name, unit";
+
+// Maps kSeriesColumns, starting at column `first`.
+SeriesInfo SeriesFromRow(const pqxx::row& row, int first = 0) {
+  SeriesInfo info;
+  info.series_id = row[first].as<int64_t>();
+  info.metric_group = row[first + 1].as<std::string>();
+  info.agent_id = row[first + 2].as<std::string>();
+  info.gpu_uuid = row[first + 3].as<std::string>();
+  info.name = row[first + 4].as<std::string>();
+  info.unit = row[first + 5].as<std::string>();
+  return info;
+}
+
+// The store's frequent statements, prepared on each pool connection.
+struct Statements {
+  PreparedStatement trial_exists{"trial_exists",
+                                 "SELECT 1 FROM trials WHERE id = $1"};
+  PreparedStatement trial_by_id{
+      "trial_by_id",
+      absl::StrCat("SELECT ", TrialColumnsSql(), " FROM trials WHERE id = $1")};
+  // NULL parameters mean "no condition", so one statement serves every
+  // filter; the primary key walks ids downwards.
+  PreparedStatement list_trials{
+      "list_trials",
+      absl::StrCat("SELECT ", TrialColumnsSql(),
+                   " FROM trials WHERE ($1::text IS NULL OR state = $1) "
+                   "AND ($2::int IS NULL OR id < $2) "
+                   "ORDER BY id DESC LIMIT $3")};
+  // Relies on the primary key (trial_id, stream_id).
+  PreparedStatement stream_position{
+      "stream_position",
+      "SELECT last_sequence FROM ingest_positions "
+      "WHERE trial_id = $1 AND stream_id = $2"};
+  // Relies on the unique key (trial_id, metric_group, agent_id, ...).
+  PreparedStatement series_of_group{
+      "series_of_group",
+      absl::StrCat("SELECT ", kSeriesColumns,
+                   " FROM series WHERE trial_id = $1 AND metric_group = $2 "
+                   "ORDER BY agent_id, name, gpu_uuid")};
+  PreparedStatement series_of_every_group{
+      "series_of_every_group",
+      absl::StrCat("SELECT ", kSeriesColumns,
+                   " FROM series WHERE trial_id = $1 "
+                   "ORDER BY metric_group, agent_id, name, gpu_uuid")};
+  // Range scans of the primary key (trial_id, agent_id, width_s,
+  // bucket_start), one per agent.
+  PreparedStatement rollups_of_agents{
+      "rollups_of_agents",
+      "SELECT stats FROM system_rollups WHERE trial_id = $1 "
+      "AND agent_id = ANY($2::text[]) AND width_s = $3"};
+  PreparedStatement rollups_in_window{
+      "rollups_in_window",
+      absl::StrCat("SELECT agent_id, ", EpochMicrosSql("bucket_start"),
+                   ", stats FROM system_rollups "
+                   "WHERE trial_id = $1 AND agent_id = ANY($2::text[]) "
+                   "AND width_s = $3 AND bucket_start >= ",
+                   TimestampFromMicrosSql("$4"), " AND bucket_start < ",
+                   TimestampFromMicrosSql("$5"),
+                   " ORDER BY agent_id, bucket_start")};
+  // A range scan of the primary key (trial_id, metric_group, agent_id,
+  // end_time, id) from the cursor on; rows without the series ($7, GPU $8)
+  // are skipped by the filter.
+  PreparedStatement readings_after{
+      "readings_after",
+      absl::StrCat(
+          "SELECT t, id, total_batches, v FROM (SELECT ",
+          EpochMicrosSql("end_time"), " AS t, id, total_batches, end_time, ",
+          ReportValueSql("metrics", "$7::text", "$8::text"),
+          " AS v FROM metrics_profiling WHERE trial_id = $1 "
+          "AND metric_group = $2 AND agent_id = $3 AND (end_time, id) > (",
+          TimestampFromMicrosSql("$4"),
+          ", $5)) r WHERE v IS NOT NULL ORDER BY end_time, id LIMIT $6")};
+
+  std::vector<PreparedStatement> All() const {
+    return {trial_exists,      trial_by_id,       list_trials,
+            stream_position,   series_of_group,   series_of_every_group,
+            rollups_of_agents, rollups_in_window, readings_after};
+  }
+};
+
+const Statements& Sql() {
+  static const auto* statements = new Statements();
+  return *statements;
+}
+
+absl::Status CheckTrialExists(pqxx::transaction_base& tx, int32_t trial_id) {
+  if (tx.exec_prepared(Sql().trial_exists.name, trial_id).empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("trial ", trial_id, " does not exist"));
+  }
+  return absl::OkStatus();
+}
+
+// Runs `body(tx)` in a transaction of type Tx on a pooled connection, with
+// the statement timeout set from `deadline`; commits if it returns OK.
+// Reads use pqxx::read_transaction: PostgreSQL then refuses any write, and
+// a standby could serve them.
+template <typename T, typename Tx, typename Body>
 absl::StatusOr<T> InTransaction(ConnectionPool& pool,
                                 absl::string_view operation,
                                 absl::Time deadline, Body body) {
@@ -72,7 +150,7 @@ absl::StatusOr<T> InTransaction(ConnectionPool& pool,
   }
   ASSIGN_OR_RETURN(ConnectionPool::Lease lease, pool.Acquire(deadline));
   return GuardPg(operation, [&]() -> absl::StatusOr<T> {
-    pqxx::work tx(lease.connection());
+    Tx tx(lease.connection());
     tx.exec(absl::StrCat(
         "SET LOCAL statement_timeout = ",
         std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - absl::Now()))));
@@ -80,6 +158,20 @@ absl::StatusOr<T> InTransaction(ConnectionPool& pool,
     if (result.ok()) tx.commit();
     return result;
   });
+}
+
+template <typename T, typename Body>
+absl::StatusOr<T> Write(ConnectionPool& pool, absl::string_view operation,
+                        absl::Time deadline, Body body) {
+  return InTransaction<T, pqxx::work>(pool, operation, deadline,
+                                      std::move(body));
+}
+
+template <typename T, typename Body>
+absl::StatusOr<T> Read(ConnectionPool& pool, absl::string_view operation,
+                       absl::Time deadline, Body body) {
+  return InTransaction<T, pqxx::read_transaction>(pool, operation, deadline,
+                                                  std::move(body));
 }
 
 }  // namespace
@@ -92,7 +184,7 @@ std::unique_ptr<PgMetricStore> PgMetricStore::Create(
 PgMetricStore::PgMetricStore(PgMetricStoreOptions options)
     : options_(std::move(options)),
       pool_(ConnectionPoolOptions{options_.database_url, "metricsd",
-                                  options_.pool_size}),
+                                  options_.pool_size, Sql().All()}),
       notifier_(options_.database_url) {
   IngestWriterOptions writer = options_.writer;
   writer.database_url = options_.database_url;
@@ -110,13 +202,14 @@ absl::StatusOr<Trial> PgMetricStore::CreateTrial(std::optional<int32_t> id,
   }
   const std::string operation =
       id.has_value() ? absl::StrCat("creating trial ", *id) : "creating a trial";
-  return InTransaction<Trial>(
-      pool_, operation, deadline, [&](pqxx::work& tx) -> absl::StatusOr<Trial> {
+  return Write<Trial>(
+      pool_, operation, deadline,
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<Trial> {
         if (id.has_value()) {
           pqxx::result r = tx.exec_params(
               absl::StrCat("INSERT INTO trials (id) VALUES ($1) "
                            "ON CONFLICT (id) DO NOTHING RETURNING ",
-                           kTrialColumns),
+                           TrialColumnsSql()),
               *id);
           if (r.empty()) {
             return absl::AlreadyExistsError(
@@ -130,7 +223,7 @@ absl::StatusOr<Trial> PgMetricStore::CreateTrial(std::optional<int32_t> id,
           pqxx::result r = tx.exec(absl::StrCat(
               "INSERT INTO trials DEFAULT VALUES ON CONFLICT (id) DO NOTHING "
               "RETURNING ",
-              kTrialColumns));
+              TrialColumnsSql()));
           if (!r.empty()) return TrialFromRow(r[0]);
         }
         return absl::InternalError("no free trial id after 1000 attempts");
@@ -138,12 +231,10 @@ absl::StatusOr<Trial> PgMetricStore::CreateTrial(std::optional<int32_t> id,
 }
 
 absl::StatusOr<Trial> PgMetricStore::GetTrial(int32_t id, absl::Time deadline) {
-  return InTransaction<Trial>(
+  return Read<Trial>(
       pool_, absl::StrCat("reading trial ", id), deadline,
-      [&](pqxx::work& tx) -> absl::StatusOr<Trial> {
-        pqxx::result r = tx.exec_params(
-            absl::StrCat("SELECT ", kTrialColumns, " FROM trials WHERE id = $1"),
-            id);
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<Trial> {
+        pqxx::result r = tx.exec_prepared(Sql().trial_by_id.name, id);
         if (r.empty()) {
           return absl::NotFoundError(absl::StrCat("trial ", id, " does not exist"));
         }
@@ -158,19 +249,13 @@ absl::StatusOr<std::vector<Trial>> PgMetricStore::ListTrials(
         absl::StrCat("limit: ", filter.limit, " is outside 1..",
                      kMaxTrialListLimit));
   }
-  // NULL parameters mean "no condition", so one statement serves every
-  // filter; the primary key walks ids downwards.
   std::optional<std::string> state;
   if (filter.state.has_value()) state = std::string(TrialStateName(*filter.state));
-  return InTransaction<std::vector<Trial>>(
+  return Read<std::vector<Trial>>(
       pool_, "listing trials", deadline,
-      [&](pqxx::work& tx) -> absl::StatusOr<std::vector<Trial>> {
-        pqxx::result r = tx.exec_params(
-            absl::StrCat("SELECT ", kTrialColumns,
-                         " FROM trials WHERE ($1::text IS NULL OR state = $1) "
-                         "AND ($2::int IS NULL OR id < $2) "
-                         "ORDER BY id DESC LIMIT $3"),
-            state, filter.before_id, filter.limit);
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<Trial>> {
+        pqxx::result r = tx.exec_prepared(Sql().list_trials.name, state,
+                                          filter.before_id, filter.limit);
         std::vector<Trial> trials;
         trials.reserve(r.size());
         for (const pqxx::row& row : r) trials.push_back(TrialFromRow(row));
@@ -180,11 +265,11 @@ absl::StatusOr<std::vector<Trial>> PgMetricStore::ListTrials(
 
 absl::StatusOr<Trial> PgMetricStore::SetTrialState(int32_t id, TrialState state,
                                                    absl::Time deadline) {
-  return InTransaction<Trial>(
+  return Write<Trial>(
       pool_, absl::StrCat("setting the state of trial ", id), deadline,
-      [&](pqxx::work& tx) -> absl::StatusOr<Trial> {
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<Trial> {
         pqxx::result r = tx.exec_params(
-            absl::StrCat("SELECT ", kTrialColumns,
+            absl::StrCat("SELECT ", TrialColumnsSql(),
                          " FROM trials WHERE id = $1 FOR UPDATE"),
             id);
         if (r.empty()) {
@@ -200,7 +285,7 @@ absl::StatusOr<Trial> PgMetricStore::SetTrialState(int32_t id, TrialState state,
         r = tx.exec_params(
             absl::StrCat("UPDATE trials SET state = $2, updated_at = now(), "
                          "ended_at = now() WHERE id = $1 RETURNING ",
-                         kTrialColumns),
+                         TrialColumnsSql()),
             id, std::string(TrialStateName(state)));
         // Ends the trial's follow streams, on every metricsd.
         tx.exec_params("SELECT pg_notify($2, $1::text)", id,
@@ -211,56 +296,43 @@ absl::StatusOr<Trial> PgMetricStore::SetTrialState(int32_t id, TrialState state,
 
 absl::StatusOr<int64_t> PgMetricStore::GetStreamPosition(
     int32_t trial_id, absl::string_view stream_id, absl::Time deadline) {
-  return InTransaction<int64_t>(
+  return Read<int64_t>(
       pool_, absl::StrCat("reading the position of stream ", stream_id),
-      deadline, [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
-        pqxx::result r = tx.exec_params(
-            "SELECT last_sequence FROM ingest_positions "
-            "WHERE trial_id = $1 AND stream_id = $2",
-            trial_id, std::string(stream_id));
+      deadline, [&](pqxx::transaction_base& tx) -> absl::StatusOr<int64_t> {
+        pqxx::result r = tx.exec_prepared(Sql().stream_position.name, trial_id,
+                                          std::string(stream_id));
         return r.empty() ? 0 : r[0][0].as<int64_t>();
       });
 }
 
 absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeries(
     int32_t trial_id, bool extents, absl::Time deadline) {
-  return InTransaction<std::vector<SeriesInfo>>(
+  return Read<std::vector<SeriesInfo>>(
       pool_, absl::StrCat("listing the series of trial ", trial_id), deadline,
-      [&](pqxx::work& tx) -> absl::StatusOr<std::vector<SeriesInfo>> {
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<SeriesInfo>> {
         RETURN_IF_ERROR(CheckTrialExists(tx, trial_id));
         std::vector<SeriesInfo> series;
         absl::flat_hash_map<int64_t, size_t> by_id;
-        // Relies on the unique key (trial_id, metric_group, agent_id, ...).
-        for (const auto& row : tx.exec_params(
-                 "SELECT series_id, agent_id, gpu_uuid, name, unit FROM series "
-                 "WHERE trial_id = $1 AND metric_group = 'system' "
-                 "ORDER BY agent_id, name, gpu_uuid",
-                 trial_id)) {
-          SeriesInfo info;
-          info.series_id = row[0].as<int64_t>();
-          info.agent_id = row[1].as<std::string>();
-          info.gpu_uuid = row[2].as<std::string>();
-          info.name = row[3].as<std::string>();
-          info.unit = row[4].as<std::string>();
+        for (const auto& row : tx.exec_prepared(Sql().series_of_group.name,
+                                                trial_id,
+                                                std::string(kSystemGroup))) {
+          SeriesInfo info = SeriesFromRow(row);
           by_id[info.series_id] = series.size();
           series.push_back(std::move(info));
         }
         if (!extents || series.empty()) return series;
         // The coarsest buckets hold every sample once: their counts add up
         // to the total, and their first and last times bound the series.
-        // Naming the agents makes this a range scan of the primary key
-        // (trial_id, agent_id, width_s, bucket_start) per agent; without
-        // them it would scan every width's rows of the trial.
+        // Naming the agents makes this a range scan of the primary key per
+        // agent; without them it would scan every width's rows of the trial.
         std::vector<std::string> agents;
         for (const SeriesInfo& info : series) {
           if (agents.empty() || agents.back() != info.agent_id) {
             agents.push_back(info.agent_id);  // series are ordered by agent
           }
         }
-        for (const auto& row : tx.exec_params(
-                 "SELECT stats FROM system_rollups WHERE trial_id = $1 "
-                 "AND agent_id = ANY($2::text[]) AND width_s = $3",
-                 trial_id, TextArray(agents),
+        for (const auto& row : tx.exec_prepared(
+                 Sql().rollups_of_agents.name, trial_id, TextArray(agents),
                  kRollupWidthsSeconds[std::size(kRollupWidthsSeconds) - 1])) {
           absl::StatusOr<AgentRollup> rollup =
               DecodeAgentRollup(DecodeByteaHex(row[0].as<std::string>()));
@@ -270,12 +342,12 @@ absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeries(
             if (it == by_id.end()) continue;
             SeriesInfo& info = series[it->second];
             info.sample_count += stats.count;
-            const absl::Time first = absl::FromUnixMicros(stats.first_time_us);
-            const absl::Time last = absl::FromUnixMicros(stats.last_time_us);
-            if (!info.first_time || first < *info.first_time) {
-              info.first_time = first;
+            if (!info.first_time_us || stats.first_time_us < *info.first_time_us) {
+              info.first_time_us = stats.first_time_us;
             }
-            if (!info.last_time || last > *info.last_time) info.last_time = last;
+            if (!info.last_time_us || stats.last_time_us > *info.last_time_us) {
+              info.last_time_us = stats.last_time_us;
+            }
           }
         }
         return series;
@@ -284,25 +356,21 @@ absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeries(
 
 absl::StatusOr<std::vector<LatestValue>> PgMetricStore::LatestValuesOfActiveTrials(
     size_t limit, absl::Time deadline) {
-  return InTransaction<std::vector<LatestValue>>(
+  return Read<std::vector<LatestValue>>(
       pool_, "reading the latest values of active trials", deadline,
-      [&](pqxx::work& tx) -> absl::StatusOr<std::vector<LatestValue>> {
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<LatestValue>> {
         // The system series of active trials, by (trial, series id).
         absl::flat_hash_map<std::pair<int32_t, int64_t>, SeriesInfo> series;
         for (const auto& row : tx.exec_params(
-                 "SELECT s.trial_id, s.series_id, s.agent_id, s.gpu_uuid, "
-                 "s.name, s.unit FROM trials t JOIN series s "
-                 "ON s.trial_id = t.id AND s.metric_group = $1 "
-                 "WHERE t.state = 'ACTIVE'",
+                 absl::StrCat("SELECT s.trial_id, ", kSeriesColumns,
+                              " FROM trials t JOIN series s "
+                              "ON s.trial_id = t.id AND s.metric_group = $1 "
+                              "WHERE t.state = 'ACTIVE'"),
                  std::string(kSystemGroup))) {
-          SeriesInfo info;
-          info.series_id = row[1].as<int64_t>();
-          info.agent_id = row[2].as<std::string>();
-          info.gpu_uuid = row[3].as<std::string>();
-          info.name = row[4].as<std::string>();
-          info.unit = row[5].as<std::string>();
-          series.emplace(std::pair(row[0].as<int32_t>(), info.series_id),
-                         std::move(info));
+          SeriesInfo info = SeriesFromRow(row, 1);
+          const std::pair<int32_t, int64_t> key(row[0].as<int32_t>(),
+                                                info.series_id);
+          series.emplace(key, std::move(info));
         }
         // Each agent's newest finest bucket holds the last point of every
         // series it reported in those seconds; a series missing from it has
@@ -341,24 +409,14 @@ absl::StatusOr<std::vector<LatestValue>> PgMetricStore::LatestValuesOfActiveTria
 
 absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeriesOfEveryGroup(
     int32_t trial_id, absl::Time deadline) {
-  return InTransaction<std::vector<SeriesInfo>>(
+  return Read<std::vector<SeriesInfo>>(
       pool_, absl::StrCat("listing the series of trial ", trial_id), deadline,
-      [&](pqxx::work& tx) -> absl::StatusOr<std::vector<SeriesInfo>> {
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<SeriesInfo>> {
         RETURN_IF_ERROR(CheckTrialExists(tx, trial_id));
         std::vector<SeriesInfo> series;
-        for (const auto& row : tx.exec_params(
-                 "SELECT series_id, metric_group, agent_id, gpu_uuid, name, "
-                 "unit FROM series WHERE trial_id = $1 "
-                 "ORDER BY metric_group, agent_id, name, gpu_uuid",
-                 trial_id)) {
-          SeriesInfo info;
-          info.series_id = row[0].as<int64_t>();
-          info.metric_group = row[1].as<std::string>();
-          info.agent_id = row[2].as<std::string>();
-          info.gpu_uuid = row[3].as<std::string>();
-          info.name = row[4].as<std::string>();
-          info.unit = row[5].as<std::string>();
-          series.push_back(std::move(info));
+        for (const auto& row :
+             tx.exec_prepared(Sql().series_of_every_group.name, trial_id)) {
+          series.push_back(SeriesFromRow(row));
         }
         return series;
       });
@@ -367,26 +425,19 @@ absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeriesOfEveryGroup(
 absl::StatusOr<std::vector<Reading>> PgMetricStore::ReadReadings(
     int32_t trial_id, const SeriesInfo& series, ReadingCursor after,
     size_t limit, absl::Time deadline) {
-  return InTransaction<std::vector<Reading>>(
+  return Read<std::vector<Reading>>(
       pool_, absl::StrCat("reading series \"", series.name, "\" of trial ",
                           trial_id),
-      deadline, [&](pqxx::work& tx) -> absl::StatusOr<std::vector<Reading>> {
+      deadline,
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<Reading>> {
         std::vector<Reading> readings;
-        // A range scan of the primary key (trial_id, metric_group, agent_id,
-        // end_time, id) from the cursor on; rows without this series are
-        // skipped by the filter.
-        for (const auto& row : tx.exec_params(
-                 absl::StrCat(
-                     "SELECT t, id, total_batches, v FROM (SELECT "
-                     "round(date_part('epoch', end_time) * 1000000)::bigint AS t, "
-                     "id, total_batches, end_time, ", ValueOf(tx, series),
-                     " AS v FROM metrics_profiling WHERE trial_id = $1 "
-                     "AND metric_group = $2 AND agent_id = $3 AND (end_time, id) > "
-                     "(timestamptz 'epoch' + $4 * interval '1 microsecond', $5) "
-                     ") r WHERE v IS NOT NULL ORDER BY end_time, id LIMIT $6"),
-                 trial_id, series.metric_group, series.agent_id,
-                 std::max<int64_t>(after.time_us, -62135596800000000),
-                 after.row_id, static_cast<int64_t>(limit))) {
+        // The earliest time timestamptz takes, for a cursor at the start.
+        constexpr int64_t kYearOne = -62135596800000000;
+        for (const auto& row : tx.exec_prepared(
+                 Sql().readings_after.name, trial_id, series.metric_group,
+                 series.agent_id, std::max(after.time_us, kYearOne),
+                 after.row_id, static_cast<int64_t>(limit), series.name,
+                 series.gpu_uuid)) {
           Reading r;
           r.time_us = row[0].as<int64_t>();
           r.row_id = row[1].as<int64_t>();
@@ -404,21 +455,13 @@ absl::StatusOr<std::vector<RollupRow>> PgMetricStore::ReadRollups(
     absl::Time deadline) {
   std::vector<int64_t> wanted = series_ids;
   std::sort(wanted.begin(), wanted.end());
-  return InTransaction<std::vector<RollupRow>>(
+  return Read<std::vector<RollupRow>>(
       pool_, absl::StrCat("reading rollups of trial ", trial_id), deadline,
-      [&](pqxx::work& tx) -> absl::StatusOr<std::vector<RollupRow>> {
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<RollupRow>> {
         std::vector<RollupRow> rows;
-        // A range scan of the primary key (trial_id, agent_id, width_s,
-        // bucket_start) per agent.
-        for (const auto& row : tx.exec_params(
-                 "SELECT agent_id, round(date_part('epoch', bucket_start) * "
-                 "1000000)::bigint, stats FROM system_rollups "
-                 "WHERE trial_id = $1 AND agent_id = ANY($2::text[]) "
-                 "AND width_s = $3 "
-                 "AND bucket_start >= timestamptz 'epoch' + $4 * interval '1 microsecond' "
-                 "AND bucket_start < timestamptz 'epoch' + $5 * interval '1 microsecond' "
-                 "ORDER BY agent_id, bucket_start",
-                 trial_id, TextArray(agents), width_s, from_us, to_us)) {
+        for (const auto& row :
+             tx.exec_prepared(Sql().rollups_in_window.name, trial_id,
+                              TextArray(agents), width_s, from_us, to_us)) {
           RollupRow r;
           r.agent_id = row[0].as<std::string>();
           r.bucket_start_us = row[1].as<int64_t>();
@@ -435,13 +478,15 @@ absl::StatusOr<std::vector<RollupRow>> PgMetricStore::ReadRollups(
 absl::StatusOr<std::vector<std::vector<Sample>>> PgMetricStore::ReadRawSamples(
     int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
     int64_t to_us, absl::Time deadline) {
-  return InTransaction<std::vector<std::vector<Sample>>>(
+  return Read<std::vector<std::vector<Sample>>>(
       pool_, absl::StrCat("reading raw samples of trial ", trial_id), deadline,
-      [&](pqxx::work& tx) -> absl::StatusOr<std::vector<std::vector<Sample>>> {
+      [&](pqxx::transaction_base& tx)
+          -> absl::StatusOr<std::vector<std::vector<Sample>>> {
         std::vector<std::vector<Sample>> result(series.size());
         // One scan per agent, extracting every wanted series of it from the
-        // jsonb in SQL. Relies on the primary key (trial_id, metric_group,
-        // agent_id, end_time, id): a range scan in time, then ingest order.
+        // jsonb in SQL (a statement of its own, so not prepared). Relies on
+        // the primary key (trial_id, metric_group, agent_id, end_time, id):
+        // a range scan in time, then ingest order.
         absl::btree_map<std::string, std::vector<size_t>> by_agent;
         for (size_t i = 0; i < series.size(); ++i) {
           by_agent[series[i].agent_id].push_back(i);
@@ -449,18 +494,19 @@ absl::StatusOr<std::vector<std::vector<Sample>>> PgMetricStore::ReadRawSamples(
         for (const auto& [agent, indexes] : by_agent) {
           std::string columns;
           for (size_t i : indexes) {
-            absl::StrAppend(&columns, ", ", ValueOf(tx, series[i]));
+            absl::StrAppend(&columns, ", ",
+                            ReportValueSql("metrics", tx.quote(series[i].name),
+                                           tx.quote(series[i].gpu_uuid)));
           }
           for (const auto& row : tx.exec_params(
-                   absl::StrCat(
-                       "SELECT round(date_part('epoch', end_time) * 1000000)::bigint",
-                       columns,
-                       " FROM metrics_profiling WHERE trial_id = $1 "
-                       "AND metric_group = 'system' AND agent_id = $2 "
-                       "AND end_time >= timestamptz 'epoch' + $3 * interval '1 microsecond' "
-                       "AND end_time < timestamptz 'epoch' + $4 * interval '1 microsecond' "
-                       "ORDER BY end_time, id"),
-                   trial_id, agent, from_us, to_us)) {
+                   absl::StrCat("SELECT ", EpochMicrosSql("end_time"), columns,
+                                " FROM metrics_profiling WHERE trial_id = $1 "
+                                "AND metric_group = $2 AND agent_id = $3 "
+                                "AND end_time >= ", TimestampFromMicrosSql("$4"),
+                                " AND end_time < ", TimestampFromMicrosSql("$5"),
+                                " ORDER BY end_time, id"),
+                   trial_id, std::string(kSystemGroup), agent, from_us,
+                   to_us)) {
             const int64_t t = row[0].as<int64_t>();
             for (size_t c = 0; c < indexes.size(); ++c) {
               const pqxx::field value = row[static_cast<int>(c + 1)];

@@ -104,7 +104,8 @@ class PgMetricStoreTest : public ::testing::Test {
                     {"gpu_util", "GPU-1", "percent"},
                     {"gpu_util", "GPU-2", "percent"}};
     const absl::Time t = kT0 + absl::Seconds(sequence);
-    batch.reports = {{t, {0, 1, 2}, {10.0 + sequence, 50, 60}, std::nullopt}};
+    batch.reports = {{absl::ToUnixMicros(t), {0, 1, 2}, {10.0 + sequence, 50, 60},
+                      std::nullopt}};
     return batch;
   }
 
@@ -117,7 +118,7 @@ TEST_F(PgMetricStoreTest, TrialLifecycle) {
   ASSERT_OK_AND_ASSIGN(Trial trial, store_->CreateTrial(1, Deadline()));
   EXPECT_EQ(trial.id, 1);
   EXPECT_EQ(trial.state, TrialState::kActive);
-  EXPECT_FALSE(trial.ended_at.has_value());
+  EXPECT_FALSE(trial.ended_at_us.has_value());
 
   EXPECT_THAT(store_->CreateTrial(1, Deadline()),
               StatusIs(absl::StatusCode::kAlreadyExists,
@@ -133,11 +134,11 @@ TEST_F(PgMetricStoreTest, TrialLifecycle) {
                        store_->SetTrialState(1, TrialState::kCompleted,
                                              Deadline()));
   EXPECT_EQ(ended.state, TrialState::kCompleted);
-  ASSERT_TRUE(ended.ended_at.has_value());
+  ASSERT_TRUE(ended.ended_at_us.has_value());
   ASSERT_OK_AND_ASSIGN(Trial again,
                        store_->SetTrialState(1, TrialState::kCompleted,
                                              Deadline()));
-  EXPECT_EQ(again.ended_at, ended.ended_at);
+  EXPECT_EQ(again.ended_at_us, ended.ended_at_us);
   EXPECT_THAT(store_->SetTrialState(1, TrialState::kCanceled, Deadline()),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        "trial 1 is already COMPLETED; it cannot become "
@@ -337,8 +338,9 @@ TEST_F(PgMetricStoreTest, RollupsEqualAggregatesOfTheRawRows) {
       batch.reports.clear();
       for (int r = 0; r < 25; ++r) {
         Report report;
-        report.time = kT0 + absl::Seconds(seq * 20 + jitter(random)) +
-                      absl::Microseconds(r * 37);
+        report.time_us = absl::ToUnixMicros(
+            kT0 + absl::Seconds(seq * 20 + jitter(random)) +
+            absl::Microseconds(r * 37));
         for (uint32_t s = 0; s < 3; ++s) {
           if (random() % 4 == 0) continue;  // gaps in some series
           report.series.push_back(s);

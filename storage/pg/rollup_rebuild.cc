@@ -17,6 +17,8 @@
 #include "storage/pg/lock_keys.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/sql_arrays.h"
+#include "storage/pg/sql_time.h"
+#include "storage/report_json.h"
 #include "storage/rollup.h"
 
 namespace metrics::storage::pg {
@@ -137,17 +139,10 @@ absl::StatusOr<RebuildSummary> RebuildRollups(
                    "WHERE trial_id = $1 AND metric_group = 'system' "
                    "AND agent_id = $2 ORDER BY series_id",
                    trial_id, agent)) {
-            const std::string gpu = row[1].as<std::string>();
-            const std::string name = tx.quote(row[2].as<std::string>());
             series.emplace_back(
                 row[0].as<int64_t>(),
-                gpu.empty()
-                    ? absl::StrCat("(CASE WHEN jsonb_typeof(metrics -> ", name,
-                                   ") = 'object' THEN metrics -> ", name,
-                                   " ->> '' ELSE metrics ->> ", name,
-                                   " END)::float8")
-                    : absl::StrCat("(metrics -> ", name, " ->> ",
-                                   tx.quote(gpu), ")::float8"));
+                ReportValueSql("metrics", tx.quote(row[2].as<std::string>()),
+                               tx.quote(row[1].as<std::string>())));
           }
           tx.exec_params(
               "DELETE FROM system_rollups WHERE trial_id = $1 AND agent_id = $2",
@@ -159,9 +154,7 @@ absl::StatusOr<RebuildSummary> RebuildRollups(
           // (time, id) order: the order ingest merged in.
           pqxx::icursorstream rows(
               tx,
-              absl::StrCat("SELECT round(date_part('epoch', end_time) * "
-                           "1000000)::bigint",
-                           columns,
+              absl::StrCat("SELECT ", EpochMicrosSql("end_time"), columns,
                            " FROM metrics_profiling WHERE trial_id = ",
                            trial_id, " AND metric_group = 'system' "
                            "AND agent_id = ", tx.quote(agent),

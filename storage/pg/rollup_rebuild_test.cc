@@ -53,8 +53,8 @@ class RollupRebuildTest : public ::testing::Test {
         for (int r = 0; r < 40; ++r) {
           // Spread over two days, out of order within and across batches.
           batch.reports.push_back(
-              {kT0 + absl::Seconds(random() % (2 * 86400)) +
-                   absl::Microseconds(random() % 1000000),
+              {absl::ToUnixMicros(kT0 + absl::Seconds(random() % (2 * 86400)) +
+                                  absl::Microseconds(random() % 1000000)),
                {0, 1},
                {(random() % 10000) / 100.0, (random() % 100) * 1.5},
                std::nullopt});

@@ -61,13 +61,6 @@ std::string ByteaArray(const std::vector<std::string>& values) {
   return out + "}";
 }
 
-std::string TimestampText(absl::Time t) {
-  // Stored with microsecond precision; absl::ToUnixMicros rounds down.
-  const absl::Time floored = absl::FromUnixMicros(absl::ToUnixMicros(t));
-  return absl::FormatTime("%Y-%m-%d %H:%M:%E6S+00", floored,
-                          absl::UTCTimeZone());
-}
-
 std::string DecodeByteaHex(absl::string_view text) {
   if (text.size() < 2 || text[0] != '\\' || text[1] != 'x' ||
       text.size() % 2 != 0) {

@@ -1,8 +1,8 @@
 // PostgreSQL array literals ("{1,2,3}", "{\"a\",\"b\"}") built from C++
 // vectors, to pass many rows as a few parameters of one statement
 // (unnest($1::int[], $2::text[])), since libpqxx 6.4 has no array
-// parameters. Also the text forms of timestamps and bytea that COPY and
-// array literals take.
+// parameters. Also bytea's hex text, which array literals take and reads
+// return.
 //
 // Thread-safety: pure functions.
 #ifndef METRICS_STORAGE_PG_SQL_ARRAYS_H_
@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "absl/time/time.h"
 
 namespace metrics::storage::pg {
 
@@ -21,9 +20,6 @@ std::string IntArray(const std::vector<int64_t>& values);
 std::string TextArray(const std::vector<std::string>& values);
 // Each element written as bytea hex ("\x0a0b").
 std::string ByteaArray(const std::vector<std::string>& values);
-
-// "2026-11-22 05:30:00.123456+00": timestamptz text, microsecond precision.
-std::string TimestampText(absl::Time t);
 
 // Decodes bytea's hex output ("\x0a0b") to bytes; empty on malformed input.
 std::string DecodeByteaHex(absl::string_view text);

@@ -20,6 +20,8 @@
 #include "common/status_macros.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/sql_arrays.h"
+#include "storage/pg/sql_time.h"
+#include "storage/report_json.h"
 #include "storage/rollup.h"
 
 namespace metrics::storage::pg::testing {
@@ -28,14 +30,13 @@ namespace {
 
 // Every (agent, series, width, bucket) of a trial aggregated by plain SQL
 // over the raw rows; first and last by (time, id), id being ingest order.
-constexpr char kRawAggregates[] = R"sql(
+std::string RawAggregatesSql() {
+  return absl::StrCat(R"sql(
 WITH samples AS (
-  SELECT m.id, m.agent_id, s.series_id,
-         (extract(epoch FROM m.end_time) * 1000000)::bigint AS t,
-         CASE WHEN s.gpu_uuid <> '' THEN (m.metrics -> s.name ->> s.gpu_uuid)
-              WHEN jsonb_typeof(m.metrics -> s.name) = 'object'
-                THEN (m.metrics -> s.name ->> '')
-              ELSE (m.metrics ->> s.name) END::float8 AS v
+  SELECT m.id, m.agent_id, s.series_id, )sql", EpochMicrosSql("m.end_time"),
+                      " AS t, ",
+                      ReportValueSql("m.metrics", "s.name", "s.gpu_uuid"),
+                      R"sql( AS v
     FROM metrics_profiling m
     JOIN series s ON s.trial_id = m.trial_id AND s.agent_id = m.agent_id
    WHERE m.trial_id = $1 AND m.metric_group = 'system'
@@ -49,7 +50,8 @@ SELECT agent_id, series_id, w,
        (array_agg(v ORDER BY t DESC, id DESC))[1]
   FROM samples CROSS JOIN unnest($2::bigint[]) AS w
  WHERE v IS NOT NULL
- GROUP BY 1, 2, 3, 4)sql";
+ GROUP BY 1, 2, 3, 4)sql");
+}
 
 std::string Describe(const RollupStats& s) {
   return absl::StrCat("count=", s.count, " sum=", s.sum, " min=", s.min,
@@ -68,8 +70,9 @@ absl::StatusOr<int64_t> CheckRollupsMatchRawRows(const std::string& url,
     using Key = std::tuple<std::string, int64_t, int, int64_t>;
     std::map<Key, RollupStats> stored;
     for (const auto& row : tx.exec_params(
-             "SELECT agent_id, width_s, (extract(epoch FROM bucket_start) * "
-             "1000000)::bigint, stats FROM system_rollups WHERE trial_id = $1",
+             absl::StrCat("SELECT agent_id, width_s, ",
+                          EpochMicrosSql("bucket_start"),
+                          ", stats FROM system_rollups WHERE trial_id = $1"),
              trial_id)) {
       ASSIGN_OR_RETURN(AgentRollup rollup,
                        DecodeAgentRollup(DecodeByteaHex(row[3].as<std::string>())));
@@ -82,7 +85,7 @@ absl::StatusOr<int64_t> CheckRollupsMatchRawRows(const std::string& url,
     std::vector<int64_t> widths(std::begin(kRollupWidthsSeconds),
                                 std::end(kRollupWidthsSeconds));
     for (const auto& row :
-         tx.exec_params(kRawAggregates, trial_id, IntArray(widths))) {
+         tx.exec_params(RawAggregatesSql(), trial_id, IntArray(widths))) {
       const Key key{row[0].as<std::string>(), row[1].as<int64_t>(),
                     row[2].as<int>(), row[3].as<int64_t>()};
       RollupStats raw;
@@ -130,16 +133,14 @@ namespace {
 
 // The value of one series in a raw row, as plain SQL: $2 agent, $3 GPU,
 // $4 name; samples of the series are the rows where it is not NULL.
-constexpr char kSeriesSamples[] = R"sql(
-SELECT t, v, id FROM (
-  SELECT m.id, (extract(epoch FROM m.end_time) * 1000000)::bigint AS t,
-         CASE WHEN $3 <> '' THEN (m.metrics -> $4 ->> $3)
-              WHEN jsonb_typeof(m.metrics -> $4) = 'object'
-                THEN (m.metrics -> $4 ->> '')
-              ELSE (m.metrics ->> $4) END::float8 AS v
-    FROM metrics m
-   WHERE m.trial_id = $1 AND m.metric_group = 'system' AND m.agent_id = $2
-) s WHERE v IS NOT NULL AND t >= $5 AND t < $6)sql";
+std::string SeriesSamplesSql() {
+  return absl::StrCat(
+      "SELECT t, v, id FROM (SELECT m.id, ", EpochMicrosSql("m.end_time"),
+      " AS t, ", ReportValueSql("m.metrics", "$4::text", "$3::text"),
+      " AS v FROM metrics m WHERE m.trial_id = $1 AND m.metric_group = "
+      "'system' AND m.agent_id = $2) s WHERE v IS NOT NULL AND t >= $5 "
+      "AND t < $6");
+}
 
 }  // namespace
 
@@ -154,7 +155,7 @@ absl::StatusOr<std::vector<std::pair<int64_t, double>>> RawSamplesOf(
         pqxx::nontransaction tx(conn);
         std::vector<std::pair<int64_t, double>> samples;
         for (const auto& row : tx.exec_params(
-                 absl::StrCat(kSeriesSamples, " ORDER BY t, id"), trial_id,
+                 absl::StrCat(SeriesSamplesSql(), " ORDER BY t, id"), trial_id,
                  agent_id, gpu_uuid, name, from_us, to_us)) {
           samples.emplace_back(row[0].as<int64_t>(), row[1].as<double>());
         }
@@ -180,7 +181,7 @@ absl::StatusOr<std::map<int64_t, RollupStats>> RawBucketsOf(
                      "(array_agg(v ORDER BY t, id))[1], "
                      "(array_agg(t ORDER BY t DESC, id DESC))[1], "
                      "(array_agg(v ORDER BY t DESC, id DESC))[1] FROM (",
-                     kSeriesSamples, ") samples GROUP BY 1"),
+                     SeriesSamplesSql(), ") samples GROUP BY 1"),
                  trial_id, agent_id, gpu_uuid, name, from_us, to_us,
                  bucket_us)) {
           RollupStats& b = buckets[row[0].as<int64_t>()];
@@ -284,7 +285,7 @@ absl::StatusOr<absl::Duration> CopyRawRows(const std::string& url,
                                                   "end_time", "metrics"});
     for (const RawRow& row : rows) {
       copy << std::make_tuple(trial_id, "PROFILING", "system", row.agent_id,
-                              TimestampText(row.time), row.json);
+                              TimestampText(row.time_us), row.json);
     }
     copy.complete();
     tx.commit();

@@ -67,7 +67,7 @@ absl::Status RestartServer(const std::string& url);
 // writer stores raw rows, and returns how long it took.
 struct RawRow {
   std::string agent_id;
-  absl::Time time;
+  int64_t time_us = 0;
   std::string json;
 };
 absl::StatusOr<absl::Duration> CopyRawRows(const std::string& url,
