@@ -48,12 +48,13 @@ class BackpressureTest : public ::testing::Test {
     ServerOptions options;
     options.ingest.max_inflight = 4;
     options.gateway.request_timeout = absl::Seconds(1);
-    options.wrap_store_for_test = [this](auto base) {
-      auto wrapped = std::make_unique<FaultInjectingMetricStore>(std::move(base));
-      store_ = wrapped.get();
-      return wrapped;
-    };
-    ASSERT_OK_AND_ASSIGN(server_, TestServer::Start(options));
+    ASSERT_OK_AND_ASSIGN(
+        server_, TestServer::Start(options, [this](auto base) {
+          auto wrapped =
+              std::make_unique<FaultInjectingMetricStore>(std::move(base));
+          store_ = wrapped.get();
+          return wrapped;
+        }));
     auto trials = v1::TrialService::NewStub(server_->Channel());
     grpc::ClientContext context;
     v1::CreateTrialRequest request;

@@ -80,6 +80,16 @@ absl::Status CheckSchema(const ServerOptions& options,
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
     ServerOptions options,
     const std::function<void(absl::string_view)>& log) {
+  storage::pg::PgMetricStoreOptions store_options = options.store;
+  store_options.database_url = options.database_url;
+  std::unique_ptr<storage::MetricStore> store =
+      storage::pg::PgMetricStore::Create(std::move(store_options));
+  return CreateOnStore(std::move(options), std::move(store), log);
+}
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
+    ServerOptions options, std::unique_ptr<storage::MetricStore> store,
+    const std::function<void(absl::string_view)>& log) {
   RETURN_IF_ERROR(ParseHostPort("--grpc-address", options.grpc_address).status());
   RETURN_IF_ERROR(
       ParseHostPort("--http-address", options.http.address).status());
@@ -91,12 +101,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
 
   std::unique_ptr<MetricsServer> server(new MetricsServer());
   server->web_ = std::move(web);
-  storage::pg::PgMetricStoreOptions store_options = options.store;
-  store_options.database_url = options.database_url;
-  server->store_ = storage::pg::PgMetricStore::Create(std::move(store_options));
-  if (options.wrap_store_for_test) {
-    server->store_ = options.wrap_store_for_test(std::move(server->store_));
-  }
+  server->store_ = std::move(store);
   server->executor_ = std::make_unique<BlockingExecutor>(
       options.executor_threads, options.executor_queue);
   server->trial_service_ = std::make_unique<TrialService>(

@@ -49,6 +49,11 @@ class MetricsServer {
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Create(
       ServerOptions options,
       const std::function<void(absl::string_view)>& log);
+  // As Create, on a store the caller made from options.store and
+  // options.database_url (tests wrap the real one to inject faults).
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> CreateOnStore(
+      ServerOptions options, std::unique_ptr<storage::MetricStore> store,
+      const std::function<void(absl::string_view)>& log);
   ~MetricsServer();
 
   MetricsServer(const MetricsServer&) = delete;

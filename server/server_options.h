@@ -6,8 +6,6 @@
 #ifndef METRICS_SERVER_SERVER_OPTIONS_H_
 #define METRICS_SERVER_SERVER_OPTIONS_H_
 
-#include <functional>
-#include <memory>
 #include <string>
 
 #include "server/http_server.h"
@@ -49,10 +47,6 @@ struct ServerOptions {
   size_t prometheus_max_series = 10000;
   // Memory gRPC may use for calls in progress before it pushes back.
   size_t grpc_memory_bytes = size_t{1} << 30;
-  // Tests only: wraps the store (e.g. in a FaultInjectingMetricStore).
-  std::function<std::unique_ptr<storage::MetricStore>(
-      std::unique_ptr<storage::MetricStore>)>
-      wrap_store_for_test;
 };
 
 }  // namespace metrics::server

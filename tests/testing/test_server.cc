@@ -9,15 +9,25 @@
 namespace metrics::testing {
 
 absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(
-    server::ServerOptions options) {
+    server::ServerOptions options, const StoreWrapper& wrap) {
   std::unique_ptr<TestServer> test(new TestServer());
   ASSIGN_OR_RETURN(test->database_, TestDatabase::Create());
   options.database_url = test->database_->url();
   options.grpc_address = "127.0.0.1:0";
   options.http.address = "127.0.0.1:0";
+  auto quiet = [](absl::string_view) {};
+  if (wrap == nullptr) {
+    ASSIGN_OR_RETURN(test->server_,
+                     server::MetricsServer::Create(std::move(options), quiet));
+    return test;
+  }
+  storage::pg::PgMetricStoreOptions store = options.store;
+  store.database_url = options.database_url;
   ASSIGN_OR_RETURN(test->server_,
-                   server::MetricsServer::Create(
-                       std::move(options), [](absl::string_view) {}));
+                   server::MetricsServer::CreateOnStore(
+                       std::move(options),
+                       wrap(storage::pg::PgMetricStore::Create(std::move(store))),
+                       quiet));
   return test;
 }
 

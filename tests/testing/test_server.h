@@ -11,6 +11,7 @@
 
 #include <grpcpp/channel.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -22,10 +23,16 @@ namespace metrics::testing {
 
 class TestServer {
  public:
-  // Creates a migrated database and starts a server on it. `options` is
-  // used as given except for the database and the addresses.
+  // Wraps the real store, e.g. in a FaultInjectingMetricStore.
+  using StoreWrapper = std::function<std::unique_ptr<storage::MetricStore>(
+      std::unique_ptr<storage::MetricStore>)>;
+
+  // Creates a migrated database and starts a server on it, on the real
+  // store wrapped by `wrap` if given. `options` is used as given except for
+  // the database and the addresses.
   static absl::StatusOr<std::unique_ptr<TestServer>> Start(
-      server::ServerOptions options = server::ServerOptions());
+      server::ServerOptions options = server::ServerOptions(),
+      const StoreWrapper& wrap = nullptr);
   ~TestServer();
 
   std::shared_ptr<grpc::Channel> Channel() const;
