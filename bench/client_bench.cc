@@ -37,7 +37,7 @@ ABSL_FLAG(absl::Duration, agent_time, absl::Seconds(20),
 namespace metrics::bench {
 namespace {
 
-using testing::Subprocess;
+using test_util::Subprocess;
 
 constexpr int kGpus = 8;
 constexpr int kValuesPerReport = 9 + 2 * kGpus;  // as in the ingest bench
@@ -194,8 +194,8 @@ absl::StatusOr<double> AgentCpuShare(const std::string& target,
 }
 
 int Run() {
-  absl::StatusOr<std::unique_ptr<testing::TestDatabase>> db =
-      testing::TestDatabase::Create();
+  absl::StatusOr<std::unique_ptr<test_util::TestDatabase>> db =
+      test_util::TestDatabase::Create();
   if (!db.ok()) {
     std::cerr << db.status() << "\n";
     return 1;
@@ -215,7 +215,7 @@ int Run() {
   }
   const std::string target =
       absl::StrCat("127.0.0.1:", line->substr(line->rfind(':') + 1));
-  if (absl::Status s = testing::CreateTrial(
+  if (absl::Status s = test_util::CreateTrial(
           grpc::CreateChannel(target, grpc::InsecureChannelCredentials()), 1);
       !s.ok()) {
     std::cerr << "cannot create trial 1: " << s << "\n";

@@ -52,17 +52,17 @@ ABSL_FLAG(int, warmup_seconds, 3, "Unmeasured seconds before each step.");
 namespace metrics::bench {
 namespace {
 
-using storage::pg::testing::RawRow;
-using testing::AddRealisticReport;
-using testing::DeclareRealisticSeries;
-using testing::ResendingStreamer;
-using testing::StreamerOptions;
-using testing::Subprocess;
-using testing::TestDatabase;
+using storage::pg::test_util::RawRow;
+using test_util::AddRealisticReport;
+using test_util::DeclareRealisticSeries;
+using test_util::ResendingStreamer;
+using test_util::StreamerOptions;
+using test_util::Subprocess;
+using test_util::TestDatabase;
 
 // The raw row the server stores for a report (same jsonb text).
 RawRow RowOf(const v1::SystemMetricsBatch& proto, int report) {
-  const storage::SystemBatch batch = server::BatchFromProto(proto);
+  const storage::MetricBatch batch = server::BatchFromProto(proto);
   return {batch.agent_id, batch.reports[report].time_us,
           storage::ReportJson(batch, batch.reports[report])};
 }
@@ -346,20 +346,20 @@ int Run() {
     }
   }
   const int64_t values =
-      static_cast<int64_t>(rows.size()) * testing::kRealisticValuesPerReport;
+      static_cast<int64_t>(rows.size()) * test_util::kRealisticValuesPerReport;
 
   // The ceiling first: the same rows COPYed into the empty partition from
   // one session. Then the partition is emptied again, so the ingest starts
   // from the same state.
   absl::StatusOr<absl::Duration> copy =
-      storage::pg::testing::CopyRawRows((*db)->url(), 2, rows);
+      storage::pg::test_util::CopyRawRows((*db)->url(), 2, rows);
   if (!copy.ok()) {
     std::fprintf(stderr, "bench: %s\n", copy.status().ToString().c_str());
     return 1;
   }
   const double copy_per_s = values / absl::ToDoubleSeconds(*copy);
   if (absl::Status emptied =
-          storage::pg::testing::TruncateProfilingRows((*db)->url());
+          storage::pg::test_util::TruncateProfilingRows((*db)->url());
       !emptied.ok()) {
     std::fprintf(stderr, "bench: %s\n", emptied.ToString().c_str());
     return 1;
@@ -382,7 +382,7 @@ int Run() {
   for (auto& t : senders) t.join();
   const absl::Duration bulk = absl::Now() - bulk_start;
   const double samples_per_s = values / absl::ToDoubleSeconds(bulk);
-  absl::StatusOr<int64_t> stored = storage::pg::testing::CountRawValues((*db)->url(), 1);
+  absl::StatusOr<int64_t> stored = storage::pg::test_util::CountRawValues((*db)->url(), 1);
 
   std::printf("bulk ingest: %d streams x %d batches x %d reports x 25 values\n",
               streams, batches_per_stream, per_batch);

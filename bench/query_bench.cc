@@ -36,8 +36,8 @@ ABSL_FLAG(int, naive_repeats, 3, "Timed repeats of each naive SQL query.");
 namespace metrics::bench {
 namespace {
 
-using testing::ResendingStreamer;
-using testing::StreamerOptions;
+using test_util::ResendingStreamer;
+using test_util::StreamerOptions;
 
 constexpr int64_t kSecond = 1000000;
 constexpr int kReportsPerBatch = 10000;
@@ -142,12 +142,12 @@ Timing TimeQueries(v1::QueryService::Stub& stub, int32_t trial,
 }
 
 int Run() {
-  auto db = testing::TestDatabase::Create();
+  auto db = test_util::TestDatabase::Create();
   if (!db.ok()) {
     std::fprintf(stderr, "bench: %s\n", db.status().ToString().c_str());
     return 1;
   }
-  auto metricsd = testing::Subprocess::Start(
+  auto metricsd = test_util::Subprocess::Start(
       {METRICSD_PATH, "--database-url=" + (*db)->url(),
        "--grpc-address=127.0.0.1:0", "--http-address=127.0.0.1:0",
        "--max-future=87600h"});
@@ -195,8 +195,8 @@ int Run() {
           target, 4, "agent-0", start, int64_t{page_days} * 86400, 2,
           [](v1::SystemMetricsBatch& batch, absl::Time t, int64_t i,
              bool declare) {
-            if (declare) testing::DeclareRealisticSeries(batch);
-            testing::AddRealisticReport(batch, t, i);
+            if (declare) test_util::DeclareRealisticSeries(batch);
+            test_util::AddRealisticReport(batch, t, i);
           });
       !s.ok()) {
     std::fprintf(stderr, "bench: load: %s\n", s.ToString().c_str());
@@ -231,7 +231,7 @@ int Run() {
     std::vector<double> ms;
     int64_t buckets = 0;
     for (int r = 0; r < absl::GetFlag(FLAGS_naive_repeats); ++r) {
-      auto timed = storage::pg::testing::TimeNaiveBucketQuery(
+      auto timed = storage::pg::test_util::TimeNaiveBucketQuery(
           (*db)->url(), sizes[i].first, "agent-0", "gpu_util",
           absl::ToUnixMicros(start),
           absl::ToUnixMicros(start) + sizes[i].second * kSecond,

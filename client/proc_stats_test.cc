@@ -11,7 +11,7 @@
 namespace metrics::client {
 namespace {
 
-using ::metrics::testing::StatusIs;
+using ::metrics::test_util::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 

@@ -19,8 +19,8 @@
 namespace metrics::client {
 namespace {
 
-using ::metrics::testing::StatusIs;
-using ::metrics::testing::TestServer;
+using ::metrics::test_util::StatusIs;
+using ::metrics::test_util::TestServer;
 using ::testing::HasSubstr;
 
 // Nothing listens here: connections are refused at once.
@@ -37,10 +37,10 @@ class ReporterTest : public ::testing::Test {
   static void TearDownTestSuite() { delete server_; }
 
   void CreateTrial(int32_t id) {
-    ASSERT_OK(testing::CreateTrial(server_->Channel(), id));
+    ASSERT_OK(test_util::CreateTrial(server_->Channel(), id));
   }
   void EndTrial(int32_t id) {
-    ASSERT_OK(testing::CompleteTrial(server_->Channel(), id));
+    ASSERT_OK(test_util::CompleteTrial(server_->Channel(), id));
   }
 
   static ReporterOptions Options(int32_t trial, std::string address = "") {
@@ -55,7 +55,7 @@ class ReporterTest : public ::testing::Test {
   }
 
   static int64_t StoredValues(int32_t trial) {
-    absl::StatusOr<int64_t> n = storage::pg::testing::CountRawValues(
+    absl::StatusOr<int64_t> n = storage::pg::test_util::CountRawValues(
         server_->database_url(), trial);
     EXPECT_OK(n);
     return n.value_or(-1);

@@ -108,7 +108,7 @@ TEST(SystemSamplerTest, NoProcAtAllFailsCreate) {
   SamplerOptions options;
   options.proc_root = "/nonexistent/proc";
   EXPECT_THAT(SystemSampler::Create(std::move(options), SteadyClock::now()),
-              metrics::testing::StatusIs(absl::StatusCode::kFailedPrecondition,
+              metrics::test_util::StatusIs(absl::StatusCode::kFailedPrecondition,
                                          HasSubstr("/nonexistent/proc")));
 }
 
@@ -145,12 +145,12 @@ TEST(NvmlTest, SamplerReportsEachGpu) {
 
 TEST(NvmlTest, MissingLibraryOrFailedInitIsAnErrorNotACrash) {
   EXPECT_THAT(Nvml::Load("/nonexistent/libnvidia-ml.so.1"),
-              metrics::testing::StatusIs(absl::StatusCode::kUnavailable,
+              metrics::test_util::StatusIs(absl::StatusCode::kUnavailable,
                                          HasSubstr("cannot load")));
   setenv("FAKE_NVML_FAIL_INIT", "1", 1);
   auto failed = Nvml::Load(FAKE_NVML_PATH);
   unsetenv("FAKE_NVML_FAIL_INIT");
-  EXPECT_THAT(failed, metrics::testing::StatusIs(absl::StatusCode::kInternal,
+  EXPECT_THAT(failed, metrics::test_util::StatusIs(absl::StatusCode::kInternal,
                                                  HasSubstr("nvmlInit_v2")));
 }
 

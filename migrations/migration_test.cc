@@ -7,7 +7,7 @@
 namespace metrics::migrations {
 namespace {
 
-using ::metrics::testing::StatusIs;
+using ::metrics::test_util::StatusIs;
 using ::testing::HasSubstr;
 
 TEST(MigrationTest, EmbeddedMigrationsAreTheFilesOfTheSqlDirectory) {

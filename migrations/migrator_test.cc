@@ -22,10 +22,10 @@
 namespace metrics::migrations {
 namespace {
 
-using ::metrics::testing::StatusIs;
-using ::metrics::testing::Subprocess;
-using ::metrics::testing::TestDatabase;
-using ::metrics::testing::TestDatabaseOptions;
+using ::metrics::test_util::StatusIs;
+using ::metrics::test_util::Subprocess;
+using ::metrics::test_util::TestDatabase;
+using ::metrics::test_util::TestDatabaseOptions;
 using ::testing::AllOf;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;

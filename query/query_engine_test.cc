@@ -19,13 +19,13 @@
 namespace metrics::query {
 namespace {
 
-using ::metrics::testing::StatusIs;
-using ::metrics::testing::TestDatabase;
+using ::metrics::test_util::StatusIs;
+using ::metrics::test_util::TestDatabase;
 using ::testing::HasSubstr;
 using storage::BatchOutcome;
 using storage::RollupStats;
-using storage::SystemBatch;
-namespace pgtest = ::metrics::storage::pg::testing;
+using storage::MetricBatch;
+namespace pgtest = ::metrics::storage::pg::test_util;
 
 constexpr int64_t kSecond = 1000000;
 const absl::Time kT0 = absl::FromUnixSeconds(1763800003);  // not aligned
@@ -40,7 +40,7 @@ Shared& S() {
   return *shared;
 }
 
-void Submit(SystemBatch batch) {
+void Submit(MetricBatch batch) {
   absl::Notification done;
   BatchOutcome outcome;
   ASSERT_OK(S().store->SubmitBatch(std::move(batch), [&](BatchOutcome o) {
@@ -69,10 +69,10 @@ class QueryEngineTest : public ::testing::Test {
       int64_t sequence = 0;
       // ~40 s apart on average over 3 days, with a 6 h gap; batches of 50
       // reports, shuffled inside, and every 7th batch sent late.
-      std::vector<SystemBatch> late;
+      std::vector<MetricBatch> late;
       int64_t t = 0;
       while (t < kSpan) {
-        SystemBatch batch;
+        MetricBatch batch;
         batch.stream_id = absl::StrCat(agent, "/s");
         batch.trial_id = 7;
         batch.agent_id = agent;
@@ -108,7 +108,7 @@ class QueryEngineTest : public ::testing::Test {
         batch.sequence = ++sequence;
         Submit(std::move(batch));
       }
-      for (SystemBatch& batch : late) {
+      for (MetricBatch& batch : late) {
         batch.sequence = ++sequence;
         Submit(std::move(batch));
       }
@@ -116,7 +116,7 @@ class QueryEngineTest : public ::testing::Test {
     // A dense agent: 1 Hz for 30 minutes, so short windows hold more raw
     // points than asked for.
     for (int64_t b = 0; b < 6; ++b) {
-      SystemBatch batch;
+      MetricBatch batch;
       batch.stream_id = "agent-dense/s";
       batch.sequence = b + 1;
       batch.trial_id = 7;

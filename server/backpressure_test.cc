@@ -21,10 +21,10 @@
 namespace metrics::server {
 namespace {
 
-using ::metrics::storage::testing::FaultInjectingMetricStore;
-using ::metrics::testing::ResendingStreamer;
-using ::metrics::testing::StreamerOptions;
-using ::metrics::testing::TestServer;
+using ::metrics::storage::test_util::FaultInjectingMetricStore;
+using ::metrics::test_util::ResendingStreamer;
+using ::metrics::test_util::StreamerOptions;
+using ::metrics::test_util::TestServer;
 using ::testing::HasSubstr;
 
 v1::SystemMetricsBatch Batch(int64_t sequence) {
@@ -78,8 +78,8 @@ TEST_F(BackpressureTest, RestCallPastItsDeadlineIs504) {
       R"("reports":[{"time":")", common::Rfc3339(absl::Now()),
       R"(","series":[0],"values":[1]}]}})");
   ASSERT_OK_AND_ASSIGN(
-      ::metrics::testing::HttpResult result,
-      ::metrics::testing::HttpCall(server_->http_port(), "POST",
+      ::metrics::test_util::HttpResult result,
+      ::metrics::test_util::HttpCall(server_->http_port(), "POST",
                                    "/api/v1/trials/1/metrics/system", body));
   store_->ReleaseOutcomes();
   EXPECT_EQ(result.status, 504) << result.body;

@@ -18,7 +18,7 @@
 namespace metrics::server {
 namespace {
 
-using ::metrics::testing::StatusIs;
+using ::metrics::test_util::StatusIs;
 using ::testing::HasSubstr;
 
 RouteTable Routes() {

@@ -12,8 +12,8 @@
 namespace metrics::server {
 namespace {
 
-using ::metrics::testing::HttpCall;
-using ::metrics::testing::StatusIs;
+using ::metrics::test_util::HttpCall;
+using ::metrics::test_util::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Pair;
 

@@ -7,7 +7,7 @@
 namespace metrics::server {
 namespace {
 
-using ::metrics::testing::StatusIs;
+using ::metrics::test_util::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;

@@ -31,7 +31,7 @@ grpc::ServerUnaryReactor* IngestService::ReportSystemMetrics(
     reactor->Finish(common::ToGrpcStatus(label));
     return reactor;
   }
-  storage::SystemBatch batch = BatchFromProto(request->batch());
+  storage::MetricBatch batch = BatchFromProto(request->batch());
   batch.stream_id = request->stream_id();
   if (batch.stream_id.empty()) batch.sequence = 0;
   absl::Status queued = store_->SubmitBatch(

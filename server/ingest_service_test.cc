@@ -27,11 +27,11 @@
 namespace metrics::server {
 namespace {
 
-using ::metrics::testing::ResendingStreamer;
-using ::metrics::testing::StreamerOptions;
-using ::metrics::testing::TestServer;
+using ::metrics::test_util::ResendingStreamer;
+using ::metrics::test_util::StreamerOptions;
+using ::metrics::test_util::TestServer;
 using ::testing::HasSubstr;
-namespace pgtest = ::metrics::storage::pg::testing;
+namespace pgtest = ::metrics::storage::pg::test_util;
 
 const int64_t kNowSeconds = absl::ToUnixSeconds(absl::Now());
 

@@ -113,7 +113,7 @@ void IngestStreamReactor::HandleBatch(Actions& actions) {
                  actions);
     return;
   }
-  storage::SystemBatch batch = BatchFromProto(request_.batch());
+  storage::MetricBatch batch = BatchFromProto(request_.batch());
   if (batch.trial_id == 0) {
     batch.trial_id = trial_id_;
   } else if (batch.trial_id != trial_id_) {

@@ -148,10 +148,10 @@ class BatchBuilder {
     report.values.push_back(value);
   }
 
-  storage::SystemBatch Take() { return std::move(batch_); }
+  storage::MetricBatch Take() { return std::move(batch_); }
 
  private:
-  storage::SystemBatch batch_;
+  storage::MetricBatch batch_;
   std::map<std::pair<std::string, std::string>, size_t> series_;
   std::map<std::pair<absl::Time, int32_t>, std::vector<size_t>> reports_;
 };
@@ -210,7 +210,7 @@ absl::Status AddLegacyBatch(
 
 // The new ingest's batches of a legacy request, each checked as the store
 // will check it; split so none passes the per-batch report limit.
-absl::StatusOr<std::vector<storage::SystemBatch>> ConvertRequest(
+absl::StatusOr<std::vector<storage::MetricBatch>> ConvertRequest(
     const PostTrialProfilerMetricsBatchRequest& request,
     const storage::IngestLimits& limits) {
   std::map<std::tuple<int32_t, std::string, std::string>, BatchBuilder>
@@ -219,13 +219,13 @@ absl::StatusOr<std::vector<storage::SystemBatch>> ConvertRequest(
     RETURN_IF_ERROR(AddLegacyBatch(request.batches(i),
                                    absl::StrCat("batches[", i, "]"), builders));
   }
-  std::vector<storage::SystemBatch> batches;
+  std::vector<storage::MetricBatch> batches;
   for (auto& [key, builder] : builders) {
-    storage::SystemBatch whole = builder.Take();
+    storage::MetricBatch whole = builder.Take();
     if (whole.reports.empty()) continue;
     for (size_t from = 0; from < whole.reports.size();
          from += limits.max_reports_per_batch) {
-      storage::SystemBatch part;
+      storage::MetricBatch part;
       part.trial_id = whole.trial_id;
       part.agent_id = whole.agent_id;
       part.metric_group = whole.metric_group;
@@ -376,13 +376,13 @@ grpc::Status LegacyProfilerService::PostTrialProfilerMetricsBatch(
       request->batches_size() > 0 ? request->batches(0).labels().trial_id() : 0;
   Deprecate(context, "PostTrialProfilerMetricsBatch",
             absl::StrCat("/api/v1/trials/", first_trial, "/metrics/system"));
-  absl::StatusOr<std::vector<storage::SystemBatch>> batches =
+  absl::StatusOr<std::vector<storage::MetricBatch>> batches =
       ConvertRequest(*request, limits_);
   if (!batches.ok()) return common::ToGrpcStatus(batches.status());
   // Unknown or terminal trials refuse the whole request before anything is
   // queued.
   const absl::Time deadline = StoreDeadline(*context);
-  for (const storage::SystemBatch& b : *batches) {
+  for (const storage::MetricBatch& b : *batches) {
     absl::StatusOr<storage::Trial> trial = store_->GetTrial(b.trial_id, deadline);
     if (!trial.ok()) return common::ToGrpcStatus(trial.status());
     if (absl::Status takes =
@@ -395,7 +395,7 @@ grpc::Status LegacyProfilerService::PostTrialProfilerMetricsBatch(
   // a time, after Submit or before Wait returns.
   absl::Status first_error;
   storage::BatchGroup group(*store_, /*wait_for_room=*/false);
-  for (storage::SystemBatch& b : *batches) {
+  for (storage::MetricBatch& b : *batches) {
     group.Submit(std::move(b), [&first_error](const storage::BatchOutcome& o) {
       if (first_error.ok() && !o.status.ok()) first_error = o.status;
     });

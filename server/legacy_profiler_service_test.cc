@@ -30,7 +30,7 @@ using ::determined::api::v1::PostTrialProfilerMetricsBatchRequest;
 using ::determined::api::v1::PostTrialProfilerMetricsBatchResponse;
 using ::determined::trial::v1::TrialProfilerMetricLabels;
 using ::determined::trial::v1::TrialProfilerMetricsBatch;
-using ::metrics::testing::TestServer;
+using ::metrics::test_util::TestServer;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;

@@ -20,9 +20,9 @@
 namespace metrics::server {
 namespace {
 
-using ::metrics::testing::HttpCall;
-using ::metrics::testing::HttpResult;
-using ::metrics::testing::TestServer;
+using ::metrics::test_util::HttpCall;
+using ::metrics::test_util::HttpResult;
+using ::metrics::test_util::TestServer;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -33,10 +33,10 @@ class MetricsPageTest : public ::testing::Test {
   }
 
   void CreateTrial(int32_t id) {
-    ASSERT_OK(testing::CreateTrial(server_->Channel(), id));
+    ASSERT_OK(test_util::CreateTrial(server_->Channel(), id));
   }
   void EndTrial(int32_t id) {
-    ASSERT_OK(testing::CompleteTrial(server_->Channel(), id));
+    ASSERT_OK(test_util::CompleteTrial(server_->Channel(), id));
   }
 
   // One report of the given (name, gpu, unit, value) series at `time`;

@@ -21,10 +21,10 @@ namespace {
 using ::grpc::health::v1::Health;
 using ::grpc::health::v1::HealthCheckRequest;
 using ::grpc::health::v1::HealthCheckResponse;
-using ::metrics::testing::HttpCall;
-using ::metrics::testing::Subprocess;
-using ::metrics::testing::TestDatabase;
-using ::metrics::testing::TestDatabaseOptions;
+using ::metrics::test_util::HttpCall;
+using ::metrics::test_util::Subprocess;
+using ::metrics::test_util::TestDatabase;
+using ::metrics::test_util::TestDatabaseOptions;
 using ::testing::HasSubstr;
 
 std::unique_ptr<TestDatabase> NewDatabase(bool migrate) {

@@ -18,8 +18,8 @@ void TimeToProto(absl::Time t, google::protobuf::Timestamp* proto) {
   proto->set_nanos(static_cast<int32_t>(rest * 1000));
 }
 
-storage::SystemBatch BatchFromProto(const v1::SystemMetricsBatch& proto) {
-  storage::SystemBatch batch;
+storage::MetricBatch BatchFromProto(const v1::SystemMetricsBatch& proto) {
+  storage::MetricBatch batch;
   batch.sequence = proto.sequence();
   batch.trial_id = proto.trial_id();
   batch.agent_id = proto.agent_id();

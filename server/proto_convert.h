@@ -19,7 +19,7 @@ absl::Time TimeFromProto(const google::protobuf::Timestamp& t);
 // Microsecond precision, as stored.
 void TimeToProto(absl::Time t, google::protobuf::Timestamp* proto);
 
-storage::SystemBatch BatchFromProto(const v1::SystemMetricsBatch& proto);
+storage::MetricBatch BatchFromProto(const v1::SystemMetricsBatch& proto);
 
 void TrialToProto(const storage::Trial& trial, v1::Trial* proto);
 

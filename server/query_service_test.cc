@@ -18,7 +18,7 @@
 namespace metrics::server {
 namespace {
 
-using ::metrics::testing::TestServer;
+using ::metrics::test_util::TestServer;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -205,7 +205,7 @@ TEST_F(QueryServiceTest, FollowSurvivesTheLossOfTheListeningConnection) {
 
   // Whatever commits while the notifier reconnects is caught by the resync
   // every follower gets after a reconnect.
-  ASSERT_OK_AND_ASSIGN(int killed, storage::pg::testing::TerminateBackends(
+  ASSERT_OK_AND_ASSIGN(int killed, storage::pg::test_util::TerminateBackends(
                                        server_->database_url(),
                                        "metricsd-notifier"));
   EXPECT_EQ(killed, 1);
@@ -236,7 +236,7 @@ TEST_F(QueryServiceTest, AResyncWithNoDataSendsNothingToAnEmptyFollow) {
   // The notifier reconnects and calls every follower once. Once trial 1's
   // new point is out, that call has been made for trial 2 too, which has
   // nothing new: it must send nothing, so its next message is the data.
-  ASSERT_OK_AND_ASSIGN(int killed, storage::pg::testing::TerminateBackends(
+  ASSERT_OK_AND_ASSIGN(int killed, storage::pg::test_util::TerminateBackends(
                                        server_->database_url(),
                                        "metricsd-notifier"));
   EXPECT_EQ(killed, 1);

@@ -6,7 +6,7 @@
 
 namespace metrics::storage {
 
-void BatchGroup::Submit(SystemBatch batch,
+void BatchGroup::Submit(MetricBatch batch,
                         std::function<void(const BatchOutcome&)> on_outcome) {
   {
     absl::MutexLock lock(&mu_);

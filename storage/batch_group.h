@@ -6,7 +6,7 @@
 //
 // Usage:
 //   BatchGroup group(store, /*wait_for_room=*/false);
-//   for (SystemBatch& b : batches) group.Submit(std::move(b), on_outcome);
+//   for (MetricBatch& b : batches) group.Submit(std::move(b), on_outcome);
 //   group.Wait();
 //
 // Thread-safety: Submit and Wait are for one thread; `on_outcome` runs on a
@@ -36,7 +36,7 @@ class BatchGroup {
   BatchGroup(const BatchGroup&) = delete;
   BatchGroup& operator=(const BatchGroup&) = delete;
 
-  void Submit(SystemBatch batch,
+  void Submit(MetricBatch batch,
               std::function<void(const BatchOutcome&)> on_outcome)
       ABSL_LOCKS_EXCLUDED(mu_);
 

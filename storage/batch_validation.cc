@@ -47,7 +47,7 @@ absl::Status ValidateLabel(absl::string_view field, absl::string_view value,
   return absl::OkStatus();
 }
 
-absl::Status ValidateBatch(const SystemBatch& batch,
+absl::Status ValidateBatch(const MetricBatch& batch,
                            const IngestLimits& limits, absl::Time now) {
   if (batch.trial_id <= 0) {
     return Invalid("batch.trial_id", "must be a positive trial id");

@@ -41,7 +41,7 @@ absl::Time EarliestReportTime();
 absl::Status ValidateLabel(absl::string_view field, absl::string_view value,
                            size_t max_length, bool allow_empty);
 
-absl::Status ValidateBatch(const SystemBatch& batch,
+absl::Status ValidateBatch(const MetricBatch& batch,
                            const IngestLimits& limits, absl::Time now);
 
 }  // namespace metrics::storage

@@ -10,13 +10,13 @@
 namespace metrics::storage {
 namespace {
 
-using ::metrics::testing::StatusIs;
+using ::metrics::test_util::StatusIs;
 using ::testing::HasSubstr;
 
 const absl::Time kNow = absl::FromUnixSeconds(1800000000);
 
-SystemBatch GoodBatch() {
-  SystemBatch batch;
+MetricBatch GoodBatch() {
+  MetricBatch batch;
   batch.stream_id = "agent-1/stream";
   batch.sequence = 1;
   batch.trial_id = 7;
@@ -29,11 +29,11 @@ SystemBatch GoodBatch() {
   return batch;
 }
 
-absl::Status Check(const SystemBatch& batch) {
+absl::Status Check(const MetricBatch& batch) {
   return ValidateBatch(batch, IngestLimits(), kNow);
 }
 
-void ExpectInvalid(const SystemBatch& batch, absl::string_view message) {
+void ExpectInvalid(const MetricBatch& batch, absl::string_view message) {
   EXPECT_THAT(Check(batch), StatusIs(absl::StatusCode::kInvalidArgument,
                                      HasSubstr(std::string(message))));
 }
@@ -41,7 +41,7 @@ void ExpectInvalid(const SystemBatch& batch, absl::string_view message) {
 TEST(BatchValidationTest, AcceptsAWellFormedBatch) { EXPECT_OK(Check(GoodBatch())); }
 
 TEST(BatchValidationTest, RefusesNonFiniteValuesNamingTheValue) {
-  SystemBatch batch = GoodBatch();
+  MetricBatch batch = GoodBatch();
   batch.reports[0].values[1] = std::nan("");
   ExpectInvalid(batch, "batch.reports[0].values[1]: NaN is not a finite "
                        "number (series \"gpu_util\")");
@@ -50,7 +50,7 @@ TEST(BatchValidationTest, RefusesNonFiniteValuesNamingTheValue) {
 }
 
 TEST(BatchValidationTest, RefusesTimesOutsideTheWindow) {
-  SystemBatch batch = GoodBatch();
+  MetricBatch batch = GoodBatch();
   batch.reports[1].time_us = absl::ToUnixMicros(kNow + absl::Minutes(11));
   ExpectInvalid(batch, "batch.reports[1].time: 2027-01-15T08:11:00Z is more "
                        "than 10m ahead of the server's clock");
@@ -60,7 +60,7 @@ TEST(BatchValidationTest, RefusesTimesOutsideTheWindow) {
 }
 
 TEST(BatchValidationTest, RefusesEmptyAndOversizedBatches) {
-  SystemBatch batch = GoodBatch();
+  MetricBatch batch = GoodBatch();
   batch.reports.clear();
   ExpectInvalid(batch, "batch.reports: must not be empty");
 
@@ -82,7 +82,7 @@ TEST(BatchValidationTest, RefusesEmptyAndOversizedBatches) {
 }
 
 TEST(BatchValidationTest, RefusesAnUnknownMetricGroup) {
-  SystemBatch batch = GoodBatch();
+  MetricBatch batch = GoodBatch();
   batch.metric_group = "training";
   ExpectInvalid(batch, "batch.metric_group: \"training\" is not system, "
                        "timing or misc");
@@ -91,7 +91,7 @@ TEST(BatchValidationTest, RefusesAnUnknownMetricGroup) {
 }
 
 TEST(BatchValidationTest, RefusesMismatchedOrBadIndexes) {
-  SystemBatch batch = GoodBatch();
+  MetricBatch batch = GoodBatch();
   batch.reports[0].series.pop_back();
   ExpectInvalid(batch, "batch.reports[0]: has 1 series indexes but 2 values");
 
@@ -111,7 +111,7 @@ TEST(BatchValidationTest, RefusesMismatchedOrBadIndexes) {
 }
 
 TEST(BatchValidationTest, RefusesBadLabels) {
-  SystemBatch batch = GoodBatch();
+  MetricBatch batch = GoodBatch();
   batch.agent_id = "";
   ExpectInvalid(batch, "batch.agent_id: must not be empty");
   batch.agent_id = std::string(129, 'a');

@@ -36,7 +36,7 @@ absl::Status CheckTrialTakesMetrics(absl::string_view field, int32_t trial_id,
       TrialStateName(state), " and takes no more metrics"));
 }
 
-size_t SystemBatch::ValueCount() const {
+size_t MetricBatch::ValueCount() const {
   size_t count = 0;
   for (const Report& report : reports) count += report.values.size();
   return count;

@@ -1,7 +1,7 @@
 // The store of the metrics service: trials, the ingest of system-metric
 // batches, the reads that queries are built from (series, stored rollups,
 // raw samples) and notifications of change. MetricStore is the interface
-// the server and query layers use;
+// the server and query layers use, its methods grouped by their callers;
 // PgMetricStore (storage/pg/) is its one implementation, on PostgreSQL.
 // Tests use the real store (no fake); FaultInjectingMetricStore wraps it to
 // inject failures and delays.
@@ -86,7 +86,9 @@ struct Report {
   std::optional<int32_t> batch;
 };
 
-struct SystemBatch {
+// One agent's reports in one metric group: "system" from the ingest API,
+// any group from the legacy shims.
+struct MetricBatch {
   std::string stream_id;  // empty: no idempotency (sequence ignored)
   int64_t sequence = 0;
   int32_t trial_id = 0;
@@ -188,26 +190,44 @@ class MetricStore {
  public:
   virtual ~MetricStore() = default;
 
+  // --- Trials (TrialService; every caller checks a trial with GetTrial).
+
   // Registers a trial as ACTIVE with the given id, or an assigned one.
   // ALREADY_EXISTS if the id is taken.
   virtual absl::StatusOr<Trial> CreateTrial(std::optional<int32_t> id,
                                             absl::Time deadline) = 0;
+
   // NOT_FOUND for an unknown trial.
   virtual absl::StatusOr<Trial> GetTrial(int32_t id, absl::Time deadline) = 0;
+
   // Trials matching `filter`, highest id first. INVALID_ARGUMENT for a
   // limit outside 1..1000.
   virtual absl::StatusOr<std::vector<Trial>> ListTrials(
       const TrialListFilter& filter, absl::Time deadline) = 0;
+
   // Moves an ACTIVE trial to `state`. Setting a terminal trial's own state
   // again is a no-op; any other change of a terminal trial is
   // FAILED_PRECONDITION. NOT_FOUND for an unknown trial.
   virtual absl::StatusOr<Trial> SetTrialState(int32_t id, TrialState state,
                                               absl::Time deadline) = 0;
 
+  // --- Ingest (IngestService, the legacy post, the legacy move).
+
   // The last sequence number done on a stream (0 for a new stream).
   virtual absl::StatusOr<int64_t> GetStreamPosition(int32_t trial_id,
                                                     absl::string_view stream_id,
                                                     absl::Time deadline) = 0;
+
+  // Queues a batch for the group-commit writer and returns at once; never
+  // blocks. `done` runs exactly once, on a writer thread, after the batch's
+  // transaction ends; it must not block. The batch is validated first (an
+  // invalid one is rejected, naming the field). Returns RESOURCE_EXHAUSTED
+  // without queueing (and without calling `done`) when the queue is full,
+  // UNAVAILABLE after Shutdown.
+  virtual absl::Status SubmitBatch(
+      MetricBatch batch, absl::AnyInvocable<void(BatchOutcome) &&> done) = 0;
+
+  // --- Reads of system series (the query engine) and changes (follow).
 
   // The trial's system series, ordered by agent, name and GPU. With
   // `extents`, also each series' first and last time and sample count, read
@@ -215,17 +235,6 @@ class MetricStore {
   // rows). NOT_FOUND for an unknown trial.
   virtual absl::StatusOr<std::vector<SeriesInfo>> ListSeries(
       int32_t trial_id, bool extents, absl::Time deadline) = 0;
-
-  // Every series of the trial in every metric group, without extents,
-  // ordered by group, agent, name and GPU. NOT_FOUND for an unknown trial.
-  virtual absl::StatusOr<std::vector<SeriesInfo>> ListSeriesOfEveryGroup(
-      int32_t trial_id, absl::Time deadline) = 0;
-
-  // Up to `limit` raw readings of `series` (of its metric_group) after
-  // `after`, in (time, row) order.
-  virtual absl::StatusOr<std::vector<Reading>> ReadReadings(
-      int32_t trial_id, const SeriesInfo& series, ReadingCursor after,
-      size_t limit, absl::Time deadline) = 0;
 
   // The stored rollup buckets of `width_s` of `agents` whose start lies in
   // [from_us, to_us), holding only the stats of `series_ids`; ordered by
@@ -248,14 +257,20 @@ class MetricStore {
   virtual std::unique_ptr<ChangeSubscription> SubscribeToChanges(
       int32_t trial_id, std::function<void()> on_change) = 0;
 
-  // Queues a batch for the group-commit writer and returns at once; never
-  // blocks. `done` runs exactly once, on a writer thread, after the batch's
-  // transaction ends; it must not block. The batch is validated first (an
-  // invalid one is rejected, naming the field). Returns RESOURCE_EXHAUSTED
-  // without queueing (and without calling `done`) when the queue is full,
-  // UNAVAILABLE after Shutdown.
-  virtual absl::Status SubmitBatch(
-      SystemBatch batch, absl::AnyInvocable<void(BatchOutcome) &&> done) = 0;
+  // --- Legacy reads: every metric group, raw readings (the legacy shims).
+
+  // Every series of the trial in every metric group, without extents,
+  // ordered by group, agent, name and GPU. NOT_FOUND for an unknown trial.
+  virtual absl::StatusOr<std::vector<SeriesInfo>> ListSeriesOfEveryGroup(
+      int32_t trial_id, absl::Time deadline) = 0;
+
+  // Up to `limit` raw readings of `series` (of its metric_group) after
+  // `after`, in (time, row) order.
+  virtual absl::StatusOr<std::vector<Reading>> ReadReadings(
+      int32_t trial_id, const SeriesInfo& series, ReadingCursor after,
+      size_t limit, absl::Time deadline) = 0;
+
+  // --- Service figures (/metrics).
 
   // Thread-safe and cheap (counters in memory).
   virtual IngestStatistics GetIngestStatistics() const = 0;
@@ -266,6 +281,8 @@ class MetricStore {
   // most `limit`.
   virtual absl::StatusOr<std::vector<LatestValue>> LatestValuesOfActiveTrials(
       size_t limit, absl::Time deadline) = 0;
+
+  // --- Lifetime.
 
   // Stops taking batches, commits what is queued (up to `deadline`, then
   // fails the rest), and closes connections. Idempotent.

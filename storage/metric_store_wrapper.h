@@ -73,7 +73,7 @@ class MetricStoreWrapper : public MetricStore {
     return target_->SubscribeToChanges(trial_id, std::move(on_change));
   }
   absl::Status SubmitBatch(
-      SystemBatch batch,
+      MetricBatch batch,
       absl::AnyInvocable<void(BatchOutcome) &&> done) override {
     return target_->SubmitBatch(std::move(batch), std::move(done));
   }

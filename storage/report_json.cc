@@ -10,7 +10,7 @@
 
 namespace metrics::storage {
 
-std::string ReportJson(const SystemBatch& batch, const Report& report) {
+std::string ReportJson(const MetricBatch& batch, const Report& report) {
   absl::btree_map<absl::string_view,
                   std::vector<std::pair<absl::string_view, double>>>
       by_name;

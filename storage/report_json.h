@@ -19,7 +19,7 @@
 namespace metrics::storage {
 
 // REQUIRES: `report` is valid for `batch` (ValidateBatch).
-std::string ReportJson(const SystemBatch& batch, const Report& report);
+std::string ReportJson(const MetricBatch& batch, const Report& report);
 
 // The SQL expression (float8, NULL when absent) of one series' value in the
 // jsonb `column` of a row written by ReportJson. `name` and `gpu_uuid` are

@@ -7,7 +7,7 @@
 namespace metrics::storage {
 namespace {
 
-using ::metrics::testing::StatusIs;
+using ::metrics::test_util::StatusIs;
 
 TEST(RollupTest, AddKeepsExtremesAndFirstAndLastByTime) {
   RollupStats s;

@@ -15,7 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace metrics::testing {
+namespace metrics::test_util {
 
 inline const absl::Status& GetStatus(const absl::Status& status) {
   return status;
@@ -69,20 +69,20 @@ inline ::testing::PolymorphicMatcher<StatusIsMatcher> StatusIs(
   return StatusIs(code, ::testing::_);
 }
 
-}  // namespace metrics::testing
+}  // namespace metrics::test_util
 
 #define ASSERT_OK(expr)                                               \
   do {                                                                \
     const auto& metrics_assert_status_ = (expr);                      \
-    ASSERT_TRUE(::metrics::testing::GetStatus(metrics_assert_status_).ok()) \
-        << ::metrics::testing::GetStatus(metrics_assert_status_);     \
+    ASSERT_TRUE(::metrics::test_util::GetStatus(metrics_assert_status_).ok()) \
+        << ::metrics::test_util::GetStatus(metrics_assert_status_);     \
   } while (false)
 
 #define EXPECT_OK(expr)                                               \
   do {                                                                \
     const auto& metrics_expect_status_ = (expr);                      \
-    EXPECT_TRUE(::metrics::testing::GetStatus(metrics_expect_status_).ok()) \
-        << ::metrics::testing::GetStatus(metrics_expect_status_);     \
+    EXPECT_TRUE(::metrics::test_util::GetStatus(metrics_expect_status_).ok()) \
+        << ::metrics::test_util::GetStatus(metrics_expect_status_);     \
   } while (false)
 
 #define METRICS_TESTING_CONCAT_INNER_(a, b) a##b

@@ -145,7 +145,7 @@ class GroupTransaction {
 
  private:
   struct Accepted {
-    const SystemBatch* batch;
+    const MetricBatch* batch;
     std::vector<int64_t> series_ids;  // parallel to batch->series
   };
 
@@ -178,7 +178,7 @@ class GroupTransaction {
   }
 
   BatchOutcome Decide(const PendingBatch& pending) {
-    const SystemBatch& batch = pending.batch;
+    const MetricBatch& batch = pending.batch;
     BatchOutcome outcome;
     outcome.sequence = batch.sequence;
     const bool streamed = !batch.stream_id.empty();
@@ -246,7 +246,7 @@ class GroupTransaction {
   // Fills `ids` with the registry id of each declared series, registering
   // new ones. Refuses (nothing registered) a unit that differs from the
   // registered one, or new series past the trial's limit.
-  absl::Status ResolveSeries(const SystemBatch& batch,
+  absl::Status ResolveSeries(const MetricBatch& batch,
                              std::vector<int64_t>& ids) {
     const size_t n = batch.series.size();
     ids.assign(n, 0);
@@ -316,7 +316,7 @@ class GroupTransaction {
     return absl::OkStatus();
   }
 
-  static absl::Status SameUnit(const SystemBatch& batch, size_t i,
+  static absl::Status SameUnit(const MetricBatch& batch, size_t i,
                                const GroupCommitter::RegisteredSeries& info) {
     const SeriesDeclaration& s = batch.series[i];
     if (info.unit == s.unit) return absl::OkStatus();
@@ -329,7 +329,7 @@ class GroupTransaction {
 
   // Reads the registry rows of the given series into new_series_. Relies on
   // the unique key (trial_id, metric_group, agent_id, gpu_uuid, name).
-  void LookUpRegistry(const SystemBatch& batch,
+  void LookUpRegistry(const MetricBatch& batch,
                       const std::vector<size_t>& which) {
     std::vector<std::string> gpus, names;
     for (size_t i : which) {
@@ -414,7 +414,7 @@ class GroupTransaction {
   // the coarser widths: one Add per sample instead of one per width.
   static void AggregateBatch(const Accepted& a,
                              std::map<RollupKey, AgentRollup>& fresh) {
-    const SystemBatch& batch = *a.batch;
+    const MetricBatch& batch = *a.batch;
     if (batch.metric_group != kSystemGroup) return;  // no rollups kept
     constexpr int kFinest = kRollupWidthsSeconds[0];
     absl::btree_map<int64_t, AgentRollup> finest;

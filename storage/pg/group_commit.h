@@ -30,7 +30,7 @@
 namespace metrics::storage::pg {
 
 struct PendingBatch {
-  SystemBatch batch;
+  MetricBatch batch;
   // Not OK: refused before the database; only its sequence is recorded.
   absl::Status rejection;
   absl::AnyInvocable<void(BatchOutcome) &&> done;

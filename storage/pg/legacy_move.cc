@@ -158,7 +158,7 @@ absl::StatusOr<int64_t> CreateMissingTrials(pqxx::connection& conn) {
 
 // A legacy row as ingest batches (sequences 1, 2, ... of its stream), or
 // why it cannot be moved.
-absl::StatusOr<std::vector<SystemBatch>> ToBatches(const LegacyRow& row,
+absl::StatusOr<std::vector<MetricBatch>> ToBatches(const LegacyRow& row,
                                                    size_t max_reports,
                                                    int64_t& not_finite) {
   int32_t trial_id = 0;
@@ -176,14 +176,14 @@ absl::StatusOr<std::vector<SystemBatch>> ToBatches(const LegacyRow& row,
         "values, batches and ts have unequal lengths or NULL elements");
   }
   const StoredName stored = FromLegacy(*group, row.name);
-  std::vector<SystemBatch> batches;
+  std::vector<MetricBatch> batches;
   for (size_t i = 0; i < row.values.size(); ++i) {
     if (!std::isfinite(row.values[i])) {
       ++not_finite;
       continue;
     }
     if (batches.empty() || batches.back().reports.size() >= max_reports) {
-      SystemBatch batch;
+      MetricBatch batch;
       batch.stream_id = absl::StrCat("legacy-move/", row.id);
       batch.sequence = static_cast<int64_t>(batches.size()) + 1;
       batch.trial_id = trial_id;
@@ -262,7 +262,7 @@ absl::StatusOr<LegacyMoveSummary> MoveLegacyProfilerData(
       BatchGroup group(*store, /*wait_for_room=*/true);
       for (const LegacyRow& row : *rows) {
         ++summary.rows;
-        absl::StatusOr<std::vector<SystemBatch>> batches =
+        absl::StatusOr<std::vector<MetricBatch>> batches =
             ToBatches(row, max_reports, summary.readings_not_finite);
         if (!batches.ok()) {
           outcomes[row.id].refused = batches.status();
@@ -270,7 +270,7 @@ absl::StatusOr<LegacyMoveSummary> MoveLegacyProfilerData(
         }
         // A row without readings is moved as it is.
         RowOutcome* o = &outcomes[row.id];
-        for (SystemBatch& batch : *batches) {
+        for (MetricBatch& batch : *batches) {
           const auto n = static_cast<int64_t>(batch.reports.size());
           group.Submit(std::move(batch), [o, n](const BatchOutcome& outcome) {
             switch (outcome.kind) {

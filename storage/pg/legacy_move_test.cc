@@ -28,8 +28,8 @@
 namespace metrics::storage::pg {
 namespace {
 
-using ::metrics::testing::Subprocess;
-using ::metrics::testing::TestDatabase;
+using ::metrics::test_util::Subprocess;
+using ::metrics::test_util::TestDatabase;
 using ::testing::HasSubstr;
 
 // (group, agent, gpu, stored name, time_us, batch, stored value)
@@ -87,7 +87,7 @@ class LegacyMoveTest : public ::testing::Test {
                                    n * 10,
                                    static_cast<double>(value) * stored.scale);
           }
-          ASSERT_OK(testing::QueryScalar(
+          ASSERT_OK(test_util::QueryScalar(
               db_->url(),
               absl::StrCat(
                   "INSERT INTO trial_profiler_metrics (values, batches, ts, "
@@ -131,13 +131,13 @@ class LegacyMoveTest : public ::testing::Test {
 
   int64_t RawRows() {
     absl::StatusOr<std::string> n =
-        testing::QueryScalar(db_->url(), "SELECT count(*) FROM metrics");
+        test_util::QueryScalar(db_->url(), "SELECT count(*) FROM metrics");
     return n.ok() ? std::stoll(*n) : -1;
   }
 
   void ExpectRollupsExact() {
     for (int32_t trial = 1; trial <= 3; ++trial) {
-      ASSERT_OK_AND_ASSIGN(int64_t buckets, testing::CheckRollupsMatchRawRows(
+      ASSERT_OK_AND_ASSIGN(int64_t buckets, test_util::CheckRollupsMatchRawRows(
                                                 db_->url(), trial));
       EXPECT_GT(buckets, 0);
     }
@@ -241,7 +241,7 @@ TEST_F(LegacyMoveTest, KilledMetricsctlLosesAndDuplicatesNothing) {
 }
 
 TEST_F(LegacyMoveTest, UnmovableRowsAreListedNotSilentlyDropped) {
-  ASSERT_OK(testing::QueryScalar(
+  ASSERT_OK(test_util::QueryScalar(
                 db_->url(),
                 "INSERT INTO trial_profiler_metrics (values, batches, ts, labels) "
                 "VALUES (ARRAY[1, 2]::float4[], ARRAY[1], ARRAY[now()], "

@@ -11,7 +11,7 @@
 namespace metrics::storage::pg {
 namespace {
 
-using ::metrics::testing::StatusIs;
+using ::metrics::test_util::StatusIs;
 using ::testing::Eq;
 using ::testing::HasSubstr;
 

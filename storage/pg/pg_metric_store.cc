@@ -525,7 +525,7 @@ std::unique_ptr<ChangeSubscription> PgMetricStore::SubscribeToChanges(
 }
 
 absl::Status PgMetricStore::SubmitBatch(
-    SystemBatch batch, absl::AnyInvocable<void(BatchOutcome) &&> done) {
+    MetricBatch batch, absl::AnyInvocable<void(BatchOutcome) &&> done) {
   auto pending = std::make_unique<PendingBatch>();
   pending->rejection = ValidateBatch(batch, options_.limits, options_.clock());
   pending->batch = std::move(batch);

@@ -73,7 +73,7 @@ class PgMetricStore : public MetricStore {
   std::unique_ptr<ChangeSubscription> SubscribeToChanges(
       int32_t trial_id, std::function<void()> on_change) override;
   absl::Status SubmitBatch(
-      SystemBatch batch,
+      MetricBatch batch,
       absl::AnyInvocable<void(BatchOutcome) &&> done) override;
   void Shutdown(absl::Time deadline) override;
 

@@ -23,9 +23,9 @@
 namespace metrics::storage::pg {
 namespace {
 
-using ::metrics::testing::StatusIs;
-namespace testing = ::metrics::storage::pg::testing;
-using ::metrics::testing::TestDatabase;
+using ::metrics::test_util::StatusIs;
+namespace test_util = ::metrics::storage::pg::test_util;
+using ::metrics::test_util::TestDatabase;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -76,7 +76,7 @@ class PgMetricStoreTest : public ::testing::Test {
 
   static absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
 
-  BatchOutcome Submit(MetricStore& store, SystemBatch batch) {
+  BatchOutcome Submit(MetricStore& store, MetricBatch batch) {
     absl::Notification done;
     BatchOutcome outcome;
     absl::Status queued =
@@ -89,13 +89,13 @@ class PgMetricStoreTest : public ::testing::Test {
     EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60)));
     return outcome;
   }
-  BatchOutcome Submit(SystemBatch batch) {
+  BatchOutcome Submit(MetricBatch batch) {
     return Submit(*store_, std::move(batch));
   }
 
-  static SystemBatch Batch(int32_t trial, int64_t sequence,
+  static MetricBatch Batch(int32_t trial, int64_t sequence,
                            absl::string_view agent = "agent-1") {
-    SystemBatch batch;
+    MetricBatch batch;
     batch.stream_id = absl::StrCat(agent, "-stream");
     batch.sequence = sequence;
     batch.trial_id = trial;
@@ -253,20 +253,20 @@ TEST_F(PgMetricStoreTest, RefusedBatchesStoreNothingAndUseTheirSequence) {
 
   struct Case {
     std::string what;
-    std::function<void(SystemBatch&)> spoil;
+    std::function<void(MetricBatch&)> spoil;
     absl::StatusCode code;
     std::string message;
   };
   const std::vector<Case> cases = {
-      {"NaN", [](SystemBatch& b) { b.reports[0].values[1] = std::nan(""); },
+      {"NaN", [](MetricBatch& b) { b.reports[0].values[1] = std::nan(""); },
        absl::StatusCode::kInvalidArgument,
        "batch.reports[0].values[1]: NaN is not a finite number"},
-      {"unit change", [](SystemBatch& b) { b.series[0].unit = "ratio"; },
+      {"unit change", [](MetricBatch& b) { b.series[0].unit = "ratio"; },
        absl::StatusCode::kInvalidArgument,
        "batch.series[0].unit: \"ratio\" differs from \"percent\", the unit "
        "series \"cpu_util_simple\" of agent agent-1 was registered with"},
       {"too many series",
-       [](SystemBatch& b) {
+       [](MetricBatch& b) {
          b.series.push_back({"disk_iops", "", "1/s"});
          b.series.push_back({"memory_free", "", "bytes"});
          b.reports[0].series.push_back(3);
@@ -275,12 +275,12 @@ TEST_F(PgMetricStoreTest, RefusedBatchesStoreNothingAndUseTheirSequence) {
        absl::StatusCode::kResourceExhausted,
        "batch.series: trial 7 has 3 series and this batch adds 2; the limit "
        "per trial is 4"},
-      {"unknown trial", [](SystemBatch& b) { b.trial_id = 404; },
+      {"unknown trial", [](MetricBatch& b) { b.trial_id = 404; },
        absl::StatusCode::kNotFound, "batch.trial_id: trial 404 does not exist"},
   };
   int64_t sequence = 2;
   for (const Case& c : cases) {
-    SystemBatch batch = Batch(7, sequence);
+    MetricBatch batch = Batch(7, sequence);
     c.spoil(batch);
     // Another trial's stream of the same id starts at 1.
     if (batch.trial_id != 7) batch.sequence = 1;
@@ -312,7 +312,7 @@ TEST_F(PgMetricStoreTest, RefusedBatchesStoreNothingAndUseTheirSequence) {
 
 TEST_F(PgMetricStoreTest, BatchWithoutStreamIdIsStoredEachTime) {
   MakeTrial(7);
-  SystemBatch batch = Batch(7, 1);
+  MetricBatch batch = Batch(7, 1);
   batch.stream_id.clear();
   EXPECT_EQ(Submit(batch).kind, BatchOutcome::Kind::kStored);
   EXPECT_EQ(Submit(batch).kind, BatchOutcome::Kind::kStored);
@@ -334,7 +334,7 @@ TEST_F(PgMetricStoreTest, RollupsEqualAggregatesOfTheRawRows) {
   int64_t stored_values = 0;
   for (const std::string& agent : agents) {
     for (int64_t seq = 1; seq <= 40; ++seq) {
-      SystemBatch batch = Batch(7, seq, agent);
+      MetricBatch batch = Batch(7, seq, agent);
       batch.reports.clear();
       for (int r = 0; r < 25; ++r) {
         Report report;
@@ -361,11 +361,11 @@ TEST_F(PgMetricStoreTest, RollupsEqualAggregatesOfTheRawRows) {
   }
 
   ASSERT_OK_AND_ASSIGN(int64_t compared,
-                       testing::CheckRollupsMatchRawRows(
+                       test_util::CheckRollupsMatchRawRows(
                            SharedDatabase()->url(), 7));
   EXPECT_GT(compared, 500);
   ASSERT_OK_AND_ASSIGN(int64_t raw_values,
-                       testing::CountRawValues(SharedDatabase()->url(), 7));
+                       test_util::CountRawValues(SharedDatabase()->url(), 7));
   EXPECT_EQ(raw_values, stored_values);
 }
 
@@ -373,11 +373,11 @@ TEST_F(PgMetricStoreTest, RollupCheckSpotsARawRowThatDisagrees) {
   MakeTrial(7);
   ASSERT_EQ(Submit(Batch(7, 1)).kind, BatchOutcome::Kind::kStored);
   ASSERT_EQ(Submit(Batch(7, 2)).kind, BatchOutcome::Kind::kStored);
-  ASSERT_OK(testing::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
+  ASSERT_OK(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
   Exec("UPDATE metrics_profiling SET metrics = jsonb_set(metrics, "
        "'{cpu_util_simple}', '99') WHERE end_time = (SELECT min(end_time) "
        "FROM metrics_profiling)");
-  EXPECT_THAT(testing::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7),
+  EXPECT_THAT(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7),
               StatusIs(absl::StatusCode::kInternal,
                        HasSubstr("rollup differs at agent agent-1")));
 }

@@ -21,9 +21,9 @@
 namespace metrics::storage::pg {
 namespace {
 
-using ::metrics::testing::StatusIs;
-using ::metrics::testing::Subprocess;
-using ::metrics::testing::TestDatabase;
+using ::metrics::test_util::StatusIs;
+using ::metrics::test_util::Subprocess;
+using ::metrics::test_util::TestDatabase;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 
@@ -43,7 +43,7 @@ class RollupRebuildTest : public ::testing::Test {
     std::mt19937 random(7);
     for (const char* agent : {"agent-a", "agent-b"}) {
       for (int64_t seq = 1; seq <= 30; ++seq) {
-        SystemBatch batch;
+        MetricBatch batch;
         batch.stream_id = agent;
         batch.sequence = seq;
         batch.trial_id = 7;
@@ -72,7 +72,7 @@ class RollupRebuildTest : public ::testing::Test {
 
   std::map<Key, AgentRollup> Snapshot() {
     std::map<Key, AgentRollup> out;
-    absl::StatusOr<std::string> rows = testing::QueryScalar(
+    absl::StatusOr<std::string> rows = test_util::QueryScalar(
         db_->url(),
         "SELECT string_agg(agent_id || '|' || width_s || '|' || "
         "(extract(epoch FROM bucket_start) * 1000000)::bigint || '|' || "
@@ -115,9 +115,9 @@ TEST_F(RollupRebuildTest, RebuildRestoresWhatIngestMaintained) {
   const std::map<Key, AgentRollup> maintained = Snapshot();
   ASSERT_GT(maintained.size(), 100u);
   // Damage: lose some buckets, scramble others.
-  ASSERT_OK(testing::QueryScalar(
+  ASSERT_OK(test_util::QueryScalar(
       db_->url(), "DELETE FROM system_rollups WHERE width_s = 60"));
-  ASSERT_OK(testing::QueryScalar(
+  ASSERT_OK(test_util::QueryScalar(
       db_->url(),
       "UPDATE system_rollups SET stats = '\\x01'::bytea WHERE width_s = 600"));
 
@@ -135,7 +135,7 @@ TEST_F(RollupRebuildTest, RebuildRestoresWhatIngestMaintained) {
   EXPECT_EQ(summary.buckets, static_cast<int64_t>(maintained.size()));
   EXPECT_EQ(last_done, last_total);
   ExpectSame(maintained, Snapshot());
-  ASSERT_OK(testing::CheckRollupsMatchRawRows(db_->url(), 7));
+  ASSERT_OK(test_util::CheckRollupsMatchRawRows(db_->url(), 7));
 
   EXPECT_THAT(RebuildRollups(db_->url(), 404, nullptr),
               StatusIs(absl::StatusCode::kNotFound, "trial 404 does not exist"));
@@ -143,7 +143,7 @@ TEST_F(RollupRebuildTest, RebuildRestoresWhatIngestMaintained) {
 
 TEST_F(RollupRebuildTest, MetricsctlRebuildsWithProgressAndSummary) {
   const std::map<Key, AgentRollup> maintained = Snapshot();
-  ASSERT_OK(testing::QueryScalar(db_->url(), "TRUNCATE system_rollups"));
+  ASSERT_OK(test_util::QueryScalar(db_->url(), "TRUNCATE system_rollups"));
   ASSERT_OK_AND_ASSIGN(
       auto run, Subprocess::Start({METRICSCTL_PATH, "rollups", "rebuild",
                                    "--trial", "7"},

@@ -1,6 +1,6 @@
 #include "storage/testing/fault_injecting_metric_store.h"
 
-namespace metrics::storage::testing {
+namespace metrics::storage::test_util {
 
 void FaultInjectingMetricStore::FailNextSubmits(int n, absl::Status status) {
   absl::MutexLock lock(&mu_);
@@ -41,7 +41,7 @@ bool FaultInjectingMetricStore::AwaitSubmitted(int n, absl::Duration timeout) {
 }
 
 absl::Status FaultInjectingMetricStore::SubmitBatch(
-    SystemBatch batch, absl::AnyInvocable<void(BatchOutcome) &&> done) {
+    MetricBatch batch, absl::AnyInvocable<void(BatchOutcome) &&> done) {
   {
     absl::MutexLock lock(&mu_);
     if (fail_submits_ > 0) {
@@ -69,4 +69,4 @@ void FaultInjectingMetricStore::Shutdown(absl::Time deadline) {
   target()->Shutdown(deadline);
 }
 
-}  // namespace metrics::storage::testing
+}  // namespace metrics::storage::test_util

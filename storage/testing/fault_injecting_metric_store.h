@@ -14,7 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "storage/metric_store_wrapper.h"
 
-namespace metrics::storage::testing {
+namespace metrics::storage::test_util {
 
 class FaultInjectingMetricStore : public MetricStoreWrapper {
  public:
@@ -32,7 +32,7 @@ class FaultInjectingMetricStore : public MetricStoreWrapper {
   // Waits until `n` batches reached the real store; false on timeout.
   bool AwaitSubmitted(int n, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
-  absl::Status SubmitBatch(SystemBatch batch,
+  absl::Status SubmitBatch(MetricBatch batch,
                            absl::AnyInvocable<void(BatchOutcome) &&> done)
       override ABSL_LOCKS_EXCLUDED(mu_);
   void Shutdown(absl::Time deadline) override;
@@ -51,6 +51,6 @@ class FaultInjectingMetricStore : public MetricStoreWrapper {
   int submitted_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace metrics::storage::testing
+}  // namespace metrics::storage::test_util
 
 #endif  // METRICS_STORAGE_TESTING_FAULT_INJECTING_METRIC_STORE_H_

@@ -23,10 +23,10 @@
 #include "tests/testing/test_database.h"
 #include "tests/testing/trials.h"
 
-namespace metrics::testing {
+namespace metrics::test_util {
 namespace {
 
-namespace pgtest = ::metrics::storage::pg::testing;
+namespace pgtest = ::metrics::storage::pg::test_util;
 using ::metrics::client::Measurement;
 using ::metrics::client::OverflowPolicy;
 using ::metrics::client::Reporter;
@@ -79,7 +79,7 @@ class ClientEndToEndTest : public ::testing::Test {
     return grpc::CreateChannel(target_, grpc::InsecureChannelCredentials());
   }
 
-  void CreateTrial(int32_t id) { ASSERT_OK(testing::CreateTrial(Channel(), id)); }
+  void CreateTrial(int32_t id) { ASSERT_OK(test_util::CreateTrial(Channel(), id)); }
 
   ReporterOptions Options(int32_t trial, int port) {
     ReporterOptions o;
@@ -336,4 +336,4 @@ TEST_F(ClientEndToEndTest, AgentWithoutNvmlSaysSoAndStopsWhenTheTrialEnds) {
 }
 
 }  // namespace
-}  // namespace metrics::testing
+}  // namespace metrics::test_util

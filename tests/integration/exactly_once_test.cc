@@ -24,10 +24,10 @@
 #include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
 
-namespace metrics::testing {
+namespace metrics::test_util {
 namespace {
 
-namespace pgtest = ::metrics::storage::pg::testing;
+namespace pgtest = ::metrics::storage::pg::test_util;
 
 constexpr int kAgents = 2;
 constexpr int kBatches = 80;
@@ -172,4 +172,4 @@ TEST_F(ExactlyOnceTest, SurvivesSigkillOfMetricsdAndAFreshStart) {
 }
 
 }  // namespace
-}  // namespace metrics::testing
+}  // namespace metrics::test_util

@@ -15,7 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 
-namespace metrics::testing {
+namespace metrics::test_util {
 
 namespace {
 
@@ -96,4 +96,4 @@ absl::StatusOr<HttpResult> HttpCall(int port, absl::string_view method,
   return result;
 }
 
-}  // namespace metrics::testing
+}  // namespace metrics::test_util

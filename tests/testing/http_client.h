@@ -13,7 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-namespace metrics::testing {
+namespace metrics::test_util {
 
 struct HttpResult {
   int status = 0;
@@ -28,6 +28,6 @@ absl::StatusOr<HttpResult> HttpCall(int port, absl::string_view method,
                                     absl::string_view body = "",
                                     absl::Duration timeout = absl::Seconds(10));
 
-}  // namespace metrics::testing
+}  // namespace metrics::test_util
 
 #endif  // METRICS_TESTS_TESTING_HTTP_CLIENT_H_

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace metrics::testing {
+namespace metrics::test_util {
 
 void DeclareRealisticSeries(v1::SystemMetricsBatch& batch,
                             absl::string_view gpu_prefix) {
@@ -38,4 +38,4 @@ void AddRealisticReport(v1::SystemMetricsBatch& batch, absl::Time t,
   }
 }
 
-}  // namespace metrics::testing
+}  // namespace metrics::test_util

@@ -12,7 +12,7 @@
 #include "absl/time/time.h"
 #include "proto/metrics/v1/ingest.pb.h"
 
-namespace metrics::testing {
+namespace metrics::test_util {
 
 inline constexpr int kRealisticGpus = 8;
 inline constexpr int kRealisticValuesPerReport = 9 + 2 * kRealisticGpus;
@@ -26,6 +26,6 @@ void DeclareRealisticSeries(v1::SystemMetricsBatch& batch,
 void AddRealisticReport(v1::SystemMetricsBatch& batch, absl::Time t,
                         int64_t seed);
 
-}  // namespace metrics::testing
+}  // namespace metrics::test_util
 
 #endif  // METRICS_TESTS_TESTING_REALISTIC_BATCH_H_

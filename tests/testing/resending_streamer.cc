@@ -10,7 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 
-namespace metrics::testing {
+namespace metrics::test_util {
 
 namespace {
 
@@ -114,4 +114,4 @@ absl::Status ResendingStreamer::SendAll(
   return absl::OkStatus();
 }
 
-}  // namespace metrics::testing
+}  // namespace metrics::test_util

@@ -18,7 +18,7 @@
 #include "absl/time/time.h"
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 
-namespace metrics::testing {
+namespace metrics::test_util {
 
 struct StreamerOptions {
   std::string stream_id;
@@ -53,6 +53,6 @@ class ResendingStreamer {
   std::vector<v1::BatchRejection> rejections_;
 };
 
-}  // namespace metrics::testing
+}  // namespace metrics::test_util
 
 #endif  // METRICS_TESTS_TESTING_RESENDING_STREAMER_H_

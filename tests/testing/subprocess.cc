@@ -15,7 +15,7 @@
 
 extern char** environ;
 
-namespace metrics::testing {
+namespace metrics::test_util {
 
 absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
     std::vector<std::string> argv, std::vector<std::string> env) {
@@ -139,4 +139,4 @@ absl::StatusOr<int> Subprocess::Wait(absl::Duration timeout) {
   }
 }
 
-}  // namespace metrics::testing
+}  // namespace metrics::test_util

@@ -22,7 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace metrics::testing {
+namespace metrics::test_util {
 
 class Subprocess {
  public:
@@ -68,6 +68,6 @@ class Subprocess {
   std::optional<int> exit_code_;
 };
 
-}  // namespace metrics::testing
+}  // namespace metrics::test_util
 
 #endif  // METRICS_TESTS_TESTING_SUBPROCESS_H_

@@ -12,7 +12,7 @@
 #include "migrations/database_admin.h"
 #include "migrations/migrator.h"
 
-namespace metrics::testing {
+namespace metrics::test_util {
 
 absl::StatusOr<std::unique_ptr<TestDatabase>> TestDatabase::Create(
     TestDatabaseOptions options) {
@@ -51,4 +51,4 @@ TestDatabase::~TestDatabase() {
   if (!dropped.ok()) std::cerr << dropped << "\n";
 }
 
-}  // namespace metrics::testing
+}  // namespace metrics::test_util

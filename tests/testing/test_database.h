@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace metrics::testing {
+namespace metrics::test_util {
 
 struct TestDatabaseOptions {
   // Apply every embedded migration after creating the database.
@@ -46,6 +46,6 @@ class TestDatabase {
   std::string url_;
 };
 
-}  // namespace metrics::testing
+}  // namespace metrics::test_util
 
 #endif  // METRICS_TESTS_TESTING_TEST_DATABASE_H_

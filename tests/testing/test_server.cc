@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
-namespace metrics::testing {
+namespace metrics::test_util {
 
 absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(
     server::ServerOptions options, const StoreWrapper& wrap) {
@@ -44,4 +44,4 @@ std::shared_ptr<grpc::Channel> TestServer::Channel() const {
   return grpc::CreateChannel(grpc_target(), grpc::InsecureChannelCredentials());
 }
 
-}  // namespace metrics::testing
+}  // namespace metrics::test_util

@@ -19,7 +19,7 @@
 #include "server/metrics_server.h"
 #include "tests/testing/test_database.h"
 
-namespace metrics::testing {
+namespace metrics::test_util {
 
 class TestServer {
  public:
@@ -47,6 +47,6 @@ class TestServer {
   std::unique_ptr<server::MetricsServer> server_;
 };
 
-}  // namespace metrics::testing
+}  // namespace metrics::test_util
 
 #endif  // METRICS_TESTS_TESTING_TEST_SERVER_H_

@@ -5,7 +5,7 @@
 #include "common/grpc_status.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
 
-namespace metrics::testing {
+namespace metrics::test_util {
 
 namespace {
 
@@ -36,4 +36,4 @@ absl::Status CompleteTrial(const std::shared_ptr<grpc::Channel>& channel,
   return common::FromGrpcStatus(stub->UpdateTrial(&context, request, &trial));
 }
 
-}  // namespace metrics::testing
+}  // namespace metrics::test_util

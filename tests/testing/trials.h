@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 
-namespace metrics::testing {
+namespace metrics::test_util {
 
 // CreateTrial(id) with a 30 s deadline; the call's status.
 absl::Status CreateTrial(const std::shared_ptr<grpc::Channel>& channel,
@@ -22,6 +22,6 @@ absl::Status CreateTrial(const std::shared_ptr<grpc::Channel>& channel,
 absl::Status CompleteTrial(const std::shared_ptr<grpc::Channel>& channel,
                            int32_t id);
 
-}  // namespace metrics::testing
+}  // namespace metrics::test_util
 
 #endif  // METRICS_TESTS_TESTING_TRIALS_H_

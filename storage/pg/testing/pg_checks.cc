@@ -24,7 +24,7 @@
 #include "storage/report_json.h"
 #include "storage/rollup.h"
 
-namespace metrics::storage::pg::testing {
+namespace metrics::storage::pg::test_util {
 
 namespace {
 
@@ -332,4 +332,4 @@ absl::Status TruncateProfilingRows(const std::string& url) {
   });
 }
 
-}  // namespace metrics::storage::pg::testing
+}  // namespace metrics::storage::pg::test_util

@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 #include "storage/rollup.h"
 
-namespace metrics::storage::pg::testing {
+namespace metrics::storage::pg::test_util {
 
 // Compares every stored rollup bucket of `trial_id` (all agents, series and
 // widths) with the same aggregate computed by plain SQL over the raw rows
@@ -86,6 +86,6 @@ absl::StatusOr<std::pair<absl::Duration, int64_t>> TimeNaiveBucketQuery(
 // start from the same state.
 absl::Status TruncateProfilingRows(const std::string& url);
 
-}  // namespace metrics::storage::pg::testing
+}  // namespace metrics::storage::pg::test_util
 
 #endif  // METRICS_STORAGE_PG_TESTING_PG_CHECKS_H_
