@@ -1,0 +1,45 @@
+// The NVML loader against the fake libnvidia-ml built for tests
+// (tests/fake_nvml/): its GPUs and readings, and the errors of a
+// missing library or a failed init.
+#include "client/nvml.h"
+
+#include <cstdlib>
+#include <vector>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace metrics::client {
+namespace {
+
+using ::metrics::test_util::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(NvmlTest, FakeLibraryGivesTwoKnownGpus) {
+  ASSERT_OK_AND_ASSIGN(auto nvml, Nvml::Load(FAKE_NVML_PATH));
+  EXPECT_THAT(nvml->uuids(),
+              ElementsAre("GPU-00000000-0000-0000-0000-000000000000",
+                          "GPU-00000000-0000-0000-0000-000000000001"));
+  ASSERT_OK_AND_ASSIGN(std::vector<GpuReading> gpus, nvml->Read());
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(gpus[0].utilization_percent, 10);
+  EXPECT_EQ(gpus[0].free_memory_bytes, uint64_t{1} << 30);
+  EXPECT_EQ(gpus[1].utilization_percent, 30);
+  EXPECT_EQ(gpus[1].free_memory_bytes, uint64_t{2} << 30);
+}
+
+TEST(NvmlTest, MissingLibraryOrFailedInitIsAnErrorNotACrash) {
+  EXPECT_THAT(Nvml::Load("/nonexistent/libnvidia-ml.so.1"),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("cannot load")));
+  setenv("FAKE_NVML_FAIL_INIT", "1", 1);
+  auto failed = Nvml::Load(FAKE_NVML_PATH);
+  unsetenv("FAKE_NVML_FAIL_INIT");
+  EXPECT_THAT(failed, StatusIs(absl::StatusCode::kInternal,
+                               HasSubstr("nvmlInit_v2")));
+}
+
+}  // namespace
+}  // namespace metrics::client
