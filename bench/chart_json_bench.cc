@@ -1,4 +1,4 @@
-// The chart JSON writer (server/chart_json.h) against protobuf's JSON
+// The chart JSON writer (server/rest/chart_json.h) against protobuf's JSON
 // printer with the gateway's options, on the same QuerySeriesResponse: a
 // chart of --series series of --buckets buckets each. Prints both rates,
 // the speedup, and a JSON line. No database needed.
@@ -11,7 +11,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/time/clock.h"
-#include "server/chart_json.h"
+#include "server/rest/chart_json.h"
 
 ABSL_FLAG(int, series, 25, "series in the answer");
 ABSL_FLAG(int, buckets, 1000, "buckets per series");

@@ -33,7 +33,7 @@
 #include "absl/time/clock.h"
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
-#include "server/proto_convert.h"
+#include "server/services/proto_convert.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "storage/report_json.h"
 #include "tests/testing/realistic_batch.h"

@@ -1,6 +1,6 @@
-#include "server/blocking_executor.h"
+#include "common/blocking_executor.h"
 
-namespace metrics::server {
+namespace metrics::common {
 
 BlockingExecutor::BlockingExecutor(int threads, size_t max_queued)
     : max_queued_(max_queued) {
@@ -40,4 +40,4 @@ void BlockingExecutor::Loop() {
   }
 }
 
-}  // namespace metrics::server
+}  // namespace metrics::common

@@ -1,10 +1,11 @@
-// A fixed pool of threads for the blocking work of unary RPCs (calls into
-// the store), so gRPC's callback threads never block (gRFC L67). The queue
+// A fixed pool of threads for blocking work (calls into the store from
+// unary RPCs, HTTP handlers), so gRPC's callback threads and the HTTP
+// server's io threads never block (gRFC L67). The queue
 // is bounded: Post refuses work rather than let it pile up.
 //
 // Thread-safety: thread-safe.
-#ifndef METRICS_SERVER_BLOCKING_EXECUTOR_H_
-#define METRICS_SERVER_BLOCKING_EXECUTOR_H_
+#ifndef METRICS_COMMON_BLOCKING_EXECUTOR_H_
+#define METRICS_COMMON_BLOCKING_EXECUTOR_H_
 
 #include <deque>
 #include <thread>
@@ -14,7 +15,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 
-namespace metrics::server {
+namespace metrics::common {
 
 class BlockingExecutor {
  public:
@@ -42,6 +43,6 @@ class BlockingExecutor {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace metrics::server
+}  // namespace metrics::common
 
-#endif  // METRICS_SERVER_BLOCKING_EXECUTOR_H_
+#endif  // METRICS_COMMON_BLOCKING_EXECUTOR_H_

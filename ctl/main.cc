@@ -26,8 +26,15 @@
 #include "storage/pg/legacy_move.h"
 #include "storage/pg/rollup_rebuild.h"
 
-namespace metrics::migrations {
+namespace metrics::ctl {
 namespace {
+
+using migrations::LoadMigrationsFromDir;
+using migrations::Migration;
+using migrations::MigrationLabel;
+using migrations::MigrationState;
+using migrations::Migrator;
+using migrations::MigratorOptions;
 
 constexpr char kMainHelp[] = R"(Usage: metricsctl [options] <command> [command options]
 
@@ -457,6 +464,6 @@ int Run(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace metrics::migrations
+}  // namespace metrics::ctl
 
-int main(int argc, char** argv) { return metrics::migrations::Run(argc, argv); }
+int main(int argc, char** argv) { return metrics::ctl::Run(argc, argv); }

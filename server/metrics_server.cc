@@ -17,15 +17,15 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "migrations/migrator.h"
-#include "server/http_error.h"
-#include "server/metrics_page.h"
+#include "server/http/http_error.h"
+#include "server/prometheus/prometheus_exporter.h"
 
 namespace metrics::server {
 
 namespace {
 
 // GET /metrics reads the database once; a scrape should not hang on it.
-constexpr absl::Duration kMetricsPageTimeout = absl::Seconds(5);
+constexpr absl::Duration kPrometheusExportTimeout = absl::Seconds(5);
 
 using migrations::MigrationLabel;
 using migrations::MigrationState;
@@ -102,7 +102,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   std::unique_ptr<MetricsServer> server(new MetricsServer());
   server->web_ = std::move(web);
   server->store_ = std::move(store);
-  server->executor_ = std::make_unique<BlockingExecutor>(
+  server->executor_ = std::make_unique<common::BlockingExecutor>(
       options.executor_threads, options.executor_queue);
   server->trial_service_ = std::make_unique<TrialService>(
       server->store_.get(), server->executor_.get());
@@ -200,18 +200,18 @@ void MetricsServer::Shutdown(absl::Duration grace) {
   if (store_ != nullptr) store_->Shutdown(absl::Now() + grace);
 }
 
-HttpResponse MetricsServer::MetricsPage() const {
-  MetricsPageInput input;
+HttpResponse MetricsServer::PrometheusExport() const {
+  PrometheusExportInput input;
   input.ingest = store_->GetIngestStatistics();
   input.figures = &figures_;
   input.legacy_calls = legacy_usage_.Calls();
   input.max_latest_series = prometheus_max_series_;
   // One more than the cap tells whether some were left out.
   input.latest = store_->LatestValuesOfActiveTrials(
-      prometheus_max_series_ + 1, absl::Now() + kMetricsPageTimeout);
+      prometheus_max_series_ + 1, absl::Now() + kPrometheusExportTimeout);
   HttpResponse response;
   response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  response.body = RenderMetricsPage(input);
+  response.body = RenderPrometheusExport(input);
   return response;
 }
 
@@ -230,7 +230,7 @@ HttpResponse MetricsServer::HandleHttp(const HttpRequest& request) const {
     return response;
   }
   if (page.has_value()) return *std::move(page);
-  if (request.path == "/metrics") return MetricsPage();
+  if (request.path == "/metrics") return PrometheusExport();
   if (request.path == "/healthz") {
     HttpResponse response;
     const bool serving = serving_;

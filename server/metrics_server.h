@@ -23,18 +23,18 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "server/blocking_executor.h"
-#include "server/gateway_socket.h"
-#include "server/http_server.h"
-#include "server/ingest_service.h"
-#include "server/legacy_profiler_service.h"
-#include "server/legacy_usage.h"
-#include "server/query_service.h"
-#include "server/rest_gateway.h"
+#include "common/blocking_executor.h"
+#include "server/rest/gateway_socket.h"
+#include "server/http/http_server.h"
+#include "server/services/ingest_service.h"
+#include "server/legacy/legacy_profiler_service.h"
+#include "server/legacy/legacy_usage.h"
+#include "server/services/query_service.h"
+#include "server/rest/rest_gateway.h"
 #include "server/server_options.h"
-#include "server/service_figures.h"
-#include "server/trial_service.h"
-#include "server/web_assets.h"
+#include "server/services/service_figures.h"
+#include "server/services/trial_service.h"
+#include "server/web/web_assets.h"
 #include "storage/pg/pg_metric_store.h"
 
 namespace metrics::server {
@@ -73,11 +73,11 @@ class MetricsServer {
 
   HttpResponse HandleHttp(const HttpRequest& request) const;
   // GET /metrics; blocks on one database read.
-  HttpResponse MetricsPage() const;
+  HttpResponse PrometheusExport() const;
 
   std::unique_ptr<storage::MetricStore> store_;
   ServiceFigures figures_;
-  std::unique_ptr<BlockingExecutor> executor_;
+  std::unique_ptr<common::BlockingExecutor> executor_;
   std::unique_ptr<TrialService> trial_service_;
   std::unique_ptr<IngestService> ingest_service_;
   std::unique_ptr<query::QueryEngine> query_engine_;

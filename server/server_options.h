@@ -8,12 +8,12 @@
 
 #include <string>
 
-#include "server/http_server.h"
+#include "server/http/http_server.h"
 #include "query/query_engine.h"
-#include "server/follow_reactor.h"
-#include "server/ingest_stream_reactor.h"
-#include "server/rest_gateway.h"
-#include "server/web_assets.h"
+#include "server/services/follow_reactor.h"
+#include "server/services/ingest_stream_reactor.h"
+#include "server/rest/rest_gateway.h"
+#include "server/web/web_assets.h"
 #include "storage/pg/pg_metric_store.h"
 
 namespace metrics::server {

@@ -1,4 +1,4 @@
-#include "server/http_engine.h"
+#include "server/http/http_engine.h"
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>

@@ -6,8 +6,8 @@
 //
 // Thread-safety: the engine's public methods are thread-safe; a Session runs
 // on its own strand, and its pool work is handed back to that strand.
-#ifndef METRICS_SERVER_HTTP_ENGINE_H_
-#define METRICS_SERVER_HTTP_ENGINE_H_
+#ifndef METRICS_SERVER_HTTP_HTTP_ENGINE_H_
+#define METRICS_SERVER_HTTP_HTTP_ENGINE_H_
 
 #include <atomic>
 #include <boost/asio/io_context.hpp>
@@ -29,9 +29,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "server/blocking_executor.h"
-#include "server/http_server.h"
-#include "server/http_target.h"
+#include "common/blocking_executor.h"
+#include "server/http/http_server.h"
+#include "server/http/http_target.h"
 
 namespace metrics::server::server_internal {
 
@@ -50,8 +50,8 @@ class HttpEngine {
 
   const HttpServerOptions& options() const { return options_; }
   const HttpServer::Handler& handler() const { return handler_; }
-  BlockingExecutor& handler_pool() { return handler_pool_; }
-  BlockingExecutor& stream_pool() { return stream_pool_; }
+  common::BlockingExecutor& handler_pool() { return handler_pool_; }
+  common::BlockingExecutor& stream_pool() { return stream_pool_; }
 
   // Takes a stream slot; false at max_streams.
   bool AcquireStream();
@@ -82,8 +82,8 @@ class HttpEngine {
   std::optional<
       boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>
       work_;
-  BlockingExecutor handler_pool_;
-  BlockingExecutor stream_pool_;
+  common::BlockingExecutor handler_pool_;
+  common::BlockingExecutor stream_pool_;
   std::vector<std::thread> io_threads_;
 };
 
@@ -162,4 +162,4 @@ class Session : public std::enable_shared_from_this<Session> {
 
 }  // namespace metrics::server::server_internal
 
-#endif  // METRICS_SERVER_HTTP_ENGINE_H_
+#endif  // METRICS_SERVER_HTTP_HTTP_ENGINE_H_

@@ -1,4 +1,4 @@
-#include "server/http_error.h"
+#include "server/http/http_error.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/json_text.h"

@@ -6,14 +6,14 @@
 // DEADLINE_EXCEEDED 504, ...).
 //
 // Thread-safety: pure functions.
-#ifndef METRICS_SERVER_HTTP_ERROR_H_
-#define METRICS_SERVER_HTTP_ERROR_H_
+#ifndef METRICS_SERVER_HTTP_HTTP_ERROR_H_
+#define METRICS_SERVER_HTTP_HTTP_ERROR_H_
 
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "server/http_server.h"
+#include "server/http/http_server.h"
 
 namespace metrics::server {
 
@@ -28,4 +28,4 @@ HttpResponse ErrorResponse(const absl::Status& status, int http_status = 0);
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_HTTP_ERROR_H_
+#endif  // METRICS_SERVER_HTTP_HTTP_ERROR_H_

@@ -14,8 +14,8 @@
 //
 // Thread-safety: the handler is called concurrently from pool threads and
 // must be thread-safe itself. Shutdown is for the owner's thread.
-#ifndef METRICS_SERVER_HTTP_SERVER_H_
-#define METRICS_SERVER_HTTP_SERVER_H_
+#ifndef METRICS_SERVER_HTTP_HTTP_SERVER_H_
+#define METRICS_SERVER_HTTP_HTTP_SERVER_H_
 
 #include <functional>
 #include <memory>
@@ -138,4 +138,4 @@ absl::StatusOr<std::pair<std::string, int>> ParseHostPort(
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_HTTP_SERVER_H_
+#endif  // METRICS_SERVER_HTTP_HTTP_SERVER_H_

@@ -18,9 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "server/http_engine.h"
-#include "server/http_error.h"
-#include "server/http_target.h"
+#include "server/http/http_engine.h"
+#include "server/http/http_error.h"
+#include "server/http/http_target.h"
 
 namespace metrics::server::server_internal {
 

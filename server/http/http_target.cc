@@ -1,4 +1,4 @@
-#include "server/http_target.h"
+#include "server/http/http_target.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"

@@ -7,8 +7,8 @@
 // (application/x-www-form-urlencoded, as browsers send it).
 //
 // Thread-safety: pure functions.
-#ifndef METRICS_SERVER_HTTP_TARGET_H_
-#define METRICS_SERVER_HTTP_TARGET_H_
+#ifndef METRICS_SERVER_HTTP_HTTP_TARGET_H_
+#define METRICS_SERVER_HTTP_HTTP_TARGET_H_
 
 #include <string>
 #include <utility>
@@ -32,4 +32,4 @@ std::string QuoteForMessage(absl::string_view text);
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_HTTP_TARGET_H_
+#endif  // METRICS_SERVER_HTTP_HTTP_TARGET_H_

@@ -1,4 +1,4 @@
-#include "server/http_target.h"
+#include "server/http/http_target.h"
 
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"

@@ -1,4 +1,4 @@
-#include "server/legacy_profiler_service.h"
+#include "server/legacy/legacy_profiler_service.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,9 +14,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "common/proto_time.h"
 #include "common/status_macros.h"
-#include "server/proto_convert.h"
-#include "server/unary_call.h"
+#include "server/services/unary_call.h"
 #include "storage/batch_group.h"
 #include "storage/batch_validation.h"
 #include "storage/legacy_profiler.h"
@@ -202,7 +202,7 @@ absl::Status AddLegacyBatch(
           absl::StrCat(field, ".timestamps[", i, "]: nanos ", t.nanos(),
                        " is out of range"));
     }
-    it->second.Add(stored, labels.gpu_uuid(), TimeFromProto(t),
+    it->second.Add(stored, labels.gpu_uuid(), common::TimeFromProto(t),
                    legacy.batches(i), static_cast<double>(value) * stored.scale);
   }
   return absl::OkStatus();
@@ -329,8 +329,7 @@ grpc::Status LegacyProfilerService::GetTrialProfilerMetrics(
             for (const storage::Reading& r : *readings) {
               batch->add_values(static_cast<float>(r.value / scale));
               batch->add_batches(r.batch.value_or(0));
-              TimeToProto(absl::FromUnixMicros(r.time_us),
-                          batch->add_timestamps());
+              common::MicrosToProto(r.time_us, batch->add_timestamps());
             }
             cursor = {readings->back().time_us, readings->back().row_id};
             if (!writer->Write(response)) return ClientLeft();

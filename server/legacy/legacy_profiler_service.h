@@ -22,15 +22,15 @@
 // API with few callers; the new API's calls never block a thread.
 //
 // Thread-safety: thread-safe.
-#ifndef METRICS_SERVER_LEGACY_PROFILER_SERVICE_H_
-#define METRICS_SERVER_LEGACY_PROFILER_SERVICE_H_
+#ifndef METRICS_SERVER_LEGACY_LEGACY_PROFILER_SERVICE_H_
+#define METRICS_SERVER_LEGACY_LEGACY_PROFILER_SERVICE_H_
 
 #include <functional>
 #include <vector>
 
 #include "absl/time/time.h"
 #include "proto/determined/api/v1/profiler.grpc.pb.h"
-#include "server/legacy_usage.h"
+#include "server/legacy/legacy_usage.h"
 #include "storage/batch_validation.h"
 #include "storage/metric_store.h"
 
@@ -97,4 +97,4 @@ class LegacyProfilerService final
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_LEGACY_PROFILER_SERVICE_H_
+#endif  // METRICS_SERVER_LEGACY_LEGACY_PROFILER_SERVICE_H_

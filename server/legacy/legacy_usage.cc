@@ -1,4 +1,4 @@
-#include "server/legacy_usage.h"
+#include "server/legacy/legacy_usage.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"

@@ -19,7 +19,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/metrics_page.h"
+#include "server/prometheus/prometheus_exporter.h"
 
 namespace metrics::server {
 namespace {
@@ -57,7 +57,7 @@ Struct Dashboard() {
 // rendered with one latest value of each system metric.
 std::set<std::string> ExportedFamilies() {
   ServiceFigures figures;
-  MetricsPageInput input;
+  PrometheusExportInput input;
   input.figures = &figures;
   input.legacy_calls = {{"GetTrialProfilerMetrics", 1}};
   std::vector<storage::LatestValue> latest;
@@ -67,7 +67,7 @@ std::set<std::string> ExportedFamilies() {
   input.latest = latest;
   input.max_latest_series = latest.size();
   std::set<std::string> families;
-  std::istringstream page(RenderMetricsPage(input));
+  std::istringstream page(RenderPrometheusExport(input));
   const std::regex type_line("# TYPE (\\S+) (\\S+)");
   for (std::string line; std::getline(page, line);) {
     std::smatch m;

@@ -1,11 +1,11 @@
-#include "server/metrics_page.h"
+#include "server/prometheus/prometheus_exporter.h"
 
 #include <algorithm>
 #include <set>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "server/prometheus_text.h"
+#include "server/prometheus/prometheus_text.h"
 
 namespace metrics::server {
 
@@ -20,7 +20,7 @@ PrometheusSeriesName TrialSeriesName(absl::string_view name,
 
 namespace {
 
-void WriteServiceFigures(const MetricsPageInput& in, PrometheusText& out) {
+void WriteServiceFigures(const PrometheusExportInput& in, PrometheusText& out) {
   const storage::IngestStatistics& s = in.ingest;
   out.Family("metricsd_ingested_samples_total", "counter",
              "Values stored by ingest since the server started.");
@@ -63,7 +63,7 @@ void WriteServiceFigures(const MetricsPageInput& in, PrometheusText& out) {
   }
 }
 
-void WriteLatest(const MetricsPageInput& in, PrometheusText& out) {
+void WriteLatest(const PrometheusExportInput& in, PrometheusText& out) {
   out.Family("metricsd_latest_values_up", "gauge",
              "1 when the latest values of active trials could be read.");
   out.Sample("metricsd_latest_values_up", {}, in.latest.ok() ? 1 : 0);
@@ -117,7 +117,7 @@ void WriteLatest(const MetricsPageInput& in, PrometheusText& out) {
 
 }  // namespace
 
-std::string RenderMetricsPage(const MetricsPageInput& input) {
+std::string RenderPrometheusExport(const PrometheusExportInput& input) {
   PrometheusText out;
   WriteServiceFigures(input, out);
   WriteLatest(input, out);

@@ -7,20 +7,20 @@
 // trial_id, agent_id and gpu_uuid.
 //
 // Thread-safety: thread-safe (pure function of its inputs).
-#ifndef METRICS_SERVER_METRICS_PAGE_H_
-#define METRICS_SERVER_METRICS_PAGE_H_
+#ifndef METRICS_SERVER_PROMETHEUS_PROMETHEUS_EXPORTER_H_
+#define METRICS_SERVER_PROMETHEUS_PROMETHEUS_EXPORTER_H_
 
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/service_figures.h"
+#include "server/services/service_figures.h"
 #include "storage/metric_store.h"
 
 namespace metrics::server {
 
-struct MetricsPageInput {
+struct PrometheusExportInput {
   storage::IngestStatistics ingest;
   const ServiceFigures* figures = nullptr;
   std::map<std::string, int64_t> legacy_calls;
@@ -31,7 +31,7 @@ struct MetricsPageInput {
   size_t max_latest_series = 0;
 };
 
-std::string RenderMetricsPage(const MetricsPageInput& input);
+std::string RenderPrometheusExport(const PrometheusExportInput& input);
 
 // The Prometheus name and scale of a trial series (exposed for tests and
 // the Grafana dashboard's check).
@@ -44,4 +44,4 @@ PrometheusSeriesName TrialSeriesName(absl::string_view name,
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_METRICS_PAGE_H_
+#endif  // METRICS_SERVER_PROMETHEUS_PROMETHEUS_EXPORTER_H_

@@ -1,7 +1,7 @@
 // GET /metrics of the real server in-process: the service's own figures and
 // the latest values of active trials in valid Prometheus text (checked by
 // promtool, from Debian's prometheus package), with the cardinality cap.
-#include "server/metrics_page.h"
+#include "server/prometheus/prometheus_exporter.h"
 
 #include <cstdio>
 #include <fstream>
@@ -26,7 +26,7 @@ using ::metrics::test_util::TestServer;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-class MetricsPageTest : public ::testing::Test {
+class PrometheusExporterTest : public ::testing::Test {
  protected:
   void Start(ServerOptions options = ServerOptions()) {
     ASSERT_OK_AND_ASSIGN(server_, TestServer::Start(options));
@@ -103,7 +103,7 @@ std::string Promtool(const std::string& text) {
   return code == 0 ? out : absl::StrCat("exit ", code, ": ", out);
 }
 
-TEST_F(MetricsPageTest, ServiceFiguresAndLatestValuesOfActiveTrials) {
+TEST_F(PrometheusExporterTest, ServiceFiguresAndLatestValuesOfActiveTrials) {
   Start();
   CreateTrial(1);
   CreateTrial(2);
@@ -154,7 +154,7 @@ TEST_F(MetricsPageTest, ServiceFiguresAndLatestValuesOfActiveTrials) {
   EXPECT_THAT(text, HasSubstr("\nmetricsd_latest_series_truncated 0\n"));
 }
 
-TEST_F(MetricsPageTest, CapBoundsTheExportedSeries) {
+TEST_F(PrometheusExporterTest, CapBoundsTheExportedSeries) {
   ServerOptions options;
   options.prometheus_max_series = 2;
   Start(options);
@@ -169,7 +169,7 @@ TEST_F(MetricsPageTest, CapBoundsTheExportedSeries) {
   EXPECT_THAT(text, Not(HasSubstr("\nprofiler_gamma{")));
 }
 
-TEST_F(MetricsPageTest, BatchOutcomesOpenStreamsAndMethods) {
+TEST_F(PrometheusExporterTest, BatchOutcomesOpenStreamsAndMethods) {
   Start();
   CreateTrial(1);
   // Both reports in one finest (10 s) rollup bucket: the page exports the
@@ -209,15 +209,15 @@ TEST_F(MetricsPageTest, BatchOutcomesOpenStreamsAndMethods) {
   EXPECT_EQ(post->headers["allow"], "GET, HEAD");
 }
 
-TEST(RenderMetricsPageTest, LegacyCallsAndAnUnreadableDatabase) {
+TEST(RenderPrometheusExportTest, LegacyCallsAndAnUnreadableDatabase) {
   ServiceFigures figures;
-  MetricsPageInput input;
+  PrometheusExportInput input;
   input.figures = &figures;
   input.legacy_calls = {{"GetTrialProfilerMetrics", 3},
                         {"PostTrialProfilerMetricsBatch", 2}};
   input.latest = absl::UnavailableError("database down");
   input.max_latest_series = 10;
-  const std::string text = RenderMetricsPage(input);
+  const std::string text = RenderPrometheusExport(input);
   EXPECT_EQ(Promtool(text), "");
   EXPECT_THAT(text, HasSubstr("\nmetricsd_legacy_calls_total{method=\"GetTrialProfilerMetrics\"} 3\n"));
   EXPECT_THAT(text, HasSubstr("\nmetricsd_legacy_calls_total{method=\"PostTrialProfilerMetricsBatch\"} 2\n"));

@@ -1,4 +1,4 @@
-#include "server/prometheus_text.h"
+#include "server/prometheus/prometheus_text.h"
 
 #include <cmath>
 

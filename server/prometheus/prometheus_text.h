@@ -9,8 +9,8 @@
 //   std::string body = out.Take();
 //
 // Thread-compatible.
-#ifndef METRICS_SERVER_PROMETHEUS_TEXT_H_
-#define METRICS_SERVER_PROMETHEUS_TEXT_H_
+#ifndef METRICS_SERVER_PROMETHEUS_PROMETHEUS_TEXT_H_
+#define METRICS_SERVER_PROMETHEUS_PROMETHEUS_TEXT_H_
 
 #include <string>
 #include <utility>
@@ -47,4 +47,4 @@ std::string PrometheusName(absl::string_view text);
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_PROMETHEUS_TEXT_H_
+#endif  // METRICS_SERVER_PROMETHEUS_PROMETHEUS_TEXT_H_

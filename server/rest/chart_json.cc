@@ -1,4 +1,4 @@
-#include "server/chart_json.h"
+#include "server/rest/chart_json.h"
 
 #include <cstdint>
 
@@ -6,7 +6,7 @@
 #include "absl/time/time.h"
 #include "common/json_text.h"
 #include "common/time_format.h"
-#include "server/proto_convert.h"
+#include "common/proto_time.h"
 
 namespace metrics::server {
 
@@ -60,11 +60,11 @@ void AppendSeries(std::string& out, const v1::Series& s) {
   common::AppendJsonString(out, s.unit());
   if (s.has_first_time()) {
     out += ",\"firstTime\":";
-    common::AppendJsonString(out, common::Rfc3339(TimeFromProto(s.first_time())));
+    common::AppendJsonString(out, common::Rfc3339(common::TimeFromProto(s.first_time())));
   }
   if (s.has_last_time()) {
     out += ",\"lastTime\":";
-    common::AppendJsonString(out, common::Rfc3339(TimeFromProto(s.last_time())));
+    common::AppendJsonString(out, common::Rfc3339(common::TimeFromProto(s.last_time())));
   }
   absl::StrAppend(&out, ",\"sampleCount\":", s.sample_count(), "}");
 }
@@ -75,12 +75,12 @@ void AppendChartJson(std::string& out, const v1::QuerySeriesResponse& answer) {
   out += '{';
   if (answer.has_start()) {
     out += "\"start\":";
-    common::AppendJsonString(out, common::Rfc3339(TimeFromProto(answer.start())));
+    common::AppendJsonString(out, common::Rfc3339(common::TimeFromProto(answer.start())));
     out += ',';
   }
   if (answer.has_end()) {
     out += "\"end\":";
-    common::AppendJsonString(out, common::Rfc3339(TimeFromProto(answer.end())));
+    common::AppendJsonString(out, common::Rfc3339(common::TimeFromProto(answer.end())));
     out += ',';
   }
   out += "\"series\":[";

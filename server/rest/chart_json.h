@@ -13,8 +13,8 @@
 // bench/chart_json_bench compares it with protobuf's JSON printer.
 //
 // Thread-safety: pure function.
-#ifndef METRICS_SERVER_CHART_JSON_H_
-#define METRICS_SERVER_CHART_JSON_H_
+#ifndef METRICS_SERVER_REST_CHART_JSON_H_
+#define METRICS_SERVER_REST_CHART_JSON_H_
 
 #include <string>
 
@@ -26,4 +26,4 @@ void AppendChartJson(std::string& out, const v1::QuerySeriesResponse& answer);
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_CHART_JSON_H_
+#endif  // METRICS_SERVER_REST_CHART_JSON_H_

@@ -1,4 +1,4 @@
-#include "server/gateway_socket.h"
+#include "server/rest/gateway_socket.h"
 
 #include <unistd.h>
 

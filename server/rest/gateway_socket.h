@@ -9,8 +9,8 @@
 // server without bound.
 //
 // Thread-safety: thread-compatible; the path is immutable after Create.
-#ifndef METRICS_SERVER_GATEWAY_SOCKET_H_
-#define METRICS_SERVER_GATEWAY_SOCKET_H_
+#ifndef METRICS_SERVER_REST_GATEWAY_SOCKET_H_
+#define METRICS_SERVER_REST_GATEWAY_SOCKET_H_
 
 #include <memory>
 #include <string>
@@ -42,4 +42,4 @@ class GatewaySocket {
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_GATEWAY_SOCKET_H_
+#endif  // METRICS_SERVER_REST_GATEWAY_SOCKET_H_

@@ -1,4 +1,4 @@
-#include "server/http_routes.h"
+#include "server/rest/http_routes.h"
 
 
 #include <algorithm>
@@ -10,8 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
-#include "server/http_target.h"
-#include "server/json_body.h"
+#include "server/http/http_target.h"
+#include "server/rest/json_body.h"
 #include "google/api/annotations.pb.h"
 
 namespace metrics::server {

@@ -10,8 +10,8 @@
 // Every error is INVALID_ARGUMENT naming the parameter or body field.
 //
 // Thread-safety: a RouteTable is immutable after Build; safe to share.
-#ifndef METRICS_SERVER_HTTP_ROUTES_H_
-#define METRICS_SERVER_HTTP_ROUTES_H_
+#ifndef METRICS_SERVER_REST_HTTP_ROUTES_H_
+#define METRICS_SERVER_REST_HTTP_ROUTES_H_
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
@@ -77,4 +77,4 @@ absl::Status BuildRequest(
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_HTTP_ROUTES_H_
+#endif  // METRICS_SERVER_REST_HTTP_ROUTES_H_

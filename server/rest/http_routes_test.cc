@@ -1,10 +1,6 @@
 // The REST routes as read from the protos' google.api.http annotations, and
-// the mapping of paths, query parameters and bodies onto request messages;
-// and the chart JSON's exact millisecond times.
-#include "server/http_routes.h"
-
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
+// the mapping of paths, query parameters and bodies onto request messages.
+#include "server/rest/http_routes.h"
 
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -13,7 +9,6 @@
 #include "proto/metrics/v1/ingest.pb.h"
 #include "proto/metrics/v1/query.pb.h"
 #include "proto/metrics/v1/trials.pb.h"
-#include "server/chart_json.h"
 
 namespace metrics::server {
 namespace {
@@ -156,35 +151,6 @@ TEST(HttpRoutesTest, BodyAndPathTogether) {
   EXPECT_THAT(BuildRequest(match, "{}", {{"streamId", "s"}}, &request),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("request body")));
-}
-
-TEST(ChartJsonTest, TimesAreExactMilliseconds) {
-  v1::QuerySeriesResponse answer;
-  v1::SeriesBuckets* s = answer.add_series();
-  s->mutable_series()->set_name("gpu_util");
-  s->set_resolution_us(10000000);
-  for (int64_t us : {1705610865681000LL, 1705610865681234LL, 1705610865681230LL}) {
-    s->add_bucket_start_us(us);
-    s->add_count(1);
-    s->add_min(0.1);
-    s->add_max(97.5);
-    s->add_mean(3);
-    s->add_first_time_us(us);
-    s->add_first_value(1e-7);
-    s->add_last_time_us(us);
-    s->add_last_value(-2);
-  }
-  std::string json;
-  AppendChartJson(json, answer);
-  EXPECT_THAT(json, HasSubstr("\"resolutionMs\":10000,"));
-  EXPECT_THAT(json, HasSubstr(
-                        "\"bucketStartMs\":[1705610865681,1705610865681.234,"
-                        "1705610865681.23]"));
-  EXPECT_THAT(json, HasSubstr("\"max\":[97.5,97.5,97.5]"));
-  EXPECT_THAT(json, HasSubstr("\"firstValue\":[1e-07,1e-07,1e-07]"));
-  // It is JSON: protobuf's parser reads it as a Struct.
-  google::protobuf::Struct parsed;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok());
 }
 
 }  // namespace

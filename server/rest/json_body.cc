@@ -1,4 +1,4 @@
-#include "server/json_body.h"
+#include "server/rest/json_body.h"
 
 #include <google/protobuf/duration.pb.h>
 #include <google/protobuf/timestamp.pb.h>
@@ -12,7 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/utf8.h"
-#include "server/http_target.h"
+#include "server/http/http_target.h"
 
 namespace metrics::server {
 

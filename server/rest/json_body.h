@@ -12,8 +12,8 @@
 // the message itself, whatever the body.
 //
 // Thread-safety: pure functions.
-#ifndef METRICS_SERVER_JSON_BODY_H_
-#define METRICS_SERVER_JSON_BODY_H_
+#ifndef METRICS_SERVER_REST_JSON_BODY_H_
+#define METRICS_SERVER_REST_JSON_BODY_H_
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
@@ -54,4 +54,4 @@ bool IsJsonNumber(absl::string_view text);
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_JSON_BODY_H_
+#endif  // METRICS_SERVER_REST_JSON_BODY_H_

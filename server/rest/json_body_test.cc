@@ -1,4 +1,4 @@
-#include "server/json_body.h"
+#include "server/rest/json_body.h"
 
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"

@@ -1,4 +1,4 @@
-#include "server/rest_gateway.h"
+#include "server/rest/rest_gateway.h"
 
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/client_context.h>
@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
-#include "server/chart_json.h"
-#include "server/http_error.h"
+#include "server/rest/chart_json.h"
+#include "server/http/http_error.h"
 
 namespace metrics::server {
 

@@ -15,8 +15,8 @@
 //
 // Thread-safety: Handle is thread-safe; each call blocks its HTTP
 // connection's thread (the HTTP server runs one thread per connection).
-#ifndef METRICS_SERVER_REST_GATEWAY_H_
-#define METRICS_SERVER_REST_GATEWAY_H_
+#ifndef METRICS_SERVER_REST_REST_GATEWAY_H_
+#define METRICS_SERVER_REST_REST_GATEWAY_H_
 
 #include <grpcpp/channel.h>
 #include <grpcpp/generic/generic_stub.h>
@@ -28,8 +28,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/http_routes.h"
-#include "server/http_server.h"
+#include "server/rest/http_routes.h"
+#include "server/http/http_server.h"
 
 namespace metrics::server {
 
@@ -82,4 +82,4 @@ class RestGateway {
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_REST_GATEWAY_H_
+#endif  // METRICS_SERVER_REST_REST_GATEWAY_H_

@@ -1,19 +1,19 @@
-#include "server/follow_reactor.h"
+#include "server/services/follow_reactor.h"
 
 #include <grpcpp/server_context.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
-#include "server/proto_convert.h"
-#include "server/unary_call.h"
+#include "server/services/proto_convert.h"
+#include "server/services/unary_call.h"
 
 namespace metrics::server {
 
 FollowReactor::FollowReactor(grpc::CallbackServerContext*,
                              query::QueryEngine* engine,
                              storage::MetricStore* store,
-                             BlockingExecutor* executor,
+                             common::BlockingExecutor* executor,
                              query::QueryRequest request, FollowOptions options,
                              ServiceFigures::OpenStream open)
     : engine_(engine),

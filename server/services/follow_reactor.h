@@ -16,8 +16,8 @@
 // Thread-safety: reactions, executor rounds and notifier callbacks run on
 // different threads; shared state is under mu_; gRPC operations start after
 // mu_ is released.
-#ifndef METRICS_SERVER_FOLLOW_REACTOR_H_
-#define METRICS_SERVER_FOLLOW_REACTOR_H_
+#ifndef METRICS_SERVER_SERVICES_FOLLOW_REACTOR_H_
+#define METRICS_SERVER_SERVICES_FOLLOW_REACTOR_H_
 
 #include <grpcpp/support/server_callback.h>
 
@@ -29,8 +29,8 @@
 #include "proto/metrics/v1/query.pb.h"
 #include "query/follow_cursor.h"
 #include "query/query_engine.h"
-#include "server/blocking_executor.h"
-#include "server/service_figures.h"
+#include "common/blocking_executor.h"
+#include "server/services/service_figures.h"
 #include "storage/metric_store.h"
 
 namespace metrics::server {
@@ -44,7 +44,7 @@ class FollowReactor
  public:
   FollowReactor(grpc::CallbackServerContext* context,
                 query::QueryEngine* engine, storage::MetricStore* store,
-                BlockingExecutor* executor, query::QueryRequest request,
+                common::BlockingExecutor* executor, query::QueryRequest request,
                 FollowOptions options, ServiceFigures::OpenStream open);
 
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
@@ -75,7 +75,7 @@ class FollowReactor
 
   query::QueryEngine* const engine_;
   storage::MetricStore* const store_;
-  BlockingExecutor* const executor_;
+  common::BlockingExecutor* const executor_;
   const FollowOptions options_;
   const ServiceFigures::OpenStream open_;
 
@@ -102,4 +102,4 @@ class FollowReactor
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_FOLLOW_REACTOR_H_
+#endif  // METRICS_SERVER_SERVICES_FOLLOW_REACTOR_H_

@@ -1,8 +1,8 @@
-#include "server/ingest_service.h"
+#include "server/services/ingest_service.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
-#include "server/proto_convert.h"
+#include "server/services/proto_convert.h"
 #include "storage/batch_validation.h"
 
 namespace metrics::server {

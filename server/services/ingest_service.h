@@ -3,12 +3,12 @@
 // group-commit writer.
 //
 // Thread-safety: thread-safe; gRPC calls it from its callback threads.
-#ifndef METRICS_SERVER_INGEST_SERVICE_H_
-#define METRICS_SERVER_INGEST_SERVICE_H_
+#ifndef METRICS_SERVER_SERVICES_INGEST_SERVICE_H_
+#define METRICS_SERVER_SERVICES_INGEST_SERVICE_H_
 
 #include "proto/metrics/v1/ingest.grpc.pb.h"
-#include "server/blocking_executor.h"
-#include "server/ingest_stream_reactor.h"
+#include "common/blocking_executor.h"
+#include "server/services/ingest_stream_reactor.h"
 #include "storage/metric_store.h"
 
 namespace metrics::server {
@@ -16,7 +16,7 @@ namespace metrics::server {
 class IngestService final : public v1::IngestService::CallbackService {
  public:
   // `store`, `executor` and `figures` must outlive the service.
-  IngestService(storage::MetricStore* store, BlockingExecutor* executor,
+  IngestService(storage::MetricStore* store, common::BlockingExecutor* executor,
                 IngestStreamOptions options, ServiceFigures* figures)
       : store_(store),
         executor_(executor),
@@ -34,11 +34,11 @@ class IngestService final : public v1::IngestService::CallbackService {
 
  private:
   storage::MetricStore* const store_;
-  BlockingExecutor* const executor_;
+  common::BlockingExecutor* const executor_;
   const IngestStreamOptions options_;
   ServiceFigures* const figures_;
 };
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_INGEST_SERVICE_H_
+#endif  // METRICS_SERVER_SERVICES_INGEST_SERVICE_H_

@@ -1,4 +1,4 @@
-#include "server/ingest_stream_reactor.h"
+#include "server/services/ingest_stream_reactor.h"
 
 #include <grpcpp/server_context.h>
 
@@ -7,14 +7,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
-#include "server/proto_convert.h"
+#include "server/services/proto_convert.h"
 #include "storage/batch_validation.h"
 
 namespace metrics::server {
 
 IngestStreamReactor::IngestStreamReactor(grpc::CallbackServerContext* context,
                                          storage::MetricStore* store,
-                                         BlockingExecutor* executor,
+                                         common::BlockingExecutor* executor,
                                          const IngestStreamOptions& options,
                                          ServiceFigures::OpenStream open)
     : context_(context),

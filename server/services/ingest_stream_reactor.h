@@ -13,8 +13,8 @@
 // Thread-safety: reactions, executor and writer callbacks run on different
 // threads; all state is under mu_, and gRPC operations are started after
 // mu_ is released.
-#ifndef METRICS_SERVER_INGEST_STREAM_REACTOR_H_
-#define METRICS_SERVER_INGEST_STREAM_REACTOR_H_
+#ifndef METRICS_SERVER_SERVICES_INGEST_STREAM_REACTOR_H_
+#define METRICS_SERVER_SERVICES_INGEST_STREAM_REACTOR_H_
 
 #include <grpcpp/support/server_callback.h>
 
@@ -25,8 +25,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/metrics/v1/ingest.pb.h"
-#include "server/blocking_executor.h"
-#include "server/service_figures.h"
+#include "common/blocking_executor.h"
+#include "server/services/service_figures.h"
 #include "storage/metric_store.h"
 
 namespace metrics::server {
@@ -45,7 +45,7 @@ class IngestStreamReactor
  public:
   // `open` counts the stream in /metrics while the reactor lives.
   IngestStreamReactor(grpc::CallbackServerContext* context,
-                      storage::MetricStore* store, BlockingExecutor* executor,
+                      storage::MetricStore* store, common::BlockingExecutor* executor,
                       const IngestStreamOptions& options,
                       ServiceFigures::OpenStream open);
 
@@ -84,7 +84,7 @@ class IngestStreamReactor
 
   grpc::CallbackServerContext* const context_;
   storage::MetricStore* const store_;
-  BlockingExecutor* const executor_;
+  common::BlockingExecutor* const executor_;
   const IngestStreamOptions options_;
   const ServiceFigures::OpenStream open_;
 
@@ -117,4 +117,4 @@ class IngestStreamReactor
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_INGEST_STREAM_REACTOR_H_
+#endif  // METRICS_SERVER_SERVICES_INGEST_STREAM_REACTOR_H_

@@ -1,22 +1,11 @@
-#include "server/proto_convert.h"
+#include "server/services/proto_convert.h"
+
+#include "common/proto_time.h"
 
 namespace metrics::server {
 
-absl::Time TimeFromProto(const google::protobuf::Timestamp& t) {
-  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
-}
-
-void TimeToProto(absl::Time t, google::protobuf::Timestamp* proto) {
-  const int64_t micros = absl::ToUnixMicros(t);
-  int64_t seconds = micros / 1000000;
-  int64_t rest = micros % 1000000;
-  if (rest < 0) {
-    --seconds;
-    rest += 1000000;
-  }
-  proto->set_seconds(seconds);
-  proto->set_nanos(static_cast<int32_t>(rest * 1000));
-}
+using common::MicrosToProto;
+using common::TimeFromProto;
 
 storage::MetricBatch BatchFromProto(const v1::SystemMetricsBatch& proto) {
   storage::MetricBatch batch;
@@ -55,13 +44,10 @@ void TrialToProto(const storage::Trial& trial, v1::Trial* proto) {
       proto->set_state(v1::Trial::ERROR);
       break;
   }
-  TimeToProto(absl::FromUnixMicros(trial.created_at_us),
-              proto->mutable_created_at());
-  TimeToProto(absl::FromUnixMicros(trial.updated_at_us),
-              proto->mutable_updated_at());
+  MicrosToProto(trial.created_at_us, proto->mutable_created_at());
+  MicrosToProto(trial.updated_at_us, proto->mutable_updated_at());
   if (trial.ended_at_us.has_value()) {
-    TimeToProto(absl::FromUnixMicros(*trial.ended_at_us),
-                proto->mutable_ended_at());
+    MicrosToProto(*trial.ended_at_us, proto->mutable_ended_at());
   }
 }
 
@@ -72,12 +58,10 @@ void SeriesToProto(const storage::SeriesInfo& series, v1::Series* proto) {
   proto->set_unit(series.unit);
   proto->set_sample_count(series.sample_count);
   if (series.first_time_us) {
-    TimeToProto(absl::FromUnixMicros(*series.first_time_us),
-                proto->mutable_first_time());
+    MicrosToProto(*series.first_time_us, proto->mutable_first_time());
   }
   if (series.last_time_us) {
-    TimeToProto(absl::FromUnixMicros(*series.last_time_us),
-                proto->mutable_last_time());
+    MicrosToProto(*series.last_time_us, proto->mutable_last_time());
   }
 }
 
@@ -96,8 +80,8 @@ query::QueryRequest QueryFromProto(const v1::QuerySeriesRequest& proto) {
 void QueryResultToProto(const query::QueryResult& result,
                         v1::QuerySeriesResponse* proto) {
   if (result.end_us > result.start_us) {
-    TimeToProto(absl::FromUnixMicros(result.start_us), proto->mutable_start());
-    TimeToProto(absl::FromUnixMicros(result.end_us), proto->mutable_end());
+    MicrosToProto(result.start_us, proto->mutable_start());
+    MicrosToProto(result.end_us, proto->mutable_end());
   }
   for (const query::SeriesData& data : result.series) {
     v1::SeriesBuckets* out = proto->add_series();

@@ -2,8 +2,8 @@
 // Handlers call these and nothing else touches both worlds.
 //
 // Thread-safety: pure functions.
-#ifndef METRICS_SERVER_PROTO_CONVERT_H_
-#define METRICS_SERVER_PROTO_CONVERT_H_
+#ifndef METRICS_SERVER_SERVICES_PROTO_CONVERT_H_
+#define METRICS_SERVER_SERVICES_PROTO_CONVERT_H_
 
 #include <optional>
 
@@ -15,9 +15,6 @@
 
 namespace metrics::server {
 
-absl::Time TimeFromProto(const google::protobuf::Timestamp& t);
-// Microsecond precision, as stored.
-void TimeToProto(absl::Time t, google::protobuf::Timestamp* proto);
 
 storage::MetricBatch BatchFromProto(const v1::SystemMetricsBatch& proto);
 
@@ -35,4 +32,4 @@ std::optional<storage::TrialState> TrialStateFromProto(v1::Trial::State state);
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_PROTO_CONVERT_H_
+#endif  // METRICS_SERVER_SERVICES_PROTO_CONVERT_H_

@@ -1,8 +1,8 @@
-#include "server/query_service.h"
+#include "server/services/query_service.h"
 
 #include "common/grpc_status.h"
-#include "server/proto_convert.h"
-#include "server/unary_call.h"
+#include "server/services/proto_convert.h"
+#include "server/services/unary_call.h"
 
 namespace metrics::server {
 

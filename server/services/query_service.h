@@ -2,13 +2,13 @@
 // blocking executor) and FollowSeries (one FollowReactor per call).
 //
 // Thread-safety: thread-safe; gRPC calls it from its callback threads.
-#ifndef METRICS_SERVER_QUERY_SERVICE_H_
-#define METRICS_SERVER_QUERY_SERVICE_H_
+#ifndef METRICS_SERVER_SERVICES_QUERY_SERVICE_H_
+#define METRICS_SERVER_SERVICES_QUERY_SERVICE_H_
 
 #include "proto/metrics/v1/query.grpc.pb.h"
 #include "query/query_engine.h"
-#include "server/blocking_executor.h"
-#include "server/follow_reactor.h"
+#include "common/blocking_executor.h"
+#include "server/services/follow_reactor.h"
 
 namespace metrics::server {
 
@@ -16,7 +16,7 @@ class QueryService final : public v1::QueryService::CallbackService {
  public:
   // `engine`, `store`, `executor` and `figures` must outlive the service.
   QueryService(query::QueryEngine* engine, storage::MetricStore* store,
-               BlockingExecutor* executor, FollowOptions follow,
+               common::BlockingExecutor* executor, FollowOptions follow,
                ServiceFigures* figures)
       : engine_(engine),
         store_(store),
@@ -38,11 +38,11 @@ class QueryService final : public v1::QueryService::CallbackService {
  private:
   query::QueryEngine* const engine_;
   storage::MetricStore* const store_;
-  BlockingExecutor* const executor_;
+  common::BlockingExecutor* const executor_;
   const FollowOptions follow_;
   ServiceFigures* const figures_;
 };
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_QUERY_SERVICE_H_
+#endif  // METRICS_SERVER_SERVICES_QUERY_SERVICE_H_

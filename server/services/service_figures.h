@@ -4,8 +4,8 @@
 // counts from LegacyUsage.
 //
 // Thread-safety: thread-safe.
-#ifndef METRICS_SERVER_SERVICE_FIGURES_H_
-#define METRICS_SERVER_SERVICE_FIGURES_H_
+#ifndef METRICS_SERVER_SERVICES_SERVICE_FIGURES_H_
+#define METRICS_SERVER_SERVICES_SERVICE_FIGURES_H_
 
 #include <atomic>
 #include <cstdint>
@@ -58,4 +58,4 @@ class ServiceFigures {
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_SERVICE_FIGURES_H_
+#endif  // METRICS_SERVER_SERVICES_SERVICE_FIGURES_H_

@@ -1,4 +1,4 @@
-#include "server/trial_service.h"
+#include "server/services/trial_service.h"
 
 #include <functional>
 #include <optional>
@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
-#include "server/proto_convert.h"
-#include "server/unary_call.h"
+#include "server/services/proto_convert.h"
+#include "server/services/unary_call.h"
 
 namespace metrics::server {
 
@@ -16,7 +16,7 @@ namespace {
 // RunOnExecutor for a `work` returning StatusOr<Trial>.
 template <typename Work>
 grpc::ServerUnaryReactor* RunTrialCall(grpc::CallbackServerContext* context,
-                                       BlockingExecutor* executor,
+                                       common::BlockingExecutor* executor,
                                        v1::Trial* response, Work work) {
   return RunOnExecutor(
       context, executor,

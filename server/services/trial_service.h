@@ -2,11 +2,11 @@
 // its store work on the blocking executor and finishes from there.
 //
 // Thread-safety: thread-safe; gRPC calls it from its callback threads.
-#ifndef METRICS_SERVER_TRIAL_SERVICE_H_
-#define METRICS_SERVER_TRIAL_SERVICE_H_
+#ifndef METRICS_SERVER_SERVICES_TRIAL_SERVICE_H_
+#define METRICS_SERVER_SERVICES_TRIAL_SERVICE_H_
 
 #include "proto/metrics/v1/trials.grpc.pb.h"
-#include "server/blocking_executor.h"
+#include "common/blocking_executor.h"
 #include "storage/metric_store.h"
 
 namespace metrics::server {
@@ -14,7 +14,7 @@ namespace metrics::server {
 class TrialService final : public v1::TrialService::CallbackService {
  public:
   // `store` and `executor` must outlive the service.
-  TrialService(storage::MetricStore* store, BlockingExecutor* executor)
+  TrialService(storage::MetricStore* store, common::BlockingExecutor* executor)
       : store_(store), executor_(executor) {}
 
   grpc::ServerUnaryReactor* CreateTrial(grpc::CallbackServerContext* context,
@@ -32,9 +32,9 @@ class TrialService final : public v1::TrialService::CallbackService {
 
  private:
   storage::MetricStore* const store_;
-  BlockingExecutor* const executor_;
+  common::BlockingExecutor* const executor_;
 };
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_TRIAL_SERVICE_H_
+#endif  // METRICS_SERVER_SERVICES_TRIAL_SERVICE_H_

@@ -1,4 +1,4 @@
-#include "server/unary_call.h"
+#include "server/services/unary_call.h"
 
 namespace metrics::server {
 

@@ -1,11 +1,11 @@
 // Unary gRPC calls whose work blocks on the store: the work runs on the
-// BlockingExecutor, never on gRPC's callback threads (gRFC L67), under one
+// common::BlockingExecutor, never on gRPC's callback threads (gRFC L67), under one
 // deadline rule for every store call a server makes.
 //
 // Thread-safety: RunOnExecutor is called on a gRPC callback thread; `work`
 // runs on an executor thread.
-#ifndef METRICS_SERVER_UNARY_CALL_H_
-#define METRICS_SERVER_UNARY_CALL_H_
+#ifndef METRICS_SERVER_SERVICES_UNARY_CALL_H_
+#define METRICS_SERVER_SERVICES_UNARY_CALL_H_
 
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/server_callback.h>
@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 #include "common/grpc_status.h"
 #include "common/histogram.h"
-#include "server/blocking_executor.h"
+#include "common/blocking_executor.h"
 
 namespace metrics::server {
 
@@ -35,7 +35,7 @@ absl::Time CallDeadline(const grpc::CallbackServerContext& context,
 // gets the time from the call's start to the end of the work.
 template <typename Work>
 grpc::ServerUnaryReactor* RunOnExecutor(grpc::CallbackServerContext* context,
-                                        BlockingExecutor* executor, Work work,
+                                        common::BlockingExecutor* executor, Work work,
                                         common::Histogram* latency = nullptr) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const absl::Time deadline = CallDeadline(*context);
@@ -56,4 +56,4 @@ grpc::ServerUnaryReactor* RunOnExecutor(grpc::CallbackServerContext* context,
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_UNARY_CALL_H_
+#endif  // METRICS_SERVER_SERVICES_UNARY_CALL_H_

@@ -1,4 +1,4 @@
-#include "server/web_assets.h"
+#include "server/web/web_assets.h"
 
 #include <dirent.h>
 

@@ -10,8 +10,8 @@
 // network but this server.
 //
 // Thread-safety: immutable after Create; Serve is thread-safe.
-#ifndef METRICS_SERVER_WEB_ASSETS_H_
-#define METRICS_SERVER_WEB_ASSETS_H_
+#ifndef METRICS_SERVER_WEB_WEB_ASSETS_H_
+#define METRICS_SERVER_WEB_WEB_ASSETS_H_
 
 #include <map>
 #include <memory>
@@ -19,7 +19,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/http_server.h"
+#include "server/http/http_server.h"
 
 namespace metrics::server {
 
@@ -58,4 +58,4 @@ class WebAssets {
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_WEB_ASSETS_H_
+#endif  // METRICS_SERVER_WEB_WEB_ASSETS_H_

@@ -71,7 +71,7 @@ export function listSeries(trialId) {
 }
 
 // Chart data: {start, end, series: [{series, resolutionMs, bucketStartMs,
-// min, max, mean, ...}]} (see server/chart_json.h).
+// min, max, mean, ...}]} (see server/rest/chart_json.h).
 export function querySeries(trialId, query, signal) {
   return request(`/api/v1/trials/${trialId}/metrics/system?${chartQuery(query)}`, { signal });
 }
