@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "common/status_macros.h"
 #include "storage/pg/pg_errors.h"
+#include "storage/pg/pooled_transaction.h"
 #include "storage/pg/sql_arrays.h"
 #include "storage/pg/sql_time.h"
 #include "storage/report_json.h"
@@ -133,45 +134,6 @@ absl::Status CheckTrialExists(pqxx::transaction_base& tx, int32_t trial_id) {
         absl::StrCat("trial ", trial_id, " does not exist"));
   }
   return absl::OkStatus();
-}
-
-// Runs `body(tx)` in a transaction of type Tx on a pooled connection, with
-// the statement timeout set from `deadline`; commits if it returns OK.
-// Reads use pqxx::read_transaction: PostgreSQL then refuses any write, and
-// a standby could serve them.
-template <typename T, typename Tx, typename Body>
-absl::StatusOr<T> InTransaction(ConnectionPool& pool,
-                                absl::string_view operation,
-                                absl::Time deadline, Body body) {
-  const absl::Duration left = deadline - absl::Now();
-  if (left <= absl::ZeroDuration()) {
-    return absl::DeadlineExceededError(
-        absl::StrCat(operation, ": deadline passed before it started"));
-  }
-  ASSIGN_OR_RETURN(ConnectionPool::Lease lease, pool.Acquire(deadline));
-  return GuardPg(operation, [&]() -> absl::StatusOr<T> {
-    Tx tx(lease.connection());
-    tx.exec(absl::StrCat(
-        "SET LOCAL statement_timeout = ",
-        std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - absl::Now()))));
-    absl::StatusOr<T> result = body(tx);
-    if (result.ok()) tx.commit();
-    return result;
-  });
-}
-
-template <typename T, typename Body>
-absl::StatusOr<T> Write(ConnectionPool& pool, absl::string_view operation,
-                        absl::Time deadline, Body body) {
-  return InTransaction<T, pqxx::work>(pool, operation, deadline,
-                                      std::move(body));
-}
-
-template <typename T, typename Body>
-absl::StatusOr<T> Read(ConnectionPool& pool, absl::string_view operation,
-                       absl::Time deadline, Body body) {
-  return InTransaction<T, pqxx::read_transaction>(pool, operation, deadline,
-                                                  std::move(body));
 }
 
 }  // namespace

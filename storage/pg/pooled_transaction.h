@@ -1,0 +1,70 @@
+// A transaction on a pooled connection, the way every store call runs one:
+// the pool's lease honours the deadline, the statement timeout is set from
+// what is left of it, libpqxx's exceptions become Status (GuardPg), and the
+// transaction commits only when the body returns OK. Reads run in
+// pqxx::read_transaction, so PostgreSQL refuses any write they attempt.
+//
+// Usage:
+//   return Read<Trial>(pool_, "reading trial 7", deadline,
+//                      [&](pqxx::transaction_base& tx) -> absl::StatusOr<Trial> {...});
+//
+// Thread-safety: as the pool (thread-safe); the body runs on the caller's
+// thread.
+#ifndef METRICS_STORAGE_PG_POOLED_TRANSACTION_H_
+#define METRICS_STORAGE_PG_POOLED_TRANSACTION_H_
+
+#include <pqxx/transaction>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/status_macros.h"
+#include "storage/pg/connection_pool.h"
+#include "storage/pg/pg_errors.h"
+
+namespace metrics::storage::pg {
+
+// Runs `body(tx)` in a transaction of type Tx (Read and Write below).
+template <typename T, typename Tx, typename Body>
+absl::StatusOr<T> InTransaction(ConnectionPool& pool,
+                                absl::string_view operation,
+                                absl::Time deadline, Body body) {
+  const absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(operation, ": deadline passed before it started"));
+  }
+  ASSIGN_OR_RETURN(ConnectionPool::Lease lease, pool.Acquire(deadline));
+  return GuardPg(operation, [&]() -> absl::StatusOr<T> {
+    Tx tx(lease.connection());
+    tx.exec(absl::StrCat(
+        "SET LOCAL statement_timeout = ",
+        std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - absl::Now()))));
+    absl::StatusOr<T> result = body(tx);
+    if (result.ok()) tx.commit();
+    return result;
+  });
+}
+
+template <typename T, typename Body>
+absl::StatusOr<T> Write(ConnectionPool& pool, absl::string_view operation,
+                        absl::Time deadline, Body body) {
+  return InTransaction<T, pqxx::work>(pool, operation, deadline,
+                                      std::move(body));
+}
+
+template <typename T, typename Body>
+absl::StatusOr<T> Read(ConnectionPool& pool, absl::string_view operation,
+                       absl::Time deadline, Body body) {
+  return InTransaction<T, pqxx::read_transaction>(pool, operation, deadline,
+                                                  std::move(body));
+}
+
+}  // namespace metrics::storage::pg
+
+#endif  // METRICS_STORAGE_PG_POOLED_TRANSACTION_H_
