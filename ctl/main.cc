@@ -1,6 +1,6 @@
 // metricsctl: the operator CLI of the metrics service. Applies, reverts and
-// lists schema migrations, rebuilds rollups from raw rows, and moves the
-// legacy profiler's data into the new storage. Subcommands
+// lists schema migrations, rebuilds rollups from raw rows, moves the legacy
+// profiler's data into the new storage, and manages API tokens. Subcommands
 // parse their own options so each has a --help of its own.
 //
 // Exit codes: 0 success, 1 the operation failed, 2 bad usage.
@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/database_url.h"
+#include "ctl/tokens_command.h"
 #include "migrations/migration.h"
 #include "migrations/migrator.h"
 #include "storage/pg/legacy_move.h"
@@ -51,6 +52,11 @@ Commands:
                           move the old profiler's trial_profiler_metrics rows
                           into the new storage (lossless, idempotent,
                           resumable)
+  tokens create --role=admin|viewer|reporter [--trial=ID] [--ttl=DURATION]
+                [--name=NAME]
+                          create an API token; prints it as the last line
+  tokens list             list API tokens (never their secrets)
+  tokens revoke ID        revoke an API token
 
 Options (accepted anywhere on the line):
   --database-url URL      PostgreSQL to use, as a libpq URI or key=value string.
@@ -144,6 +150,9 @@ struct Args {
   std::optional<int> to;
   std::optional<int> trial;
   std::optional<int> chunk_rows;
+  std::optional<std::string> role;
+  std::optional<std::string> ttl;
+  std::optional<std::string> name;
   bool dry_run = false;
   bool help = false;
 };
@@ -178,7 +187,8 @@ std::string Parse(int argc, char** argv, Args& args) {
       has_value = true;
     }
     if (name != "--database-url" && name != "--migrations-dir" &&
-        name != "--to" && name != "--trial" && name != "--chunk-rows") {
+        name != "--to" && name != "--trial" && name != "--chunk-rows" &&
+        name != "--role" && name != "--ttl" && name != "--name") {
       return absl::StrCat("unknown option ", name);
     }
     if (!has_value) {
@@ -187,6 +197,12 @@ std::string Parse(int argc, char** argv, Args& args) {
     }
     if (name == "--database-url") {
       args.database_url = value;
+    } else if (name == "--role") {
+      args.role = value;
+    } else if (name == "--ttl") {
+      args.ttl = value;
+    } else if (name == "--name") {
+      args.name = value;
     } else if (name == "--migrations-dir") {
       args.migrations_dir = value;
     } else if (name == "--trial") {
@@ -394,6 +410,11 @@ int Run(int argc, char** argv) {
   }
   if (w[0] == "rollups") return Rollups(args);
   if (w[0] == "legacy") return Legacy(args);
+  if (w[0] == "tokens") {
+    return RunTokensCommand({w, common::ResolveDatabaseUrl(args.database_url),
+                             args.role, args.trial, args.ttl, args.name,
+                             args.help});
+  }
   if (w[0] != "migrate") return UsageError(absl::StrCat("unknown command \"", w[0], "\""));
   if (w.size() == 1) {
     std::cout << kMigrateHelp;
