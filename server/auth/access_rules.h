@@ -1,0 +1,67 @@
+// Who may call what: one rule per gRPC method, by full method name, and the
+// check of a caller (a Principal, from its API token) against a rule and a
+// request. Default deny: a method without a rule is refused, and a test
+// proves every method the server registers has one.
+//
+// Access: kOpen (anyone: health), kRead (admin, viewer), kAdmin (admin),
+// kReadTrial (admin, viewer, and a reporter of the request's trial),
+// kIngestTrial (admin, and a reporter of the request's trial). A rule names
+// where a request carries its trial ids (field paths such as
+// "labels.trial_id" or "batches.labels.trial_id"); a reporter passes only if
+// the request names at least one trial and every one is its own. 0 means
+// "the stream's trial" on a stream's later messages, checked at its open.
+//
+// Thread-safety: immutable tables and pure functions.
+#ifndef METRICS_SERVER_AUTH_ACCESS_RULES_H_
+#define METRICS_SERVER_AUTH_ACCESS_RULES_H_
+
+#include <google/protobuf/message.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "storage/api_token.h"
+
+namespace metrics::server {
+
+// A caller, as its token says; never the token itself.
+struct Principal {
+  int64_t token_id = 0;
+  storage::TokenRole role = storage::TokenRole::kViewer;
+  std::optional<int32_t> trial_id;  // reporters only
+};
+
+enum class Access { kOpen, kRead, kAdmin, kReadTrial, kIngestTrial };
+
+struct MethodRule {
+  Access access = Access::kAdmin;
+  // Field paths to the request's trial ids (kReadTrial, kIngestTrial).
+  std::vector<std::string> trial_paths;
+  // A stream whose later messages may name trial 0: the stream's own.
+  bool stream_trial = false;
+};
+
+// The rule of "/package.Service/Method"; nullptr when there is none (deny).
+const MethodRule* RuleFor(absl::string_view full_method);
+
+// The full names of every method with a rule.
+std::vector<std::string> MethodsWithRules();
+
+// The trial ids `request` carries at `rule`'s paths, zeros left out.
+std::vector<int32_t> TrialsOf(const MethodRule& rule,
+                              const google::protobuf::Message& request);
+
+// OK, or PERMISSION_DENIED saying which right is missing (never the token).
+// `first_message`: the first message of a stream (or a unary request).
+absl::Status Authorize(const Principal& principal, absl::string_view method,
+                       const MethodRule& rule,
+                       const google::protobuf::Message& request,
+                       bool first_message);
+
+}  // namespace metrics::server
+
+#endif  // METRICS_SERVER_AUTH_ACCESS_RULES_H_

@@ -1,0 +1,199 @@
+// The access rules over every method of every service, from the protos'
+// descriptors (so a method added later without a rule fails here), and the
+// decision for each role on requests naming the caller's trial, another
+// trial, or none.
+#include "server/auth/access_rules.h"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/dynamic_message.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/determined/api/v1/profiler.pb.h"
+#include "proto/metrics/v1/ingest.pb.h"
+#include "proto/metrics/v1/query.pb.h"
+#include "proto/metrics/v1/trials.pb.h"
+
+namespace metrics::server {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::MethodDescriptor;
+using google::protobuf::ServiceDescriptor;
+using storage::TokenRole;
+using ::testing::HasSubstr;
+
+// Every method of every service in the proto files metricsd serves. Taken
+// from each file's descriptor (a message of it links it in), so a service
+// or method added to these files later is in the list.
+std::vector<const MethodDescriptor*> ServedMethods() {
+  std::vector<const MethodDescriptor*> methods;
+  for (const google::protobuf::FileDescriptor* file :
+       {v1::CreateTrialRequest::descriptor()->file(),
+        v1::ReportSystemMetricsRequest::descriptor()->file(),
+        v1::QuerySeriesRequest::descriptor()->file(),
+        determined::api::v1::GetTrialProfilerMetricsRequest::descriptor()
+            ->file()}) {
+    EXPECT_EQ(file->service_count(), 1) << file->name();
+    for (int s = 0; s < file->service_count(); ++s) {
+      const ServiceDescriptor* service = file->service(s);
+      for (int i = 0; i < service->method_count(); ++i) {
+        methods.push_back(service->method(i));
+      }
+    }
+  }
+  return methods;
+}
+
+std::string FullName(const MethodDescriptor* m) {
+  return absl::StrCat("/", m->service()->full_name(), "/", m->name());
+}
+
+// Sets `value` at `path`, adding one element to repeated messages on the way.
+bool SetAt(Message& message, absl::Span<const std::string> path, int32_t value) {
+  const FieldDescriptor* field =
+      message.GetDescriptor()->FindFieldByName(path[0]);
+  if (field == nullptr) return false;
+  const auto* reflection = message.GetReflection();
+  if (path.size() == 1) {
+    if (field->cpp_type() != FieldDescriptor::CPPTYPE_INT32 ||
+        field->is_repeated()) {
+      return false;
+    }
+    reflection->SetInt32(&message, field, value);
+    return true;
+  }
+  if (field->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) return false;
+  Message* child = field->is_repeated()
+                       ? reflection->AddMessage(&message, field)
+                       : reflection->MutableMessage(&message, field);
+  return SetAt(*child, path.subspan(1), value);
+}
+
+// A request of `method` naming trial `trial` at the rule's first path (0:
+// none).
+std::unique_ptr<Message> Request(const MethodDescriptor* method,
+                                 const MethodRule& rule, int32_t trial) {
+  std::unique_ptr<Message> request(
+      google::protobuf::MessageFactory::generated_factory()
+          ->GetPrototype(method->input_type())
+          ->New());
+  if (trial != 0 && !rule.trial_paths.empty()) {
+    std::vector<std::string> path = absl::StrSplit(rule.trial_paths[0], '.');
+    EXPECT_TRUE(SetAt(*request, path, trial)) << FullName(method);
+  }
+  return request;
+}
+
+TEST(AccessRulesTest, EveryServedMethodHasARuleWhosePathsExist) {
+  std::vector<const MethodDescriptor*> methods = ServedMethods();
+  ASSERT_EQ(methods.size(), 12u);
+  for (const MethodDescriptor* m : methods) {
+    const MethodRule* rule = RuleFor(FullName(m));
+    ASSERT_NE(rule, nullptr) << FullName(m) << " has no access rule";
+    const bool trial_scoped = rule->access == Access::kReadTrial ||
+                              rule->access == Access::kIngestTrial;
+    EXPECT_EQ(trial_scoped, !rule->trial_paths.empty()) << FullName(m);
+    for (const std::string& path : rule->trial_paths) {
+      std::unique_ptr<Message> request(
+          google::protobuf::MessageFactory::generated_factory()
+              ->GetPrototype(m->input_type())
+              ->New());
+      std::vector<std::string> parts = absl::StrSplit(path, '.');
+      EXPECT_TRUE(SetAt(*request, parts, 42)) << FullName(m) << " " << path;
+      EXPECT_THAT(TrialsOf(*rule, *request), ::testing::ElementsAre(42))
+          << FullName(m) << " " << path;
+    }
+  }
+  // Rules name only methods that exist (health and reflection are gRPC's).
+  for (const std::string& name : MethodsWithRules()) {
+    if (absl::StartsWith(name, "/grpc.")) continue;
+    bool found = false;
+    for (const MethodDescriptor* m : methods) found |= FullName(m) == name;
+    EXPECT_TRUE(found) << name << " is not a served method";
+  }
+  EXPECT_EQ(RuleFor("/metrics.v1.QueryService/DropEverything"), nullptr);
+  EXPECT_EQ(RuleFor(""), nullptr);
+}
+
+TEST(AccessRulesTest, EachRoleGetsWhatItsRuleAllows) {
+  const Principal admin{1, TokenRole::kAdmin, std::nullopt};
+  const Principal viewer{2, TokenRole::kViewer, std::nullopt};
+  const Principal reporter{3, TokenRole::kReporter, 7};
+  int checked = 0;
+  for (const MethodDescriptor* m : ServedMethods()) {
+    const std::string name = FullName(m);
+    const MethodRule& rule = *RuleFor(name);
+    for (int32_t trial : {7, 8, 0}) {
+      std::unique_ptr<Message> request = Request(m, rule, trial);
+      const bool read = rule.access == Access::kRead ||
+                        rule.access == Access::kReadTrial;
+      const bool scoped = rule.access == Access::kReadTrial ||
+                          rule.access == Access::kIngestTrial;
+      EXPECT_TRUE(Authorize(admin, name, rule, *request, true).ok()) << name;
+      EXPECT_EQ(Authorize(viewer, name, rule, *request, true).ok(), read)
+          << name << " trial " << trial;
+      EXPECT_EQ(Authorize(reporter, name, rule, *request, true).ok(),
+                scoped && trial == 7)
+          << name << " trial " << trial;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 36);
+}
+
+TEST(AccessRulesTest, DenialsSayWhatIsMissingAndNothingElse) {
+  const Principal viewer{2, TokenRole::kViewer, std::nullopt};
+  const Principal reporter{3, TokenRole::kReporter, 7};
+  v1::CreateTrialRequest create;
+  const std::string kCreate = "/metrics.v1.TrialService/CreateTrial";
+  absl::Status s = Authorize(viewer, kCreate, *RuleFor(kCreate), create, true);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(s.message(),
+            "a viewer token may not call TrialService.CreateTrial; it needs an "
+            "admin token");
+  v1::ReportSystemMetricsRequest report;
+  report.mutable_batch()->set_trial_id(8);
+  const std::string kReport = "/metrics.v1.IngestService/ReportSystemMetrics";
+  s = Authorize(reporter, kReport, *RuleFor(kReport), report, true);
+  EXPECT_EQ(s.message(),
+            "a reporter token may not call IngestService.ReportSystemMetrics "
+            "for trial 8; it is for trial 7 only");
+  s = Authorize(viewer, kReport, *RuleFor(kReport), report, true);
+  EXPECT_THAT(s.message(), HasSubstr("a viewer token only reads"));
+}
+
+TEST(AccessRulesTest, AStreamIsCheckedAtItsOpenAndOnEveryTrialItNames) {
+  const Principal reporter{3, TokenRole::kReporter, 7};
+  const std::string kStream = "/metrics.v1.IngestService/StreamSystemMetrics";
+  const MethodRule& rule = *RuleFor(kStream);
+  v1::StreamSystemMetricsRequest open;
+  open.mutable_open()->set_trial_id(7);
+  EXPECT_TRUE(Authorize(reporter, kStream, rule, open, true).ok());
+  v1::StreamSystemMetricsRequest batch;
+  batch.mutable_batch()->set_trial_id(0);  // the stream's trial
+  EXPECT_TRUE(Authorize(reporter, kStream, rule, batch, false).ok());
+  EXPECT_FALSE(Authorize(reporter, kStream, rule, batch, true).ok());
+  batch.mutable_batch()->set_trial_id(8);
+  EXPECT_FALSE(Authorize(reporter, kStream, rule, batch, false).ok());
+}
+
+TEST(AccessRulesTest, ALegacyPostMustNameOnlyTheReportersTrial) {
+  const Principal reporter{3, TokenRole::kReporter, 7};
+  const std::string kPost =
+      "/determined.api.v1.Determined/PostTrialProfilerMetricsBatch";
+  determined::api::v1::PostTrialProfilerMetricsBatchRequest post;
+  post.add_batches()->mutable_labels()->set_trial_id(7);
+  EXPECT_TRUE(Authorize(reporter, kPost, *RuleFor(kPost), post, true).ok());
+  post.add_batches()->mutable_labels()->set_trial_id(8);
+  EXPECT_FALSE(Authorize(reporter, kPost, *RuleFor(kPost), post, true).ok());
+}
+
+}  // namespace
+}  // namespace metrics::server
