@@ -79,6 +79,13 @@ ABSL_FLAG(absl::Duration, max_future, absl::Minutes(10),
           "How far ahead of the server's clock a report's time may be.");
 ABSL_FLAG(int, db_pool_size, 4,
           "Database connections for calls other than ingest.");
+ABSL_FLAG(std::string, auth, "off",
+          "\"required\": every call but health needs an API token "
+          "(authorization: Bearer <token>; see metricsctl tokens). \"off\" "
+          "(the default until the run command and the page sign in): no "
+          "checks.");
+ABSL_FLAG(bool, metrics_public, false,
+          "With --auth=required, serve GET /metrics without a token.");
 
 namespace {
 
@@ -113,6 +120,14 @@ int Run() {
   options.store.limits.max_future = absl::GetFlag(FLAGS_max_future);
   options.prometheus_max_series =
       static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_prometheus_max_series)));
+  const std::string auth = absl::GetFlag(FLAGS_auth);
+  if (auth != "off" && auth != "required") {
+    std::cerr << "metricsd: error: --auth " << auth
+              << ": must be \"required\" or \"off\"\n";
+    return 2;
+  }
+  options.auth_required = auth == "required";
+  options.metrics_public = absl::GetFlag(FLAGS_metrics_public);
 
   absl::StatusOr<std::unique_ptr<metrics::server::MetricsServer>> server =
       metrics::server::MetricsServer::Create(
@@ -122,6 +137,11 @@ int Run() {
   if (!server.ok()) {
     std::cerr << "metricsd: error: " << server.status().message() << "\n";
     return 1;
+  }
+  if (!options.auth_required) {
+    metrics::common::LogInfo(
+        "warning: --auth=off: every caller may read, write and end any "
+        "trial; run on a private network only");
   }
   const auto host = [](const std::string& address) {
     return address.substr(0, address.rfind(':'));

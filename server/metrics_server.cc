@@ -102,22 +102,34 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   std::unique_ptr<MetricsServer> server(new MetricsServer());
   server->web_ = std::move(web);
   server->store_ = std::move(store);
+  if (options.auth_required) {
+    server->token_store_ =
+        std::make_unique<storage::pg::PgTokenStore>(options.database_url);
+    AuthenticatorOptions auth;
+    auth.recheck = options.auth_recheck;
+    server->authenticator_ =
+        std::make_unique<Authenticator>(server->token_store_.get(), auth);
+    server->guard_ = std::make_unique<CallGuard>(server->authenticator_.get());
+    server->metrics_public_ = options.metrics_public;
+  }
+  const CallGuard* guard = server->guard_.get();
   server->executor_ = std::make_unique<common::BlockingExecutor>(
       options.executor_threads, options.executor_queue);
   server->trial_service_ = std::make_unique<TrialService>(
-      server->store_.get(), server->executor_.get());
+      server->store_.get(), server->executor_.get(), guard);
   server->ingest_service_ = std::make_unique<IngestService>(
       server->store_.get(), server->executor_.get(), options.ingest,
-      &server->figures_);
+      &server->figures_, guard);
   server->query_engine_ =
       std::make_unique<query::QueryEngine>(server->store_.get(), options.query);
   server->query_service_ = std::make_unique<QueryService>(
       server->query_engine_.get(), server->store_.get(),
-      server->executor_.get(), options.follow, &server->figures_);
+      server->executor_.get(), options.follow, &server->figures_, guard);
 
   server->prometheus_max_series_ = options.prometheus_max_series;
   server->legacy_service_ = std::make_unique<LegacyProfilerService>(
-      server->store_.get(), &server->legacy_usage_, options.store.limits);
+      server->store_.get(), &server->legacy_usage_, options.store.limits,
+      guard);
 
   grpc::EnableDefaultHealthCheckService(true);
   // Server reflection lets operators list and call services with grpcurl or
@@ -200,7 +212,15 @@ void MetricsServer::Shutdown(absl::Duration grace) {
   if (store_ != nullptr) store_->Shutdown(absl::Now() + grace);
 }
 
-HttpResponse MetricsServer::PrometheusExport() const {
+HttpResponse MetricsServer::PrometheusExport(const HttpRequest& request) const {
+  if (guard_ != nullptr && !metrics_public_) {
+    if (absl::Status allowed = guard_->CheckHttp(
+            request.Header("authorization"), Access::kRead, "GET /metrics",
+            absl::Now() + kPrometheusExportTimeout);
+        !allowed.ok()) {
+      return ErrorResponse(allowed);
+    }
+  }
   PrometheusExportInput input;
   input.ingest = store_->GetIngestStatistics();
   input.figures = &figures_;
@@ -230,7 +250,7 @@ HttpResponse MetricsServer::HandleHttp(const HttpRequest& request) const {
     return response;
   }
   if (page.has_value()) return *std::move(page);
-  if (request.path == "/metrics") return PrometheusExport();
+  if (request.path == "/metrics") return PrometheusExport(request);
   if (request.path == "/healthz") {
     HttpResponse response;
     const bool serving = serving_;

@@ -25,6 +25,8 @@
 #include "absl/time/time.h"
 #include "common/blocking_executor.h"
 #include "server/rest/gateway_socket.h"
+#include "server/auth/authenticator.h"
+#include "server/auth/call_guard.h"
 #include "server/http/http_server.h"
 #include "server/services/ingest_service.h"
 #include "server/legacy/legacy_profiler_service.h"
@@ -73,9 +75,14 @@ class MetricsServer {
 
   HttpResponse HandleHttp(const HttpRequest& request) const;
   // GET /metrics; blocks on one database read.
-  HttpResponse PrometheusExport() const;
+  HttpResponse PrometheusExport(const HttpRequest& request) const;
 
   std::unique_ptr<storage::MetricStore> store_;
+  // Null when authentication is off.
+  std::unique_ptr<storage::pg::PgTokenStore> token_store_;
+  std::unique_ptr<Authenticator> authenticator_;
+  std::unique_ptr<CallGuard> guard_;
+  bool metrics_public_ = true;
   ServiceFigures figures_;
   std::unique_ptr<common::BlockingExecutor> executor_;
   std::unique_ptr<TrialService> trial_service_;

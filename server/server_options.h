@@ -47,6 +47,14 @@ struct ServerOptions {
   size_t prometheus_max_series = 10000;
   // Memory gRPC may use for calls in progress before it pushes back.
   size_t grpc_memory_bytes = size_t{1} << 30;
+  // Whether callers must present an API token (see the README's
+  // "Security"). Off until the rest of issue 16 lands (the run command's
+  // admin token, the page's sign-in, the agent's token file).
+  bool auth_required = false;
+  // With auth required: GET /metrics without a token.
+  bool metrics_public = false;
+  // How old a cached token check may be; a revocation takes effect within.
+  absl::Duration auth_recheck = absl::Seconds(4);
 };
 
 }  // namespace metrics::server

@@ -23,9 +23,10 @@ const absl::flat_hash_map<std::string, MethodRule>& Rules() {
       // Health stays open, as /healthz does: load balancers probe it.
       {"/grpc.health.v1.Health/Check", {Access::kOpen, {}, false}},
       {"/grpc.health.v1.Health/Watch", {Access::kOpen, {}, false}},
-      // The services' descriptors: no data, but not for strangers.
+      // gRPC's own reflection service cannot call our check; it serves the
+      // services' descriptors only (no data), so it is open.
       {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
-       {Access::kRead, {}, false}},
+       {Access::kOpen, {}, false}},
       {"/metrics.v1.TrialService/CreateTrial", {Access::kAdmin, {}, false}},
       {"/metrics.v1.TrialService/UpdateTrial", {Access::kAdmin, {}, false}},
       {"/metrics.v1.TrialService/ListTrials", {Access::kRead, {}, false}},

@@ -50,6 +50,10 @@ HttpResponse ErrorResponse(const absl::Status& status, int http_status) {
   response.status =
       http_status != 0 ? http_status : HttpStatusForCode(status.code());
   AppendErrorJson(response.body, status);
+  // RFC 9110: a 401 names the scheme the client should use.
+  if (response.status == 401) {
+    response.headers.emplace_back("WWW-Authenticate", "Bearer");
+  }
   return response;
 }
 

@@ -247,6 +247,11 @@ absl::StatusOr<std::vector<storage::MetricBatch>> ConvertRequest(
   return batches;
 }
 
+std::string LegacyMethod(absl::string_view name) {
+  return FullMethodName(determined::api::v1::Determined::service_full_name(),
+                        name);
+}
+
 }  // namespace
 
 grpc::Status LegacyProfilerService::Rounds(
@@ -305,6 +310,12 @@ grpc::Status LegacyProfilerService::GetTrialProfilerMetrics(
   const int32_t trial_id = filter.trial_id();
   Deprecate(context, "GetTrialProfilerMetrics",
             absl::StrCat("/api/v1/trials/", trial_id, "/metrics/system"));
+  if (absl::Status allowed =
+          CheckCall(guard_, *context, LegacyMethod("GetTrialProfilerMetrics"),
+                    *request, StoreDeadline(*context));
+      !allowed.ok()) {
+    return common::ToGrpcStatus(allowed);
+  }
   if (absl::Status s = CheckTrialId("labels.trial_id", trial_id); !s.ok()) {
     return common::ToGrpcStatus(s);
   }
@@ -347,6 +358,12 @@ grpc::Status LegacyProfilerService::GetTrialProfilerAvailableSeries(
   const int32_t trial_id = request->trial_id();
   Deprecate(context, "GetTrialProfilerAvailableSeries",
             absl::StrCat("/api/v1/trials/", trial_id, "/metrics/system/series"));
+  if (absl::Status allowed = CheckCall(
+          guard_, *context, LegacyMethod("GetTrialProfilerAvailableSeries"),
+          *request, StoreDeadline(*context));
+      !allowed.ok()) {
+    return common::ToGrpcStatus(allowed);
+  }
   if (absl::Status s = CheckTrialId("trial_id", trial_id); !s.ok()) {
     return common::ToGrpcStatus(s);
   }
@@ -375,6 +392,12 @@ grpc::Status LegacyProfilerService::PostTrialProfilerMetricsBatch(
       request->batches_size() > 0 ? request->batches(0).labels().trial_id() : 0;
   Deprecate(context, "PostTrialProfilerMetricsBatch",
             absl::StrCat("/api/v1/trials/", first_trial, "/metrics/system"));
+  if (absl::Status allowed = CheckCall(
+          guard_, *context, LegacyMethod("PostTrialProfilerMetricsBatch"),
+          *request, StoreDeadline(*context));
+      !allowed.ok()) {
+    return common::ToGrpcStatus(allowed);
+  }
   absl::StatusOr<std::vector<storage::MetricBatch>> batches =
       ConvertRequest(*request, limits_);
   if (!batches.ok()) return common::ToGrpcStatus(batches.status());

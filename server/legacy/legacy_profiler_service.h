@@ -30,6 +30,7 @@
 
 #include "absl/time/time.h"
 #include "proto/determined/api/v1/profiler.grpc.pb.h"
+#include "server/auth/call_guard.h"
 #include "server/legacy/legacy_usage.h"
 #include "storage/batch_validation.h"
 #include "storage/metric_store.h"
@@ -52,10 +53,15 @@ class LegacyProfilerService final
   // (a request is checked whole against them before anything is queued).
   // `poll` bounds how long a follower waits between checks of a cancelled
   // call.
+  // A null `guard` checks no caller (authentication off).
   LegacyProfilerService(storage::MetricStore* store, LegacyUsage* usage,
-                        storage::IngestLimits limits,
+                        storage::IngestLimits limits, const CallGuard* guard,
                         absl::Duration poll = absl::Seconds(1))
-      : store_(store), usage_(usage), limits_(limits), poll_(poll) {}
+      : store_(store),
+        usage_(usage),
+        limits_(limits),
+        guard_(guard),
+        poll_(poll) {}
 
   grpc::Status GetTrialProfilerMetrics(
       grpc::ServerContext* context,
@@ -92,6 +98,7 @@ class LegacyProfilerService final
   storage::MetricStore* const store_;
   LegacyUsage* const usage_;
   const storage::IngestLimits limits_;
+  const CallGuard* const guard_;
   const absl::Duration poll_;
 };
 

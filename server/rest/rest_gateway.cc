@@ -55,6 +55,18 @@ class GatewayCall {
       context_.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
     }
     context_.AddMetadata("x-forwarded-for", request.client_address);
+    // The caller's credentials, as gRPC clients send them. gRPC takes only
+    // printable ASCII in metadata; anything else cannot be a token, so it
+    // is replaced by a value that fails authentication like any bad token.
+    if (absl::string_view authorization = request.Header("authorization");
+        !authorization.empty()) {
+      const bool printable = std::all_of(
+          authorization.begin(), authorization.end(),
+          [](char c) { return c >= 0x20 && c < 0x7f; });
+      context_.AddMetadata("authorization", printable
+                                                ? std::string(authorization)
+                                                : std::string("invalid"));
+    }
     call_ = stub.PrepareCall(&context_, method, &queue_);
   }
 

@@ -15,12 +15,14 @@ FollowReactor::FollowReactor(grpc::CallbackServerContext*,
                              storage::MetricStore* store,
                              common::BlockingExecutor* executor,
                              query::QueryRequest request, FollowOptions options,
-                             ServiceFigures::OpenStream open)
+                             ServiceFigures::OpenStream open,
+                             std::function<absl::Status(absl::Time)> check)
     : engine_(engine),
       store_(store),
       executor_(executor),
       options_(options),
       open_(std::move(open)),
+      check_(std::move(check)),
       trial_id_(request.trial_id),
       cursor_(std::move(request)) {
   subscription_ = store_->SubscribeToChanges(trial_id_,
@@ -52,6 +54,15 @@ void FollowReactor::Schedule() {
 
 void FollowReactor::Round() {
   const absl::Time deadline = absl::Now() + kStoreCallTimeout;
+  if (check_) {
+    absl::Status allowed = check_(deadline);
+    check_ = nullptr;  // once per call
+    if (!allowed.ok()) {
+      Deliver({}, false, true, allowed);
+      Release();
+      return;
+    }
+  }
   absl::StatusOr<storage::Trial> trial = store_->GetTrial(trial_id_, deadline);
   const bool first = !cursor_.started();
   absl::StatusOr<v1::QuerySeriesResponse> update =

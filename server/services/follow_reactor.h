@@ -21,6 +21,7 @@
 
 #include <grpcpp/support/server_callback.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -45,7 +46,8 @@ class FollowReactor
   FollowReactor(grpc::CallbackServerContext* context,
                 query::QueryEngine* engine, storage::MetricStore* store,
                 common::BlockingExecutor* executor, query::QueryRequest request,
-                FollowOptions options, ServiceFigures::OpenStream open);
+                FollowOptions options, ServiceFigures::OpenStream open,
+                std::function<absl::Status(absl::Time)> check);
 
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
   void OnCancel() override ABSL_LOCKS_EXCLUDED(mu_);
@@ -78,6 +80,8 @@ class FollowReactor
   common::BlockingExecutor* const executor_;
   const FollowOptions options_;
   const ServiceFigures::OpenStream open_;
+  // Whether the caller may follow (null: anyone); run by the first round.
+  std::function<absl::Status(absl::Time)> check_;
 
   // Round state: touched only by the (single) running round.
   const int32_t trial_id_;

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "server/services/proto_convert.h"
+#include "server/services/unary_call.h"
 #include "storage/batch_validation.h"
 
 namespace metrics::server {
@@ -11,7 +12,7 @@ grpc::ServerBidiReactor<v1::StreamSystemMetricsRequest,
                         v1::StreamSystemMetricsResponse>*
 IngestService::StreamSystemMetrics(grpc::CallbackServerContext* context) {
   return new IngestStreamReactor(context, store_, executor_, options_,
-                                 figures_->OpenIngestStream());
+                                 figures_->OpenIngestStream(), guard_);
 }
 
 grpc::ServerUnaryReactor* IngestService::ReportSystemMetrics(
@@ -19,17 +20,55 @@ grpc::ServerUnaryReactor* IngestService::ReportSystemMetrics(
     const v1::ReportSystemMetricsRequest* request,
     v1::ReportSystemMetricsResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (guard_ == nullptr) {
+    Submit(context, request, response, reactor);
+    return reactor;
+  }
+  const std::string method = FullMethodName(
+      v1::IngestService::service_full_name(), "ReportSystemMetrics");
+  // A known caller is checked here; an unknown token needs the database,
+  // which only an executor thread may wait on.
+  if (std::optional<absl::Status> allowed =
+          guard_->CheckCached(*context, method, *request, true)) {
+    if (allowed->ok()) {
+      Submit(context, request, response, reactor);
+    } else {
+      reactor->Finish(common::ToGrpcStatus(*allowed));
+    }
+    return reactor;
+  }
+  const absl::Time deadline = CallDeadline(*context);
+  if (!executor_->Post([this, context, request, response, reactor, method,
+                        deadline] {
+        if (absl::Status allowed =
+                guard_->Check(*context, method, *request, deadline);
+            !allowed.ok()) {
+          reactor->Finish(common::ToGrpcStatus(allowed));
+          return;
+        }
+        Submit(context, request, response, reactor);
+      })) {
+    reactor->Finish(common::ToGrpcStatus(
+        absl::ResourceExhaustedError("the server is busy; retry later")));
+  }
+  return reactor;
+}
+
+void IngestService::Submit(grpc::CallbackServerContext* context,
+                           const v1::ReportSystemMetricsRequest* request,
+                           v1::ReportSystemMetricsResponse* response,
+                           grpc::ServerUnaryReactor* reactor) {
   if (!request->has_batch()) {
     reactor->Finish(common::ToGrpcStatus(
         absl::InvalidArgumentError("batch: missing")));
-    return reactor;
+    return;
   }
   if (absl::Status label = storage::ValidateLabel(
           "stream_id", request->stream_id(), storage::kMaxLabelLength,
           /*allow_empty=*/true);
       !label.ok()) {
     reactor->Finish(common::ToGrpcStatus(label));
-    return reactor;
+    return;
   }
   storage::MetricBatch batch = BatchFromProto(request->batch());
   batch.stream_id = request->stream_id();
@@ -60,7 +99,6 @@ grpc::ServerUnaryReactor* IngestService::ReportSystemMetrics(
     }
     reactor->Finish(common::ToGrpcStatus(queued));
   }
-  return reactor;
 }
 
 }  // namespace metrics::server

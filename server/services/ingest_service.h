@@ -15,13 +15,16 @@ namespace metrics::server {
 
 class IngestService final : public v1::IngestService::CallbackService {
  public:
-  // `store`, `executor` and `figures` must outlive the service.
+  // `store`, `executor`, `figures` and `guard` must outlive the service; a
+  // null `guard` checks no caller (authentication off).
   IngestService(storage::MetricStore* store, common::BlockingExecutor* executor,
-                IngestStreamOptions options, ServiceFigures* figures)
+                IngestStreamOptions options, ServiceFigures* figures,
+                const CallGuard* guard)
       : store_(store),
         executor_(executor),
         options_(options),
-        figures_(figures) {}
+        figures_(figures),
+        guard_(guard) {}
 
   grpc::ServerBidiReactor<v1::StreamSystemMetricsRequest,
                           v1::StreamSystemMetricsResponse>*
@@ -33,10 +36,17 @@ class IngestService final : public v1::IngestService::CallbackService {
       v1::ReportSystemMetricsResponse* response) override;
 
  private:
+  // Validates and queues a unary report (never blocks); finishes `reactor`.
+  void Submit(grpc::CallbackServerContext* context,
+              const v1::ReportSystemMetricsRequest* request,
+              v1::ReportSystemMetricsResponse* response,
+              grpc::ServerUnaryReactor* reactor);
+
   storage::MetricStore* const store_;
   common::BlockingExecutor* const executor_;
   const IngestStreamOptions options_;
   ServiceFigures* const figures_;
+  const CallGuard* const guard_;
 };
 
 }  // namespace metrics::server

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
@@ -16,10 +17,12 @@ IngestStreamReactor::IngestStreamReactor(grpc::CallbackServerContext* context,
                                          storage::MetricStore* store,
                                          common::BlockingExecutor* executor,
                                          const IngestStreamOptions& options,
-                                         ServiceFigures::OpenStream open)
+                                         ServiceFigures::OpenStream open,
+                                         const CallGuard* guard)
     : context_(context),
       store_(store),
       executor_(executor),
+      guard_(guard),
       options_(options),
       open_(std::move(open)) {
   absl::MutexLock lock(&mu_);
@@ -74,10 +77,18 @@ void IngestStreamReactor::HandleOpen(Actions& actions) {
   ++refs_;
   const absl::Time deadline = absl::Now() + options_.open_timeout;
   const bool posted = executor_->Post(
-      [this, trial = trial_id_, stream = stream_id_, deadline]() {
+      [this, trial = trial_id_, stream = stream_id_, deadline,
+       first = request_]() {
         absl::StatusOr<int64_t> position;
+        // Checked once per stream: later batches name this trial or none.
+        absl::Status allowed = CheckCall(
+            guard_, *context_,
+            FullMethodName(v1::IngestService::service_full_name(),
+                           "StreamSystemMetrics"),
+            first, deadline);
         absl::StatusOr<storage::Trial> trial_row =
-            store_->GetTrial(trial, deadline);
+            allowed.ok() ? store_->GetTrial(trial, deadline)
+                         : absl::StatusOr<storage::Trial>(allowed);
         if (!trial_row.ok()) {
           position = trial_row.status();
         } else if (absl::Status takes = storage::CheckTrialTakesMetrics(

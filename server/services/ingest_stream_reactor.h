@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "proto/metrics/v1/ingest.pb.h"
 #include "common/blocking_executor.h"
+#include "server/auth/call_guard.h"
 #include "server/services/service_figures.h"
 #include "storage/metric_store.h"
 
@@ -47,7 +48,7 @@ class IngestStreamReactor
   IngestStreamReactor(grpc::CallbackServerContext* context,
                       storage::MetricStore* store, common::BlockingExecutor* executor,
                       const IngestStreamOptions& options,
-                      ServiceFigures::OpenStream open);
+                      ServiceFigures::OpenStream open, const CallGuard* guard);
 
   void OnReadDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
@@ -85,6 +86,7 @@ class IngestStreamReactor
   grpc::CallbackServerContext* const context_;
   storage::MetricStore* const store_;
   common::BlockingExecutor* const executor_;
+  const CallGuard* const guard_;  // null: authentication off
   const IngestStreamOptions options_;
   const ServiceFigures::OpenStream open_;
 

@@ -4,23 +4,34 @@
 #include "server/services/proto_convert.h"
 #include "server/services/unary_call.h"
 
+#include "proto/metrics/v1/query.grpc.pb.h"
+
 namespace metrics::server {
+
+namespace {
+
+std::string Method(absl::string_view name) {
+  return FullMethodName(v1::QueryService::service_full_name(), name);
+}
+
+}  // namespace
 
 grpc::ServerUnaryReactor* QueryService::ListSeries(
     grpc::CallbackServerContext* context, const v1::ListSeriesRequest* request,
     v1::ListSeriesResponse* response) {
   return RunOnExecutor(
       context, executor_,
-      [engine = engine_, trial = request->trial_id(),
-       response](absl::Time deadline) -> absl::Status {
-        absl::StatusOr<std::vector<storage::SeriesInfo>> series =
-            engine->ListSeries(trial, deadline);
-        if (!series.ok()) return series.status();
-        for (const storage::SeriesInfo& s : *series) {
-          SeriesToProto(s, response->add_series());
-        }
-        return absl::OkStatus();
-      },
+      Guarded(guard_, context, Method("ListSeries"), request,
+              [engine = engine_, trial = request->trial_id(),
+               response](absl::Time deadline) -> absl::Status {
+                absl::StatusOr<std::vector<storage::SeriesInfo>> series =
+                    engine->ListSeries(trial, deadline);
+                if (!series.ok()) return series.status();
+                for (const storage::SeriesInfo& s : *series) {
+                  SeriesToProto(s, response->add_series());
+                }
+                return absl::OkStatus();
+              }),
       &figures_->list_series_seconds());
 }
 
@@ -29,23 +40,31 @@ grpc::ServerUnaryReactor* QueryService::QuerySeries(
     const v1::QuerySeriesRequest* request, v1::QuerySeriesResponse* response) {
   return RunOnExecutor(
       context, executor_,
-      [engine = engine_, query = QueryFromProto(*request),
-       response](absl::Time deadline) -> absl::Status {
-        absl::StatusOr<query::QueryResult> result =
-            engine->Query(query, deadline);
-        if (!result.ok()) return result.status();
-        QueryResultToProto(*result, response);
-        return absl::OkStatus();
-      },
+      Guarded(guard_, context, Method("QuerySeries"), request,
+              [engine = engine_, query = QueryFromProto(*request),
+               response](absl::Time deadline) -> absl::Status {
+                absl::StatusOr<query::QueryResult> result =
+                    engine->Query(query, deadline);
+                if (!result.ok()) return result.status();
+                QueryResultToProto(*result, response);
+                return absl::OkStatus();
+              }),
       &figures_->query_series_seconds());
 }
 
 grpc::ServerWriteReactor<v1::QuerySeriesResponse>* QueryService::FollowSeries(
     grpc::CallbackServerContext* context,
     const v1::QuerySeriesRequest* request) {
+  // The reactor checks the caller in its first round, on the executor.
+  std::function<absl::Status(absl::Time)> check;
+  if (guard_ != nullptr) {
+    check = [guard = guard_, context, request = *request](absl::Time deadline) {
+      return guard->Check(*context, Method("FollowSeries"), request, deadline);
+    };
+  }
   return new FollowReactor(context, engine_, store_, executor_,
                            QueryFromProto(*request), follow_,
-                           figures_->OpenFollowStream());
+                           figures_->OpenFollowStream(), std::move(check));
 }
 
 }  // namespace metrics::server

@@ -8,21 +8,24 @@
 #include "proto/metrics/v1/query.grpc.pb.h"
 #include "query/query_engine.h"
 #include "common/blocking_executor.h"
+#include "server/auth/call_guard.h"
 #include "server/services/follow_reactor.h"
 
 namespace metrics::server {
 
 class QueryService final : public v1::QueryService::CallbackService {
  public:
-  // `engine`, `store`, `executor` and `figures` must outlive the service.
+  // `engine`, `store`, `executor`, `figures` and `guard` must outlive the
+  // service; a null `guard` checks no caller (authentication off).
   QueryService(query::QueryEngine* engine, storage::MetricStore* store,
                common::BlockingExecutor* executor, FollowOptions follow,
-               ServiceFigures* figures)
+               ServiceFigures* figures, const CallGuard* guard)
       : engine_(engine),
         store_(store),
         executor_(executor),
         follow_(follow),
-        figures_(figures) {}
+        figures_(figures),
+        guard_(guard) {}
 
   grpc::ServerUnaryReactor* ListSeries(grpc::CallbackServerContext* context,
                                        const v1::ListSeriesRequest* request,
@@ -41,6 +44,7 @@ class QueryService final : public v1::QueryService::CallbackService {
   common::BlockingExecutor* const executor_;
   const FollowOptions follow_;
   ServiceFigures* const figures_;
+  const CallGuard* const guard_;
 };
 
 }  // namespace metrics::server

@@ -27,8 +27,11 @@ grpc::ServerUnaryReactor* RunTrialCall(grpc::CallbackServerContext* context,
       });
 }
 
-}  // namespace
+std::string Method(absl::string_view name) {
+  return FullMethodName(v1::TrialService::service_full_name(), name);
+}
 
+}  // namespace
 
 grpc::ServerUnaryReactor* TrialService::CreateTrial(
     grpc::CallbackServerContext* context, const v1::CreateTrialRequest* request,
@@ -36,9 +39,10 @@ grpc::ServerUnaryReactor* TrialService::CreateTrial(
   const std::optional<int32_t> id =
       request->id() == 0 ? std::nullopt : std::optional<int32_t>(request->id());
   return RunTrialCall(context, executor_, response,
-                      [store = store_, id](absl::Time deadline) {
-                        return store->CreateTrial(id, deadline);
-                      });
+                      Guarded(guard_, context, Method("CreateTrial"), request,
+                              [store = store_, id](absl::Time deadline) {
+                                return store->CreateTrial(id, deadline);
+                              }));
 }
 
 grpc::ServerUnaryReactor* TrialService::GetTrial(
@@ -46,9 +50,10 @@ grpc::ServerUnaryReactor* TrialService::GetTrial(
     v1::Trial* response) {
   const int32_t id = request->trial_id();
   return RunTrialCall(context, executor_, response,
-                      [store = store_, id](absl::Time deadline) {
-                        return store->GetTrial(id, deadline);
-                      });
+                      Guarded(guard_, context, Method("GetTrial"), request,
+                              [store = store_, id](absl::Time deadline) {
+                                return store->GetTrial(id, deadline);
+                              }));
 }
 
 grpc::ServerUnaryReactor* TrialService::ListTrials(
@@ -70,14 +75,13 @@ grpc::ServerUnaryReactor* TrialService::ListTrials(
   } else if (request->before_id() > 0) {
     filter.before_id = request->before_id();
   }
-  if (!invalid.ok()) {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(common::ToGrpcStatus(invalid));
-    return reactor;
-  }
+  // Checked after the caller: a stranger learns nothing of the request.
   return RunOnExecutor(
       context, executor_,
-      [store = store_, filter, response](absl::Time deadline) {
+      Guarded(guard_, context, Method("ListTrials"), request,
+              [store = store_, filter, invalid,
+               response](absl::Time deadline) -> absl::Status {
+        if (!invalid.ok()) return invalid;
         absl::StatusOr<std::vector<storage::Trial>> trials =
             store->ListTrials(filter, deadline);
         if (!trials.ok()) return trials.status();
@@ -85,7 +89,7 @@ grpc::ServerUnaryReactor* TrialService::ListTrials(
           TrialToProto(trial, response->add_trials());
         }
         return absl::OkStatus();
-      });
+      }));
 }
 
 grpc::ServerUnaryReactor* TrialService::UpdateTrial(
@@ -93,17 +97,19 @@ grpc::ServerUnaryReactor* TrialService::UpdateTrial(
     v1::Trial* response) {
   const std::optional<storage::TrialState> state =
       TrialStateFromProto(request->state());
-  if (!state.has_value()) {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(common::ToGrpcStatus(absl::InvalidArgumentError(
-        "state: must be one of ACTIVE, COMPLETED, CANCELED, ERROR")));
-    return reactor;
-  }
   const int32_t id = request->trial_id();
-  return RunTrialCall(context, executor_, response,
-                      [store = store_, id, state](absl::Time deadline) {
-                        return store->SetTrialState(id, *state, deadline);
-                      });
+  return RunTrialCall(
+      context, executor_, response,
+      Guarded(guard_, context, Method("UpdateTrial"), request,
+              [store = store_, id, state](
+                  absl::Time deadline) -> absl::StatusOr<storage::Trial> {
+                if (!state.has_value()) {
+                  return absl::InvalidArgumentError(
+                      "state: must be one of ACTIVE, COMPLETED, CANCELED, "
+                      "ERROR");
+                }
+                return store->SetTrialState(id, *state, deadline);
+              }));
 }
 
 }  // namespace metrics::server

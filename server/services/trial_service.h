@@ -7,15 +7,18 @@
 
 #include "proto/metrics/v1/trials.grpc.pb.h"
 #include "common/blocking_executor.h"
+#include "server/auth/call_guard.h"
 #include "storage/metric_store.h"
 
 namespace metrics::server {
 
 class TrialService final : public v1::TrialService::CallbackService {
  public:
-  // `store` and `executor` must outlive the service.
-  TrialService(storage::MetricStore* store, common::BlockingExecutor* executor)
-      : store_(store), executor_(executor) {}
+  // `store`, `executor` and `guard` must outlive the service; a null
+  // `guard` checks no caller (authentication off).
+  TrialService(storage::MetricStore* store, common::BlockingExecutor* executor,
+               const CallGuard* guard)
+      : store_(store), executor_(executor), guard_(guard) {}
 
   grpc::ServerUnaryReactor* CreateTrial(grpc::CallbackServerContext* context,
                                         const v1::CreateTrialRequest* request,
@@ -33,6 +36,7 @@ class TrialService final : public v1::TrialService::CallbackService {
  private:
   storage::MetricStore* const store_;
   common::BlockingExecutor* const executor_;
+  const CallGuard* const guard_;
 };
 
 }  // namespace metrics::server

@@ -10,6 +10,7 @@
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/server_callback.h>
 
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -18,6 +19,7 @@
 #include "common/grpc_status.h"
 #include "common/histogram.h"
 #include "common/blocking_executor.h"
+#include "server/auth/call_guard.h"
 
 namespace metrics::server {
 
@@ -52,6 +54,26 @@ grpc::ServerUnaryReactor* RunOnExecutor(grpc::CallbackServerContext* context,
         absl::ResourceExhaustedError("the server is busy; retry later")));
   }
   return reactor;
+}
+
+// `work` (for RunOnExecutor) behind `guard`'s check of `request` for
+// `method`: the caller is refused before any work when it may not make the
+// call. No check when `guard` is null (authentication off). `context` and
+// `request` must live until the work ran (a unary call's do).
+template <typename Work>
+auto Guarded(const CallGuard* guard, const grpc::ServerContextBase* context,
+             std::string method, const google::protobuf::Message* request,
+             Work work) {
+  return [guard, context, method = std::move(method), request,
+          work = std::move(work)](absl::Time deadline)
+             -> decltype(work(deadline)) {
+    if (absl::Status allowed =
+            CheckCall(guard, *context, method, *request, deadline);
+        !allowed.ok()) {
+      return allowed;
+    }
+    return work(deadline);
+  };
 }
 
 }  // namespace metrics::server

@@ -36,7 +36,8 @@ class Socket {
 absl::StatusOr<HttpResult> HttpCall(int port, absl::string_view method,
                                     absl::string_view path,
                                     absl::string_view body,
-                                    absl::Duration timeout) {
+                                    absl::Duration timeout,
+                                    absl::string_view headers) {
   const absl::Time deadline = absl::Now() + timeout;
   Socket socket(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in address{};
@@ -51,7 +52,7 @@ absl::StatusOr<HttpResult> HttpCall(int port, absl::string_view method,
   const std::string request =
       absl::StrCat(method, " ", path, " HTTP/1.1\r\nHost: 127.0.0.1:", port,
                    "\r\nConnection: close\r\nContent-Type: application/json\r\n",
-                   "Content-Length: ", body.size(), "\r\n\r\n", body);
+                   headers, "Content-Length: ", body.size(), "\r\n\r\n", body);
   for (size_t sent = 0; sent < request.size();) {
     const ssize_t n = ::send(socket.fd(), request.data() + sent,
                              request.size() - sent, MSG_NOSIGNAL);

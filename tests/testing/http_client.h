@@ -23,10 +23,12 @@ struct HttpResult {
 
 // Sends `method path` to 127.0.0.1:port. UNAVAILABLE if it cannot connect,
 // DEADLINE_EXCEEDED after `timeout`, DATA_LOSS for a malformed response.
+// `headers`: more header lines, each ending in "\r\n".
 absl::StatusOr<HttpResult> HttpCall(int port, absl::string_view method,
                                     absl::string_view path,
                                     absl::string_view body = "",
-                                    absl::Duration timeout = absl::Seconds(10));
+                                    absl::Duration timeout = absl::Seconds(10),
+                                    absl::string_view headers = "");
 
 }  // namespace metrics::test_util
 

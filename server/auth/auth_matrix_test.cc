@@ -1,0 +1,416 @@
+// Authentication and authorization through the real server (--auth=required
+// in-process, real PostgreSQL): every gRPC method of the served proto files
+// and every REST route of the route table, each with no token, a malformed,
+// unknown, expired and revoked one, and tokens of each role, must answer
+// as its access rule says. Methods and routes come from the descriptors, so
+// one added later is in the matrix. Also: a revocation through another
+// store is seen within the recheck time, and /metrics needs a token.
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+#include <grpcpp/client_context.h>
+#include <grpcpp/completion_queue.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/impl/codegen/proto_utils.h>
+#include <grpcpp/support/byte_buffer.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/determined/api/v1/profiler.pb.h"
+#include "proto/metrics/v1/ingest.pb.h"
+#include "proto/metrics/v1/query.pb.h"
+#include "proto/metrics/v1/trials.pb.h"
+#include "server/auth/access_rules.h"
+#include "server/rest/http_routes.h"
+#include "storage/pg/pg_metric_store.h"
+#include "storage/pg/pg_token_store.h"
+#include "tests/testing/http_client.h"
+#include "tests/testing/test_server.h"
+
+namespace metrics::server {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::MethodDescriptor;
+using storage::TokenRole;
+using ::metrics::test_util::HttpCall;
+using ::metrics::test_util::TestServer;
+
+constexpr int32_t kTrial = 7;
+constexpr int32_t kOtherTrial = 8;
+
+absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
+
+// The credentials of one row of the matrix.
+struct Caller {
+  std::string name;
+  std::string authorization;  // the header's value; "" sends none
+  // Who it is, when the token is good; unset: it must not authenticate.
+  std::optional<Principal> principal;
+};
+
+std::vector<const google::protobuf::FileDescriptor*> ServedFiles() {
+  return {v1::CreateTrialRequest::descriptor()->file(),
+          v1::ReportSystemMetricsRequest::descriptor()->file(),
+          v1::QuerySeriesRequest::descriptor()->file(),
+          determined::api::v1::GetTrialProfilerMetricsRequest::descriptor()
+              ->file()};
+}
+
+std::string FullName(const MethodDescriptor* m) {
+  return absl::StrCat("/", m->service()->full_name(), "/", m->name());
+}
+
+// Sets `value` at the dotted `path`, adding an element to repeated messages.
+void SetAt(Message& message, const std::vector<std::string>& path, size_t i,
+           int32_t value) {
+  const FieldDescriptor* field =
+      message.GetDescriptor()->FindFieldByName(path[i]);
+  ASSERT_NE(field, nullptr) << path[i];
+  const auto* reflection = message.GetReflection();
+  if (i + 1 == path.size()) {
+    reflection->SetInt32(&message, field, value);
+    return;
+  }
+  Message* child = field->is_repeated()
+                       ? reflection->AddMessage(&message, field)
+                       : reflection->MutableMessage(&message, field);
+  SetAt(*child, path, i + 1, value);
+}
+
+// A request of `method` naming trial `trial` where its rule looks.
+std::unique_ptr<Message> RequestFor(const MethodDescriptor* method,
+                                    int32_t trial) {
+  std::unique_ptr<Message> request(
+      google::protobuf::MessageFactory::generated_factory()
+          ->GetPrototype(method->input_type())
+          ->New());
+  const MethodRule* rule = RuleFor(FullName(method));
+  if (rule != nullptr && !rule->trial_paths.empty()) {
+    SetAt(*request, absl::StrSplit(rule->trial_paths[0], '.'), 0, trial);
+  }
+  if (auto* open = dynamic_cast<v1::StreamSystemMetricsRequest*>(request.get())) {
+    open->mutable_open()->set_stream_id("matrix");
+  }
+  return request;
+}
+
+// One call of any shape through the generic stub: the request is sent
+// (the only message of a stream), the client half-closes, every answer is
+// read. Calls that would go on (follow) end at the deadline.
+grpc::Status CallGeneric(const std::shared_ptr<grpc::Channel>& channel,
+                         const std::string& method,
+                         const Message& request, const std::string& authorization,
+                         absl::Duration timeout) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  if (!authorization.empty()) context.AddMetadata("authorization", authorization);
+  grpc::CompletionQueue queue;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
+      stub.PrepareCall(&context, method, &queue);
+  void* tag;
+  bool ok;
+  auto step = [&](int id) {
+    EXPECT_TRUE(queue.Next(&tag, &ok));
+    EXPECT_EQ(tag, reinterpret_cast<void*>(id));
+    return ok;
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  bool open = step(1);
+  grpc::ByteBuffer buffer;
+  bool own_buffer = false;
+  grpc::Status serialized = grpc::SerializationTraits<Message>::Serialize(
+      request, &buffer, &own_buffer);
+  EXPECT_TRUE(serialized.ok());
+  if (open) {
+    call->Write(buffer, reinterpret_cast<void*>(2));
+    open = step(2);
+  }
+  if (open) {
+    call->WritesDone(reinterpret_cast<void*>(3));
+    step(3);
+  }
+  grpc::ByteBuffer answer;
+  while (open) {
+    call->Read(&answer, reinterpret_cast<void*>(4));
+    open = step(4);
+  }
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  step(5);
+  queue.Shutdown();
+  while (queue.Next(&tag, &ok)) {
+  }
+  return status;
+}
+
+bool Allowed(const Caller& caller, const std::string& method,
+             const Message& request) {
+  if (!caller.principal) return false;
+  const MethodRule* rule = RuleFor(method);
+  return rule != nullptr &&
+         Authorize(*caller.principal, method, *rule, request, true).ok();
+}
+
+class AuthMatrixTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ServerOptions options;
+    options.auth_required = true;
+    options.auth_recheck = absl::Seconds(1);
+    auto server = TestServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+    storage::pg::PgMetricStoreOptions store_options;
+    store_options.database_url = server_->database_url();
+    auto trials = storage::pg::PgMetricStore::Create(store_options);
+    ASSERT_TRUE(trials->CreateTrial(kTrial, Deadline()).ok());
+    ASSERT_TRUE(trials->CreateTrial(kOtherTrial, Deadline()).ok());
+    tokens_ = new storage::pg::PgTokenStore(server_->database_url());
+
+    callers_ = new std::vector<Caller>();
+    auto add = [](const std::string& name, TokenRole role,
+                  std::optional<int32_t> trial,
+                  std::optional<absl::Duration> ttl = std::nullopt) {
+      storage::TokenRequest request;
+      request.name = name;
+      request.role = role;
+      request.trial_id = trial;
+      request.ttl = ttl;
+      auto created = tokens_->Create(request, Deadline());
+      EXPECT_TRUE(created.ok()) << created.status();
+      return *created;
+    };
+    const auto admin = add("admin", TokenRole::kAdmin, std::nullopt);
+    const auto viewer = add("viewer", TokenRole::kViewer, std::nullopt);
+    const auto reporter = add("reporter", TokenRole::kReporter, kTrial);
+    const auto other = add("other", TokenRole::kReporter, kOtherTrial);
+    const auto expired = add("expired", TokenRole::kAdmin, std::nullopt,
+                             absl::Milliseconds(1));
+    const auto revoked = add("revoked", TokenRole::kAdmin, std::nullopt);
+    ASSERT_TRUE(tokens_->Revoke(revoked.token.id, Deadline()).ok());
+    std::string unknown = admin.secret;
+    unknown.back() = unknown.back() == '0' ? '1' : '0';
+    auto principal = [](const storage::pg::CreatedToken& t) {
+      return Principal{t.token.id, t.token.role, t.token.trial_id};
+    };
+    *callers_ = {
+        {"no token", "", std::nullopt},
+        {"malformed", "Bearer not-a-token", std::nullopt},
+        {"unknown", "Bearer " + unknown, std::nullopt},
+        {"expired", "Bearer " + expired.secret, std::nullopt},
+        {"revoked", "Bearer " + revoked.secret, std::nullopt},
+        {"admin", "Bearer " + admin.secret, principal(admin)},
+        {"viewer", "Bearer " + viewer.secret, principal(viewer)},
+        {"reporter of the trial", "Bearer " + reporter.secret,
+         principal(reporter)},
+        {"reporter of another trial", "Bearer " + other.secret,
+         principal(other)},
+    };
+  }
+
+  static void TearDownTestSuite() {
+    delete callers_;
+    delete tokens_;
+    delete server_;
+  }
+
+  static TestServer* server_;
+  static storage::pg::PgTokenStore* tokens_;
+  static std::vector<Caller>* callers_;
+};
+
+TestServer* AuthMatrixTest::server_ = nullptr;
+storage::pg::PgTokenStore* AuthMatrixTest::tokens_ = nullptr;
+std::vector<Caller>* AuthMatrixTest::callers_ = nullptr;
+
+TEST_F(AuthMatrixTest, EveryGrpcMethodAnswersAsItsRuleSays) {
+  std::shared_ptr<grpc::Channel> channel = server_->Channel();
+  int cells = 0;
+  for (const google::protobuf::FileDescriptor* file : ServedFiles()) {
+    for (int s = 0; s < file->service_count(); ++s) {
+      for (int m = 0; m < file->service(s)->method_count(); ++m) {
+        const MethodDescriptor* method = file->service(s)->method(m);
+        const std::string name = FullName(method);
+        // Trial-ending calls last, so the trial stays active for the rest.
+        if (method->name() == "UpdateTrial") continue;
+        std::unique_ptr<Message> request = RequestFor(method, kTrial);
+        for (const Caller& caller : *callers_) {
+          const grpc::Status status = CallGeneric(
+              channel, name, *request, caller.authorization,
+              absl::Seconds(2));
+          const std::string cell =
+              absl::StrCat(name, " by ", caller.name, ": ",
+                           status.error_code(), " ", status.error_message());
+          if (!caller.principal) {
+            EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+                << cell;
+            EXPECT_EQ(status.error_message(),
+                      "a valid API token is required: send "
+                      "\"authorization: Bearer <token>\"")
+                << cell;
+          } else if (Allowed(caller, name, *request)) {
+            EXPECT_NE(status.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+                << cell;
+            EXPECT_NE(status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+                << cell;
+          } else {
+            EXPECT_EQ(status.error_code(),
+                      grpc::StatusCode::PERMISSION_DENIED)
+                << cell;
+          }
+          EXPECT_THAT(status.error_message(),
+                      ::testing::Not(::testing::HasSubstr("mtk_")))
+              << cell;
+          ++cells;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cells, 11 * 9);
+}
+
+TEST_F(AuthMatrixTest, EveryRestRouteAnswersAsItsRuleSays) {
+  std::vector<const google::protobuf::ServiceDescriptor*> services;
+  for (const auto* file : ServedFiles()) {
+    for (int s = 0; s < file->service_count(); ++s) {
+      services.push_back(file->service(s));
+    }
+  }
+  absl::StatusOr<RouteTable> table = RouteTable::Build(services);
+  ASSERT_TRUE(table.ok()) << table.status();
+  int cells = 0, routes = 0;
+  for (const Route& route : table->routes()) {
+    const std::string name = FullName(route.method);
+    if (route.method->name() == "UpdateTrial") continue;
+    ++routes;
+    std::string path;
+    for (const Route::Segment& segment : route.segments) {
+      absl::StrAppend(&path, "/",
+                      segment.variable ? absl::StrCat(kTrial) : segment.text);
+    }
+    std::unique_ptr<Message> request = RequestFor(route.method, kTrial);
+    // A body naming the trial where the rule looks (the path does too).
+    std::string body = route.body.empty() ? "" : "{}";
+    if (route.method->name() == "PostTrialProfilerMetricsBatch") {
+      body = absl::StrCat(R"({"batches":[{"labels":{"trialId":)", kTrial,
+                          "}}]}");
+    }
+    for (const Caller& caller : *callers_) {
+      const std::string header =
+          caller.authorization.empty()
+              ? ""
+              : absl::StrCat("Authorization: ", caller.authorization, "\r\n");
+      absl::StatusOr<test_util::HttpResult> result =
+          HttpCall(server_->http_port(), route.http_method,
+                   path, body, absl::Seconds(5), header);
+      const std::string cell = absl::StrCat(route.http_method, " ", path,
+                                            " by ", caller.name);
+      if (!result.ok()) {
+        // A follow that is allowed goes on until the client leaves.
+        EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded)
+            << cell << ": " << result.status();
+        EXPECT_TRUE(Allowed(caller, name, *request)) << cell;
+        ++cells;
+        continue;
+      }
+      if (!caller.principal) {
+        EXPECT_EQ(result->status, 401) << cell << ": " << result->body;
+        EXPECT_EQ(result->headers["www-authenticate"], "Bearer") << cell;
+      } else if (Allowed(caller, name, *request)) {
+        EXPECT_NE(result->status, 401) << cell << ": " << result->body;
+        EXPECT_NE(result->status, 403) << cell << ": " << result->body;
+      } else {
+        EXPECT_EQ(result->status, 403) << cell << ": " << result->body;
+      }
+      ++cells;
+    }
+  }
+  // Every annotated route but UpdateTrial's (the stream has none).
+  EXPECT_EQ(routes, 10);
+  EXPECT_EQ(cells, routes * 9);
+}
+
+TEST_F(AuthMatrixTest, UpdateTrialIsForAdminsOnly) {
+  const std::string kUpdate = "/metrics.v1.TrialService/UpdateTrial";
+  v1::UpdateTrialRequest request;
+  request.set_trial_id(kOtherTrial);
+  request.set_state(v1::Trial::COMPLETED);
+  std::shared_ptr<grpc::Channel> channel = server_->Channel();
+  for (const Caller& caller : *callers_) {
+    if (caller.principal && caller.principal->role == TokenRole::kAdmin) {
+      continue;  // last, below
+    }
+    grpc::Status status = CallGeneric(channel, kUpdate, request,
+                                      caller.authorization, absl::Seconds(5));
+    EXPECT_EQ(status.error_code(), caller.principal
+                                       ? grpc::StatusCode::PERMISSION_DENIED
+                                       : grpc::StatusCode::UNAUTHENTICATED)
+        << caller.name;
+  }
+  grpc::Status status = CallGeneric(channel, kUpdate, request,
+                                    (*callers_)[5].authorization,
+                                    absl::Seconds(5));
+  EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+TEST_F(AuthMatrixTest, HealthIsOpenAndMetricsNeedAReader) {
+  absl::StatusOr<test_util::HttpResult> health =
+      HttpCall(server_->http_port(), "GET", "/healthz");
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(health->status, 200);
+  absl::StatusOr<test_util::HttpResult> metrics =
+      HttpCall(server_->http_port(), "GET", "/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_EQ(metrics->status, 401);
+  for (const Caller& caller : *callers_) {
+    if (!caller.principal) continue;
+    metrics = HttpCall(server_->http_port(), "GET", "/metrics", "",
+                       absl::Seconds(10),
+                       absl::StrCat("Authorization: ", caller.authorization,
+                                    "\r\n"));
+    ASSERT_TRUE(metrics.ok());
+    EXPECT_EQ(metrics->status,
+              caller.principal->role == TokenRole::kReporter ? 403 : 200)
+        << caller.name << ": " << metrics->body;
+  }
+}
+
+TEST_F(AuthMatrixTest, ARevocationIsSeenWithinTheRecheckTime) {
+  storage::TokenRequest request;
+  request.role = TokenRole::kViewer;
+  auto created = tokens_->Create(request, Deadline());
+  ASSERT_TRUE(created.ok());
+  const std::string header = "Bearer " + created->secret;
+  v1::ListTrialsRequest list;
+  std::shared_ptr<grpc::Channel> channel = server_->Channel();
+  const std::string kList = "/metrics.v1.TrialService/ListTrials";
+  ASSERT_TRUE(
+      CallGeneric(channel, kList, list, header, absl::Seconds(5)).ok());
+  // Revoked through another connection, as another metricsd would.
+  storage::pg::PgTokenStore elsewhere(server_->database_url());
+  ASSERT_TRUE(elsewhere.Revoke(created->token.id, Deadline()).ok());
+  const absl::Time revoked = absl::Now();
+  grpc::Status status;
+  do {
+    status = CallGeneric(channel, kList, list, header, absl::Seconds(5));
+    if (!status.ok()) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  } while (absl::Now() - revoked < absl::Seconds(10));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  // The server was started with a 1 s recheck.
+  EXPECT_LT(absl::Now() - revoked, absl::Seconds(2));
+}
+
+}  // namespace
+}  // namespace metrics::server
