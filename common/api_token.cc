@@ -19,10 +19,9 @@ absl::StatusOr<std::string> NewApiTokenSecret() {
   if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
     return absl::InternalError("the random number generator failed");
   }
-  return absl::StrCat(
-      kApiTokenPrefix,
-      absl::BytesToHexString(absl::string_view(
-          reinterpret_cast<const char*>(bytes), sizeof(bytes))));
+  return absl::StrCat(kApiTokenPrefix, absl::BytesToHexString(absl::string_view(
+                                           reinterpret_cast<const char*>(bytes),
+                                           sizeof(bytes))));
 }
 
 bool LooksLikeApiToken(absl::string_view text) {
@@ -44,7 +43,8 @@ std::string ApiTokenHash(absl::string_view secret) {
 }
 
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  return a.size() == b.size() &&
+         CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 }  // namespace metrics::common

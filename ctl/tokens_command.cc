@@ -12,7 +12,8 @@
 
 namespace metrics::ctl {
 
-const char kTokensHelp[] = R"(Usage: metricsctl tokens <create|list|revoke> [options]
+const char kTokensHelp[] =
+    R"(Usage: metricsctl tokens <create|list|revoke> [options]
 
 Manages the API tokens that callers of metricsd present as
 "authorization: Bearer <token>". A token's secret is shown once, when it is
@@ -74,8 +75,8 @@ std::string State(const storage::ApiToken& t, int64_t now_us) {
 }
 
 std::string Describe(const storage::ApiToken& t) {
-  std::string text = absl::StrCat(storage::TokenRoleName(t.role), " token ",
-                                  t.id);
+  std::string text =
+      absl::StrCat(storage::TokenRoleName(t.role), " token ", t.id);
   if (!t.name.empty()) absl::StrAppend(&text, " \"", t.name, "\"");
   if (t.trial_id) absl::StrAppend(&text, " for trial ", *t.trial_id);
   absl::StrAppend(&text, t.expires_at_us
@@ -85,7 +86,8 @@ std::string Describe(const storage::ApiToken& t) {
 }
 
 int Create(const TokensArgs& args, storage::pg::PgTokenStore& store) {
-  if (!args.role) return Usage("tokens create needs --role=admin|viewer|reporter");
+  if (!args.role)
+    return Usage("tokens create needs --role=admin|viewer|reporter");
   storage::TokenRequest request;
   std::optional<storage::TokenRole> role = storage::ParseTokenRole(*args.role);
   if (!role) {
@@ -98,11 +100,12 @@ int Create(const TokensArgs& args, storage::pg::PgTokenStore& store) {
   if (args.ttl) {
     request.ttl = ParseTtl(*args.ttl);
     if (!request.ttl) {
-      return Usage(absl::StrCat("--ttl ", *args.ttl,
-                                ": must be a duration such as 90d, 12h or 30m"));
+      return Usage(absl::StrCat(
+          "--ttl ", *args.ttl, ": must be a duration such as 90d, 12h or 30m"));
     }
   }
-  if (absl::Status valid = storage::ValidateTokenRequest(request); !valid.ok()) {
+  if (absl::Status valid = storage::ValidateTokenRequest(request);
+      !valid.ok()) {
     return Usage(absl::StrCat("--", valid.message()));
   }
   absl::StatusOr<storage::pg::CreatedToken> created =
@@ -161,8 +164,10 @@ int RunTokensCommand(const TokensArgs& args) {
     return Usage(absl::StrCat("unknown command \"tokens ", sub, "\""));
   }
   if (sub != "create" && (args.role || args.trial || args.ttl || args.name)) {
-    return Usage(absl::StrCat("--role, --trial, --ttl and --name are for "
-                              "\"tokens create\", not \"tokens ", sub, "\""));
+    return Usage(
+        absl::StrCat("--role, --trial, --ttl and --name are for "
+                     "\"tokens create\", not \"tokens ",
+                     sub, "\""));
   }
   if (sub != "revoke" && w.size() > 2) {
     return Usage(absl::StrCat("unexpected argument \"", w[2], "\""));

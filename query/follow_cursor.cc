@@ -139,9 +139,8 @@ SeriesData FollowCursor::NewPart(const SeriesData& in, Tail& tail) const {
   const SeriesData& known = tail.buckets;
   // Buckets before the tail were returned and are final; the tail's are
   // returned again only when changed.
-  const int64_t tail_start = known.bucket_start_us.empty()
-                                 ? INT64_MIN
-                                 : known.bucket_start_us.front();
+  const int64_t tail_start =
+      known.bucket_start_us.empty() ? INT64_MIN : known.bucket_start_us.front();
   // The new tail: the newest kTailBuckets of the known and the answered.
   std::map<int64_t, std::pair<const SeriesData*, size_t>> newest;
   for (size_t j = 0; j < known.count.size(); ++j) {

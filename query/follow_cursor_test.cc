@@ -99,16 +99,15 @@ TEST(FollowCursorTest, AnEmptyFirstAnswerIsReturnedWholeAndAskedAgain) {
 
 TEST(FollowCursorTest, MixedResolutionsAreAskedAgainAtTheCoarsest) {
   FollowCursor cursor(Request());
-  QueryResult mixed = Answer({Raw(1, {{10, 1}}),
-                              Buckets(2, 60, {{0, 5, 3}}),
+  QueryResult mixed = Answer({Raw(1, {{10, 1}}), Buckets(2, 60, {{0, 5, 3}}),
                               Buckets(3, 30, {{0, 2, 3}})});
   std::optional<QueryRequest> again = cursor.AtOneResolution(mixed);
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->resolution_us, 60);
   EXPECT_EQ(again->names, Request().names);
-  EXPECT_FALSE(cursor.AtOneResolution(Answer({Buckets(2, 60, {{0, 5, 3}}),
-                                              Raw(1, {})}))
-                   .has_value());
+  EXPECT_FALSE(
+      cursor.AtOneResolution(Answer({Buckets(2, 60, {{0, 5, 3}}), Raw(1, {})}))
+          .has_value());
 }
 
 TEST(FollowCursorTest, TheTailIsAskedAtTheFirstResolution) {
@@ -167,9 +166,9 @@ TEST(FollowCursorTest, AChangedOrNewBucketIsYielded) {
   EXPECT_EQ(out.series[0].resolution_us, 60);
   // The tail moved on: 120 and 180.
   EXPECT_EQ(cursor.NextRequest(kNow)->start, absl::FromUnixMicros(120));
-  EXPECT_THAT(cursor.Take(Answer({Buckets(1, 60, {{120, 3, 1}, {180, 1, 1}})}))
-                  .series,
-              IsEmpty());
+  EXPECT_THAT(
+      cursor.Take(Answer({Buckets(1, 60, {{120, 3, 1}, {180, 1, 1}})})).series,
+      IsEmpty());
 }
 
 TEST(FollowCursorTest, ASeriesBehindTheOthersDoesNotResendItsOldBuckets) {

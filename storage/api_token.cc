@@ -45,10 +45,9 @@ absl::Status ValidateTokenRequest(const TokenRequest& request) {
         "trial: ", *request.trial_id, " is not a trial id (must be > 0)"));
   }
   if (request.name.size() > kMaxTokenNameLength) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("name: ", request.name.size(),
-                     " characters is more than the limit of ",
-                     kMaxTokenNameLength));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "name: ", request.name.size(), " characters is more than the limit of ",
+        kMaxTokenNameLength));
   }
   for (unsigned char c : request.name) {
     if (c < 0x20 || c == 0x7f) {

@@ -43,7 +43,7 @@ bool IsUsable(const ApiToken& token, int64_t now_us);
 struct TokenRequest {
   std::string name;
   TokenRole role = TokenRole::kViewer;
-  std::optional<int32_t> trial_id;  // required for reporters, refused else
+  std::optional<int32_t> trial_id;    // required for reporters, refused else
   std::optional<absl::Duration> ttl;  // unset: never expires
 };
 

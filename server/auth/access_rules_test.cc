@@ -4,89 +4,38 @@
 // trial, or none.
 #include "server/auth/access_rules.h"
 
-#include <google/protobuf/descriptor.h>
-#include <google/protobuf/dynamic_message.h>
-
 #include <memory>
 #include <string>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/determined/api/v1/profiler.pb.h"
 #include "proto/metrics/v1/ingest.pb.h"
 #include "proto/metrics/v1/query.pb.h"
 #include "proto/metrics/v1/trials.pb.h"
+#include "server/auth/testing/served_protos.h"
 
 namespace metrics::server {
 namespace {
 
-using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::MethodDescriptor;
-using google::protobuf::ServiceDescriptor;
 using storage::TokenRole;
+using test_util::FullName;
+using test_util::NewRequest;
+using test_util::ServedMethods;
+using test_util::SetInt32At;
 using ::testing::HasSubstr;
-
-// Every method of every service in the proto files metricsd serves. Taken
-// from each file's descriptor (a message of it links it in), so a service
-// or method added to these files later is in the list.
-std::vector<const MethodDescriptor*> ServedMethods() {
-  std::vector<const MethodDescriptor*> methods;
-  for (const google::protobuf::FileDescriptor* file :
-       {v1::CreateTrialRequest::descriptor()->file(),
-        v1::ReportSystemMetricsRequest::descriptor()->file(),
-        v1::QuerySeriesRequest::descriptor()->file(),
-        determined::api::v1::GetTrialProfilerMetricsRequest::descriptor()
-            ->file()}) {
-    EXPECT_EQ(file->service_count(), 1) << file->name();
-    for (int s = 0; s < file->service_count(); ++s) {
-      const ServiceDescriptor* service = file->service(s);
-      for (int i = 0; i < service->method_count(); ++i) {
-        methods.push_back(service->method(i));
-      }
-    }
-  }
-  return methods;
-}
-
-std::string FullName(const MethodDescriptor* m) {
-  return absl::StrCat("/", m->service()->full_name(), "/", m->name());
-}
-
-// Sets `value` at `path`, adding one element to repeated messages on the way.
-bool SetAt(Message& message, absl::Span<const std::string> path, int32_t value) {
-  const FieldDescriptor* field =
-      message.GetDescriptor()->FindFieldByName(path[0]);
-  if (field == nullptr) return false;
-  const auto* reflection = message.GetReflection();
-  if (path.size() == 1) {
-    if (field->cpp_type() != FieldDescriptor::CPPTYPE_INT32 ||
-        field->is_repeated()) {
-      return false;
-    }
-    reflection->SetInt32(&message, field, value);
-    return true;
-  }
-  if (field->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) return false;
-  Message* child = field->is_repeated()
-                       ? reflection->AddMessage(&message, field)
-                       : reflection->MutableMessage(&message, field);
-  return SetAt(*child, path.subspan(1), value);
-}
 
 // A request of `method` naming trial `trial` at the rule's first path (0:
 // none).
 std::unique_ptr<Message> Request(const MethodDescriptor* method,
                                  const MethodRule& rule, int32_t trial) {
-  std::unique_ptr<Message> request(
-      google::protobuf::MessageFactory::generated_factory()
-          ->GetPrototype(method->input_type())
-          ->New());
+  std::unique_ptr<Message> request = NewRequest(method);
   if (trial != 0 && !rule.trial_paths.empty()) {
-    std::vector<std::string> path = absl::StrSplit(rule.trial_paths[0], '.');
-    EXPECT_TRUE(SetAt(*request, path, trial)) << FullName(method);
+    EXPECT_TRUE(SetInt32At(*request, rule.trial_paths[0], trial))
+        << FullName(method);
   }
   return request;
 }
@@ -101,12 +50,8 @@ TEST(AccessRulesTest, EveryServedMethodHasARuleWhosePathsExist) {
                               rule->access == Access::kIngestTrial;
     EXPECT_EQ(trial_scoped, !rule->trial_paths.empty()) << FullName(m);
     for (const std::string& path : rule->trial_paths) {
-      std::unique_ptr<Message> request(
-          google::protobuf::MessageFactory::generated_factory()
-              ->GetPrototype(m->input_type())
-              ->New());
-      std::vector<std::string> parts = absl::StrSplit(path, '.');
-      EXPECT_TRUE(SetAt(*request, parts, 42)) << FullName(m) << " " << path;
+      std::unique_ptr<Message> request = NewRequest(m);
+      EXPECT_TRUE(SetInt32At(*request, path, 42)) << FullName(m) << " " << path;
       EXPECT_THAT(TrialsOf(*rule, *request), ::testing::ElementsAre(42))
           << FullName(m) << " " << path;
     }
@@ -132,8 +77,8 @@ TEST(AccessRulesTest, EachRoleGetsWhatItsRuleAllows) {
     const MethodRule& rule = *RuleFor(name);
     for (int32_t trial : {7, 8, 0}) {
       std::unique_ptr<Message> request = Request(m, rule, trial);
-      const bool read = rule.access == Access::kRead ||
-                        rule.access == Access::kReadTrial;
+      const bool read =
+          rule.access == Access::kRead || rule.access == Access::kReadTrial;
       const bool scoped = rule.access == Access::kReadTrial ||
                           rule.access == Access::kIngestTrial;
       EXPECT_TRUE(Authorize(admin, name, rule, *request, true).ok()) << name;

@@ -29,6 +29,7 @@
 #include "proto/metrics/v1/query.pb.h"
 #include "proto/metrics/v1/trials.pb.h"
 #include "server/auth/access_rules.h"
+#include "server/auth/testing/served_protos.h"
 #include "server/rest/http_routes.h"
 #include "storage/pg/pg_metric_store.h"
 #include "storage/pg/pg_token_store.h"
@@ -38,12 +39,16 @@
 namespace metrics::server {
 namespace {
 
-using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::MethodDescriptor;
-using storage::TokenRole;
 using ::metrics::test_util::HttpCall;
 using ::metrics::test_util::TestServer;
+using storage::TokenRole;
+using test_util::FullName;
+using test_util::NewRequest;
+using test_util::ServedMethods;
+using test_util::ServedProtoFiles;
+using test_util::SetInt32At;
 
 constexpr int32_t kTrial = 7;
 constexpr int32_t kOtherTrial = 8;
@@ -58,47 +63,16 @@ struct Caller {
   std::optional<Principal> principal;
 };
 
-std::vector<const google::protobuf::FileDescriptor*> ServedFiles() {
-  return {v1::CreateTrialRequest::descriptor()->file(),
-          v1::ReportSystemMetricsRequest::descriptor()->file(),
-          v1::QuerySeriesRequest::descriptor()->file(),
-          determined::api::v1::GetTrialProfilerMetricsRequest::descriptor()
-              ->file()};
-}
-
-std::string FullName(const MethodDescriptor* m) {
-  return absl::StrCat("/", m->service()->full_name(), "/", m->name());
-}
-
-// Sets `value` at the dotted `path`, adding an element to repeated messages.
-void SetAt(Message& message, const std::vector<std::string>& path, size_t i,
-           int32_t value) {
-  const FieldDescriptor* field =
-      message.GetDescriptor()->FindFieldByName(path[i]);
-  ASSERT_NE(field, nullptr) << path[i];
-  const auto* reflection = message.GetReflection();
-  if (i + 1 == path.size()) {
-    reflection->SetInt32(&message, field, value);
-    return;
-  }
-  Message* child = field->is_repeated()
-                       ? reflection->AddMessage(&message, field)
-                       : reflection->MutableMessage(&message, field);
-  SetAt(*child, path, i + 1, value);
-}
-
 // A request of `method` naming trial `trial` where its rule looks.
 std::unique_ptr<Message> RequestFor(const MethodDescriptor* method,
                                     int32_t trial) {
-  std::unique_ptr<Message> request(
-      google::protobuf::MessageFactory::generated_factory()
-          ->GetPrototype(method->input_type())
-          ->New());
+  std::unique_ptr<Message> request = NewRequest(method);
   const MethodRule* rule = RuleFor(FullName(method));
   if (rule != nullptr && !rule->trial_paths.empty()) {
-    SetAt(*request, absl::StrSplit(rule->trial_paths[0], '.'), 0, trial);
+    EXPECT_TRUE(SetInt32At(*request, rule->trial_paths[0], trial));
   }
-  if (auto* open = dynamic_cast<v1::StreamSystemMetricsRequest*>(request.get())) {
+  if (auto* open =
+          dynamic_cast<v1::StreamSystemMetricsRequest*>(request.get())) {
     open->mutable_open()->set_stream_id("matrix");
   }
   return request;
@@ -108,13 +82,14 @@ std::unique_ptr<Message> RequestFor(const MethodDescriptor* method,
 // (the only message of a stream), the client half-closes, every answer is
 // read. Calls that would go on (follow) end at the deadline.
 grpc::Status CallGeneric(const std::shared_ptr<grpc::Channel>& channel,
-                         const std::string& method,
-                         const Message& request, const std::string& authorization,
+                         const std::string& method, const Message& request,
+                         const std::string& authorization,
                          absl::Duration timeout) {
   grpc::GenericStub stub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  if (!authorization.empty()) context.AddMetadata("authorization", authorization);
+  if (!authorization.empty())
+    context.AddMetadata("authorization", authorization);
   grpc::CompletionQueue queue;
   std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
       stub.PrepareCall(&context, method, &queue);
@@ -195,8 +170,8 @@ class AuthMatrixTest : public ::testing::Test {
     const auto viewer = add("viewer", TokenRole::kViewer, std::nullopt);
     const auto reporter = add("reporter", TokenRole::kReporter, kTrial);
     const auto other = add("other", TokenRole::kReporter, kOtherTrial);
-    const auto expired = add("expired", TokenRole::kAdmin, std::nullopt,
-                             absl::Milliseconds(1));
+    const auto expired =
+        add("expired", TokenRole::kAdmin, std::nullopt, absl::Milliseconds(1));
     const auto revoked = add("revoked", TokenRole::kAdmin, std::nullopt);
     ASSERT_TRUE(tokens_->Revoke(revoked.token.id, Deadline()).ok());
     std::string unknown = admin.secret;
@@ -237,44 +212,37 @@ std::vector<Caller>* AuthMatrixTest::callers_ = nullptr;
 TEST_F(AuthMatrixTest, EveryGrpcMethodAnswersAsItsRuleSays) {
   std::shared_ptr<grpc::Channel> channel = server_->Channel();
   int cells = 0;
-  for (const google::protobuf::FileDescriptor* file : ServedFiles()) {
-    for (int s = 0; s < file->service_count(); ++s) {
-      for (int m = 0; m < file->service(s)->method_count(); ++m) {
-        const MethodDescriptor* method = file->service(s)->method(m);
-        const std::string name = FullName(method);
-        // Trial-ending calls last, so the trial stays active for the rest.
-        if (method->name() == "UpdateTrial") continue;
-        std::unique_ptr<Message> request = RequestFor(method, kTrial);
-        for (const Caller& caller : *callers_) {
-          const grpc::Status status = CallGeneric(
-              channel, name, *request, caller.authorization,
-              absl::Seconds(2));
-          const std::string cell =
-              absl::StrCat(name, " by ", caller.name, ": ",
-                           status.error_code(), " ", status.error_message());
-          if (!caller.principal) {
-            EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED)
-                << cell;
-            EXPECT_EQ(status.error_message(),
-                      "a valid API token is required: send "
-                      "\"authorization: Bearer <token>\"")
-                << cell;
-          } else if (Allowed(caller, name, *request)) {
-            EXPECT_NE(status.error_code(), grpc::StatusCode::UNAUTHENTICATED)
-                << cell;
-            EXPECT_NE(status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
-                << cell;
-          } else {
-            EXPECT_EQ(status.error_code(),
-                      grpc::StatusCode::PERMISSION_DENIED)
-                << cell;
-          }
-          EXPECT_THAT(status.error_message(),
-                      ::testing::Not(::testing::HasSubstr("mtk_")))
-              << cell;
-          ++cells;
-        }
+  for (const MethodDescriptor* method : ServedMethods()) {
+    const std::string name = FullName(method);
+    // Trial-ending calls last, so the trial stays active for the rest.
+    if (method->name() == "UpdateTrial") continue;
+    std::unique_ptr<Message> request = RequestFor(method, kTrial);
+    for (const Caller& caller : *callers_) {
+      const grpc::Status status = CallGeneric(
+          channel, name, *request, caller.authorization, absl::Seconds(2));
+      const std::string cell =
+          absl::StrCat(name, " by ", caller.name, ": ", status.error_code(),
+                       " ", status.error_message());
+      if (!caller.principal) {
+        EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+            << cell;
+        EXPECT_EQ(status.error_message(),
+                  "a valid API token is required: send "
+                  "\"authorization: Bearer <token>\"")
+            << cell;
+      } else if (Allowed(caller, name, *request)) {
+        EXPECT_NE(status.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+            << cell;
+        EXPECT_NE(status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+            << cell;
+      } else {
+        EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+            << cell;
       }
+      EXPECT_THAT(status.error_message(),
+                  ::testing::Not(::testing::HasSubstr("mtk_")))
+          << cell;
+      ++cells;
     }
   }
   EXPECT_EQ(cells, 11 * 9);
@@ -282,7 +250,7 @@ TEST_F(AuthMatrixTest, EveryGrpcMethodAnswersAsItsRuleSays) {
 
 TEST_F(AuthMatrixTest, EveryRestRouteAnswersAsItsRuleSays) {
   std::vector<const google::protobuf::ServiceDescriptor*> services;
-  for (const auto* file : ServedFiles()) {
+  for (const auto* file : ServedProtoFiles()) {
     for (int s = 0; s < file->service_count(); ++s) {
       services.push_back(file->service(s));
     }
@@ -303,19 +271,19 @@ TEST_F(AuthMatrixTest, EveryRestRouteAnswersAsItsRuleSays) {
     // A body naming the trial where the rule looks (the path does too).
     std::string body = route.body.empty() ? "" : "{}";
     if (route.method->name() == "PostTrialProfilerMetricsBatch") {
-      body = absl::StrCat(R"({"batches":[{"labels":{"trialId":)", kTrial,
-                          "}}]}");
+      body =
+          absl::StrCat(R"({"batches":[{"labels":{"trialId":)", kTrial, "}}]}");
     }
     for (const Caller& caller : *callers_) {
       const std::string header =
           caller.authorization.empty()
               ? ""
               : absl::StrCat("Authorization: ", caller.authorization, "\r\n");
-      absl::StatusOr<test_util::HttpResult> result =
-          HttpCall(server_->http_port(), route.http_method,
-                   path, body, absl::Seconds(5), header);
-      const std::string cell = absl::StrCat(route.http_method, " ", path,
-                                            " by ", caller.name);
+      absl::StatusOr<::metrics::test_util::HttpResult> result =
+          HttpCall(server_->http_port(), route.http_method, path, body,
+                   absl::Seconds(5), header);
+      const std::string cell =
+          absl::StrCat(route.http_method, " ", path, " by ", caller.name);
       if (!result.ok()) {
         // A follow that is allowed goes on until the client leaves.
         EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded)
@@ -358,27 +326,26 @@ TEST_F(AuthMatrixTest, UpdateTrialIsForAdminsOnly) {
                                        : grpc::StatusCode::UNAUTHENTICATED)
         << caller.name;
   }
-  grpc::Status status = CallGeneric(channel, kUpdate, request,
-                                    (*callers_)[5].authorization,
-                                    absl::Seconds(5));
+  grpc::Status status =
+      CallGeneric(channel, kUpdate, request, (*callers_)[5].authorization,
+                  absl::Seconds(5));
   EXPECT_TRUE(status.ok()) << status.error_message();
 }
 
 TEST_F(AuthMatrixTest, HealthIsOpenAndMetricsNeedAReader) {
-  absl::StatusOr<test_util::HttpResult> health =
+  absl::StatusOr<::metrics::test_util::HttpResult> health =
       HttpCall(server_->http_port(), "GET", "/healthz");
   ASSERT_TRUE(health.ok());
   EXPECT_EQ(health->status, 200);
-  absl::StatusOr<test_util::HttpResult> metrics =
+  absl::StatusOr<::metrics::test_util::HttpResult> metrics =
       HttpCall(server_->http_port(), "GET", "/metrics");
   ASSERT_TRUE(metrics.ok());
   EXPECT_EQ(metrics->status, 401);
   for (const Caller& caller : *callers_) {
     if (!caller.principal) continue;
-    metrics = HttpCall(server_->http_port(), "GET", "/metrics", "",
-                       absl::Seconds(10),
-                       absl::StrCat("Authorization: ", caller.authorization,
-                                    "\r\n"));
+    metrics =
+        HttpCall(server_->http_port(), "GET", "/metrics", "", absl::Seconds(10),
+                 absl::StrCat("Authorization: ", caller.authorization, "\r\n"));
     ASSERT_TRUE(metrics.ok());
     EXPECT_EQ(metrics->status,
               caller.principal->role == TokenRole::kReporter ? 403 : 200)
@@ -395,8 +362,7 @@ TEST_F(AuthMatrixTest, ARevocationIsSeenWithinTheRecheckTime) {
   v1::ListTrialsRequest list;
   std::shared_ptr<grpc::Channel> channel = server_->Channel();
   const std::string kList = "/metrics.v1.TrialService/ListTrials";
-  ASSERT_TRUE(
-      CallGeneric(channel, kList, list, header, absl::Seconds(5)).ok());
+  ASSERT_TRUE(CallGeneric(channel, kList, list, header, absl::Seconds(5)).ok());
   // Revoked through another connection, as another metricsd would.
   storage::pg::PgTokenStore elsewhere(server_->database_url());
   ASSERT_TRUE(elsewhere.Revoke(created->token.id, Deadline()).ok());

@@ -64,7 +64,8 @@ class Authenticator {
   // The cache key of a header value: the SHA-256 of its token, or "" when
   // it carries no token.
   static std::string KeyOf(absl::string_view authorization);
-  absl::StatusOr<Principal> Judge(const std::optional<storage::ApiToken>& token);
+  absl::StatusOr<Principal> Judge(
+      const std::optional<storage::ApiToken>& token);
   std::optional<absl::StatusOr<Principal>> Cached(const std::string& key)
       ABSL_LOCKS_EXCLUDED(mu_);
 

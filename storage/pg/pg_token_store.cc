@@ -2,7 +2,6 @@
 
 #include <pqxx/result>
 #include <pqxx/transaction>
-
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -18,10 +17,10 @@ namespace {
 
 // The columns TokenFromRow maps.
 std::string TokenColumnsSql() {
-  return absl::StrCat("id, name, role, trial_id, ", EpochMicrosSql("created_at"),
-                      ", ", EpochMicrosSql("expires_at"), ", ",
-                      EpochMicrosSql("revoked_at"),
-                      ", encode(token_sha256, 'hex')");
+  return absl::StrCat(
+      "id, name, role, trial_id, ", EpochMicrosSql("created_at"), ", ",
+      EpochMicrosSql("expires_at"), ", ", EpochMicrosSql("revoked_at"),
+      ", encode(token_sha256, 'hex')");
 }
 
 ApiToken TokenFromRow(const pqxx::row& row) {
@@ -29,7 +28,8 @@ ApiToken TokenFromRow(const pqxx::row& row) {
   token.id = row[0].as<int64_t>();
   token.name = row[1].as<std::string>();
   // The table's CHECK admits only the roles' names.
-  token.role = ParseTokenRole(row[2].as<std::string>()).value_or(TokenRole::kViewer);
+  token.role =
+      ParseTokenRole(row[2].as<std::string>()).value_or(TokenRole::kViewer);
   if (!row[3].is_null()) token.trial_id = row[3].as<int32_t>();
   token.created_at_us = row[4].as<int64_t>();
   if (!row[5].is_null()) token.expires_at_us = row[5].as<int64_t>();
@@ -47,8 +47,8 @@ absl::Status UnknownToken() { return absl::NotFoundError("no such token"); }
 }  // namespace
 
 PgTokenStore::PgTokenStore(std::string database_url)
-    : pool_(ConnectionPoolOptions{std::move(database_url), "metricsd-tokens", 2,
-                                  {}}) {}
+    : pool_(ConnectionPoolOptions{
+          std::move(database_url), "metricsd-tokens", 2, {}}) {}
 
 absl::StatusOr<CreatedToken> PgTokenStore::Create(const TokenRequest& request,
                                                   absl::Time deadline) {
@@ -84,9 +84,9 @@ absl::StatusOr<std::vector<ApiToken>> PgTokenStore::List(absl::Time deadline) {
       pool_, "listing tokens", deadline,
       [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<ApiToken>> {
         std::vector<ApiToken> tokens;
-        for (const pqxx::row& row : tx.exec(absl::StrCat(
-                 "SELECT ", TokenColumnsSql(),
-                 " FROM api_tokens ORDER BY id DESC"))) {
+        for (const pqxx::row& row :
+             tx.exec(absl::StrCat("SELECT ", TokenColumnsSql(),
+                                  " FROM api_tokens ORDER BY id DESC"))) {
           tokens.push_back(TokenFromRow(row));
         }
         return tokens;
@@ -103,7 +103,8 @@ absl::StatusOr<ApiToken> PgTokenStore::Revoke(int64_t id, absl::Time deadline) {
                          TokenColumnsSql()),
             id);
         if (r.empty()) {
-          return absl::NotFoundError(absl::StrCat("token ", id, " does not exist"));
+          return absl::NotFoundError(
+              absl::StrCat("token ", id, " does not exist"));
         }
         return TokenFromRow(r[0]);
       });

@@ -60,7 +60,8 @@ TEST_F(PgTokenStoreTest, ACreatedTokenIsFoundByItsSecretOnly) {
   request.name = "trial 7 agents";
   request.role = TokenRole::kReporter;
   request.trial_id = 7;
-  ASSERT_OK_AND_ASSIGN(CreatedToken created, tokens_->Create(request, Deadline()));
+  ASSERT_OK_AND_ASSIGN(CreatedToken created,
+                       tokens_->Create(request, Deadline()));
   EXPECT_TRUE(common::LooksLikeApiToken(created.secret));
   EXPECT_EQ(created.token.role, TokenRole::kReporter);
   EXPECT_EQ(created.token.trial_id, 7);
@@ -68,7 +69,8 @@ TEST_F(PgTokenStoreTest, ACreatedTokenIsFoundByItsSecretOnly) {
   EXPECT_FALSE(created.token.expires_at_us.has_value());
   EXPECT_TRUE(IsUsable(created.token, absl::ToUnixMicros(absl::Now())));
 
-  ASSERT_OK_AND_ASSIGN(ApiToken found, tokens_->Find(created.secret, Deadline()));
+  ASSERT_OK_AND_ASSIGN(ApiToken found,
+                       tokens_->Find(created.secret, Deadline()));
   EXPECT_EQ(found.id, created.token.id);
   EXPECT_EQ(found.trial_id, 7);
 
@@ -84,12 +86,14 @@ TEST_F(PgTokenStoreTest, ACreatedTokenIsFoundByItsSecretOnly) {
               StatusIs(absl::StatusCode::kNotFound, "no such token"));
 
   // The database holds the hash, never the secret.
-  ASSERT_OK_AND_ASSIGN(std::string stored,
-                       test_util::QueryScalar(
-                           db_->url(), "SELECT encode(token_sha256, 'hex') || "
-                                       "name || role FROM api_tokens"));
-  EXPECT_THAT(stored, HasSubstr(absl::BytesToHexString(
-                          common::ApiTokenHash(created.secret))));
+  ASSERT_OK_AND_ASSIGN(
+      std::string stored,
+      test_util::QueryScalar(db_->url(),
+                             "SELECT encode(token_sha256, 'hex') || "
+                             "name || role FROM api_tokens"));
+  EXPECT_THAT(
+      stored,
+      HasSubstr(absl::BytesToHexString(common::ApiTokenHash(created.secret))));
   EXPECT_THAT(stored, Not(HasSubstr(created.secret.substr(4))));
 }
 
@@ -97,15 +101,17 @@ TEST_F(PgTokenStoreTest, RevokedAndExpiredTokensAreFoundButNotUsable) {
   TokenRequest viewer;
   viewer.role = TokenRole::kViewer;
   ASSERT_OK_AND_ASSIGN(CreatedToken a, tokens_->Create(viewer, Deadline()));
-  ASSERT_OK_AND_ASSIGN(ApiToken revoked, tokens_->Revoke(a.token.id, Deadline()));
+  ASSERT_OK_AND_ASSIGN(ApiToken revoked,
+                       tokens_->Revoke(a.token.id, Deadline()));
   ASSERT_TRUE(revoked.revoked_at_us.has_value());
   // Revoking again keeps the first time.
   ASSERT_OK_AND_ASSIGN(ApiToken again, tokens_->Revoke(a.token.id, Deadline()));
   EXPECT_EQ(again.revoked_at_us, revoked.revoked_at_us);
   ASSERT_OK_AND_ASSIGN(ApiToken found, tokens_->Find(a.secret, Deadline()));
   EXPECT_FALSE(IsUsable(found, absl::ToUnixMicros(absl::Now())));
-  EXPECT_THAT(tokens_->Revoke(999, Deadline()),
-              StatusIs(absl::StatusCode::kNotFound, "token 999 does not exist"));
+  EXPECT_THAT(
+      tokens_->Revoke(999, Deadline()),
+      StatusIs(absl::StatusCode::kNotFound, "token 999 does not exist"));
 
   viewer.ttl = absl::Hours(1);
   ASSERT_OK_AND_ASSIGN(CreatedToken b, tokens_->Create(viewer, Deadline()));
@@ -122,13 +128,14 @@ TEST_F(PgTokenStoreTest, RevokedAndExpiredTokensAreFoundButNotUsable) {
 TEST_F(PgTokenStoreTest, BadRequestsNameTheField) {
   TokenRequest r;
   r.role = TokenRole::kReporter;
-  EXPECT_THAT(tokens_->Create(r, Deadline()),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("trial: a reporter token is bound to one trial")));
+  EXPECT_THAT(
+      tokens_->Create(r, Deadline()),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("trial: a reporter token is bound to one trial")));
   r.trial_id = 404;
-  EXPECT_THAT(tokens_->Create(r, Deadline()),
-              StatusIs(absl::StatusCode::kNotFound,
-                       "trial: trial 404 does not exist"));
+  EXPECT_THAT(
+      tokens_->Create(r, Deadline()),
+      StatusIs(absl::StatusCode::kNotFound, "trial: trial 404 does not exist"));
   r.role = TokenRole::kAdmin;
   r.trial_id = 7;
   EXPECT_THAT(tokens_->Create(r, Deadline()),
@@ -136,8 +143,9 @@ TEST_F(PgTokenStoreTest, BadRequestsNameTheField) {
                        HasSubstr("trial: only reporter tokens")));
   r.trial_id.reset();
   r.ttl = absl::ZeroDuration();
-  EXPECT_THAT(tokens_->Create(r, Deadline()),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ttl: 0")));
+  EXPECT_THAT(
+      tokens_->Create(r, Deadline()),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ttl: 0")));
   r.ttl.reset();
   r.name = "a\nb";
   EXPECT_THAT(tokens_->Create(r, Deadline()),
@@ -191,13 +199,17 @@ TEST_F(PgTokenStoreTest, MetricsctlRefusesBadUsage) {
   const std::vector<Case> cases = {
       {{"tokens", "create"}, 2, "tokens create needs --role"},
       {{"tokens", "create", "--role=root"}, 2, "--role root: must be admin"},
-      {{"tokens", "create", "--role=reporter"}, 2,
+      {{"tokens", "create", "--role=reporter"},
+       2,
        "--trial: a reporter token is bound to one trial"},
-      {{"tokens", "create", "--role=viewer", "--trial=7"}, 2,
+      {{"tokens", "create", "--role=viewer", "--trial=7"},
+       2,
        "--trial: only reporter tokens"},
-      {{"tokens", "create", "--role=viewer", "--ttl=soon"}, 2,
+      {{"tokens", "create", "--role=viewer", "--ttl=soon"},
+       2,
        "--ttl soon: must be a duration"},
-      {{"tokens", "create", "--role=reporter", "--trial=404"}, 1,
+      {{"tokens", "create", "--role=reporter", "--trial=404"},
+       1,
        "trial: trial 404 does not exist"},
       {{"tokens", "revoke"}, 2, "tokens revoke needs one token ID"},
       {{"tokens", "revoke", "x"}, 2, "the ID must be a number"},

@@ -6,16 +6,16 @@
 //
 // Usage:
 //   return Read<Trial>(pool_, "reading trial 7", deadline,
-//                      [&](pqxx::transaction_base& tx) -> absl::StatusOr<Trial> {...});
+//                      [&](pqxx::transaction_base& tx) -> absl::StatusOr<Trial>
+//                      {...});
 //
 // Thread-safety: as the pool (thread-safe); the body runs on the caller's
 // thread.
 #ifndef METRICS_STORAGE_PG_POOLED_TRANSACTION_H_
 #define METRICS_STORAGE_PG_POOLED_TRANSACTION_H_
 
-#include <pqxx/transaction>
-
 #include <algorithm>
+#include <pqxx/transaction>
 #include <utility>
 
 #include "absl/status/statusor.h"
@@ -42,9 +42,9 @@ absl::StatusOr<T> InTransaction(ConnectionPool& pool,
   ASSIGN_OR_RETURN(ConnectionPool::Lease lease, pool.Acquire(deadline));
   return GuardPg(operation, [&]() -> absl::StatusOr<T> {
     Tx tx(lease.connection());
-    tx.exec(absl::StrCat(
-        "SET LOCAL statement_timeout = ",
-        std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - absl::Now()))));
+    tx.exec(absl::StrCat("SET LOCAL statement_timeout = ",
+                         std::max<int64_t>(1, absl::ToInt64Milliseconds(
+                                                  deadline - absl::Now()))));
     absl::StatusOr<T> result = body(tx);
     if (result.ok()) tx.commit();
     return result;

@@ -8,10 +8,9 @@
 #ifndef METRICS_STORAGE_PG_PREPARED_H_
 #define METRICS_STORAGE_PG_PREPARED_H_
 
+#include <pqxx/connection>
 #include <string>
 #include <vector>
-
-#include <pqxx/connection>
 
 namespace metrics::storage::pg {
 

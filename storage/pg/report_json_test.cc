@@ -4,10 +4,9 @@
 // and labels that need quoting; a series the report lacks reads as NULL.
 #include "storage/report_json.h"
 
+#include <optional>
 #include <pqxx/connection>
 #include <pqxx/nontransaction>
-
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +32,8 @@ std::optional<double> ReadBack(pqxx::nontransaction& tx,
 }
 
 TEST(ReportJsonTest, EveryValueReadsBackExactly) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<TestDatabase> db, TestDatabase::Create());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<TestDatabase> db,
+                       TestDatabase::Create());
   pqxx::connection conn(db->url());
   pqxx::nontransaction tx(conn);
 
@@ -54,7 +54,8 @@ TEST(ReportJsonTest, EveryValueReadsBackExactly) {
   for (size_t i = 0; i < report.series.size(); ++i) {
     const SeriesDeclaration& s = batch.series[report.series[i]];
     std::optional<double> value = ReadBack(tx, json, s);
-    ASSERT_TRUE(value.has_value()) << s.name << "/" << s.gpu_uuid << " in " << json;
+    ASSERT_TRUE(value.has_value())
+        << s.name << "/" << s.gpu_uuid << " in " << json;
     EXPECT_EQ(*value, report.values[i]) << s.name << "/" << s.gpu_uuid;
   }
   EXPECT_EQ(ReadBack(tx, json, batch.series[5]), std::nullopt);

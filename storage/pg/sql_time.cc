@@ -6,7 +6,8 @@
 namespace metrics::storage::pg {
 
 std::string EpochMicrosSql(absl::string_view timestamp) {
-  return absl::StrCat("(extract(epoch FROM ", timestamp, ") * 1000000)::bigint");
+  return absl::StrCat("(extract(epoch FROM ", timestamp,
+                      ") * 1000000)::bigint");
 }
 
 std::string TimestampFromMicrosSql(absl::string_view micros) {
