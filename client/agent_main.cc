@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +20,8 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -45,6 +50,10 @@ ABSL_FLAG(int64_t, buffer_samples, 200000,
           "oldest are dropped (and counted).");
 ABSL_FLAG(absl::Duration, shutdown_timeout, absl::Seconds(10),
           "On stop, how long to keep trying to send what is buffered.");
+ABSL_FLAG(std::string, token_file, "",
+          "A file holding the API token to send (a reporter token of the "
+          "trial: metricsctl tokens create --role=reporter --trial=ID). "
+          "Default: $METRICS_TOKEN, else none. The token is never printed.");
 
 namespace {
 
@@ -52,6 +61,29 @@ using metrics::common::LogError;
 using metrics::common::LogInfo;
 using metrics::common::LogWarning;
 using SteadyClock = std::chrono::steady_clock;
+
+// The API token: --token-file's content, else $METRICS_TOKEN, else "".
+// Errors name the file, never its content.
+absl::StatusOr<std::string> Token() {
+  const std::string path = absl::GetFlag(FLAGS_token_file);
+  if (path.empty()) {
+    const char* env = std::getenv("METRICS_TOKEN");
+    return std::string(absl::StripAsciiWhitespace(env == nullptr ? "" : env));
+  }
+  std::ifstream file(path);
+  if (!file) {
+    return absl::NotFoundError(absl::StrCat("--token-file ", path, ": ",
+                                            std::strerror(errno)));
+  }
+  std::stringstream content;
+  content << file.rdbuf();
+  std::string token(absl::StripAsciiWhitespace(content.str()));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--token-file ", path, ": the file is empty"));
+  }
+  return token;
+}
 
 std::string HostName() {
   char name[256] = {};
@@ -105,6 +137,12 @@ int Run() {
   options.agent_id = absl::GetFlag(FLAGS_agent_id);
   if (options.agent_id.empty()) options.agent_id = HostName();
   options.buffer_samples = absl::GetFlag(FLAGS_buffer_samples);
+  absl::StatusOr<std::string> token = Token();
+  if (!token.ok()) {
+    std::cerr << "metrics-agent: " << token.status().message() << "\n";
+    return 2;
+  }
+  options.token = *std::move(token);
   options.overflow = metrics::client::OverflowPolicy::kDropOldest;
   // Samples come one report per interval: a batch a second at most, so a
   // live chart lags by about one interval.

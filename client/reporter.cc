@@ -4,6 +4,7 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -63,6 +64,14 @@ absl::Status ValidateOptions(const ReporterOptions& o) {
   }
   if (o.agent_id.empty()) {
     return absl::InvalidArgumentError("agent_id: must be set");
+  }
+  // gRPC takes only printable ASCII in metadata. The message does not
+  // quote the token.
+  if (!std::all_of(o.token.begin(), o.token.end(),
+                   [](char c) { return c > 0x20 && c < 0x7f; })) {
+    return absl::InvalidArgumentError(
+        "token: must be printable ASCII without spaces (check the token "
+        "file)");
   }
   if (o.max_batch_samples < 1) {
     return absl::InvalidArgumentError("max_batch_samples: must be 1 or more");
@@ -463,6 +472,9 @@ void Reporter::Impl::Run() {
     // Should the connection drop again before the stream starts, wait for
     // the channel's own reconnect rather than fail at once.
     context.set_wait_for_ready(true);
+    if (!options_.token.empty()) {
+      context.AddMetadata("authorization", "Bearer " + options_.token);
+    }
     int64_t done_before;
     {
       absl::MutexLock lock(&mu_);

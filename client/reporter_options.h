@@ -43,6 +43,10 @@ struct ReporterOptions {
   std::string stream_id;
   // Channel credentials; default insecure (TLS: grpc::SslCredentials(...)).
   std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // The API token (metricsctl tokens create --role=reporter --trial=ID),
+  // sent as "authorization: Bearer <token>" on every stream; empty sends
+  // none. Never written to a log or an event.
+  std::string token;
 
   // A batch is sent when it has this many samples...
   int max_batch_samples = 2000;

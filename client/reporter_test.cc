@@ -12,6 +12,8 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "storage/pg/pg_metric_store.h"
+#include "storage/pg/pg_token_store.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/test_server.h"
 #include "tests/testing/trials.h"
@@ -263,6 +265,89 @@ TEST_F(ReporterTest, BlockWaitsForRoomThenGivesUpAndCounts) {
   EXPECT_EQ(s.recorded, 100);
   EXPECT_EQ(s.dropped, 2);
   EXPECT_EQ(s.buffered, 100);
+}
+
+// Against a server with --auth=required: the Reporter sends its token on
+// every stream; a missing or wrong one is a permanent failure, not retried.
+class ReporterAuthTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server::ServerOptions options;
+    options.auth_required = true;
+    absl::StatusOr<std::unique_ptr<TestServer>> server =
+        TestServer::Start(options);
+    ASSERT_OK(server);
+    server_ = server->release();
+    storage::pg::PgMetricStoreOptions store;
+    store.database_url = server_->database_url();
+    ASSERT_OK(storage::pg::PgMetricStore::Create(store)->CreateTrial(
+        21, absl::Now() + absl::Seconds(30)));
+  }
+  static void TearDownTestSuite() { delete server_; }
+
+  static std::string Token(std::optional<int32_t> trial) {
+    storage::pg::PgTokenStore tokens(server_->database_url());
+    storage::TokenRequest request;
+    request.role = trial ? storage::TokenRole::kReporter
+                         : storage::TokenRole::kViewer;
+    request.trial_id = trial;
+    absl::StatusOr<storage::pg::CreatedToken> created =
+        tokens.Create(request, absl::Now() + absl::Seconds(30));
+    EXPECT_OK(created);
+    return created.ok() ? created->secret : "";
+  }
+
+  static ReporterOptions Options(std::string token) {
+    ReporterOptions o;
+    o.server_address = server_->grpc_target();
+    o.trial_id = 21;
+    o.agent_id = "host-1";
+    o.token = std::move(token);
+    o.initial_backoff = absl::Milliseconds(20);
+    o.shutdown_timeout = absl::Milliseconds(200);
+    return o;
+  }
+
+  static TestServer* server_;
+};
+
+TestServer* ReporterAuthTest::server_ = nullptr;
+
+TEST_F(ReporterAuthTest, ATokenOfTheTrialIsAcknowledged) {
+  ASSERT_OK_AND_ASSIGN(auto reporter, Reporter::Create(Options(Token(21))));
+  ASSERT_OK(reporter->Record(kStart, {{"memory_free", 1, "bytes"}}));
+  ASSERT_OK(reporter->Flush(absl::Now() + absl::Seconds(30)));
+  EXPECT_EQ(reporter->stats().acknowledged, 1);
+  ASSERT_OK(reporter->Shutdown(absl::Now() + absl::Seconds(5)));
+}
+
+TEST_F(ReporterAuthTest, NoTokenOrAWrongOneIsPermanent) {
+  struct Case {
+    std::string token;
+    absl::StatusCode code;
+  };
+  for (const Case& c :
+       {Case{"", absl::StatusCode::kUnauthenticated},
+        Case{"mtk_" + std::string(64, '0'), absl::StatusCode::kUnauthenticated},
+        Case{Token(std::nullopt), absl::StatusCode::kPermissionDenied}}) {
+    ASSERT_OK_AND_ASSIGN(auto reporter, Reporter::Create(Options(c.token)));
+    ASSERT_OK(reporter->Record(kStart, {{"memory_free", 1, "bytes"}}));
+    absl::Status flushed = reporter->Flush(absl::Now() + absl::Seconds(30));
+    EXPECT_EQ(flushed.code(), c.code) << flushed;
+    if (!c.token.empty()) {
+      EXPECT_THAT(flushed.message(), ::testing::Not(HasSubstr(c.token)));
+    }
+    EXPECT_EQ(reporter->stats().connections, 1);  // not retried
+    reporter->Shutdown(absl::Now() + absl::Seconds(5)).IgnoreError();  // failed
+  }
+}
+
+TEST_F(ReporterAuthTest, AMalformedTokenIsRefusedWithoutQuotingIt) {
+  absl::StatusOr<std::unique_ptr<Reporter>> reporter =
+      Reporter::Create(Options("mtk_abc def\n"));
+  EXPECT_THAT(reporter, StatusIs(absl::StatusCode::kInvalidArgument,
+                                 HasSubstr("token: must be printable ASCII")));
+  EXPECT_THAT(reporter.status().message(), ::testing::Not(HasSubstr("abc")));
 }
 
 }  // namespace

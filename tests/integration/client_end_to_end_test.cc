@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -18,6 +19,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/metrics/v1/query.grpc.pb.h"
+#include "storage/pg/pg_metric_store.h"
+#include "storage/pg/pg_token_store.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
@@ -42,12 +45,15 @@ class ClientEndToEndTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_OK_AND_ASSIGN(db_, TestDatabase::Create()); }
 
-  // Starts metricsd on `port` (0: any) and returns the port it listens on.
-  int StartMetricsd(int port = 0) {
-    absl::StatusOr<std::unique_ptr<Subprocess>> p = Subprocess::Start(
-        {METRICSD_PATH, "--database-url=" + db_->url(),
-         absl::StrCat("--grpc-address=127.0.0.1:", port),
-         "--http-address=127.0.0.1:0"});
+  // Starts metricsd on `port` (0: any), with `flags` besides, and returns
+  // the port it listens on.
+  int StartMetricsd(int port = 0, std::vector<std::string> flags = {}) {
+    std::vector<std::string> argv = {
+        METRICSD_PATH, "--database-url=" + db_->url(),
+        absl::StrCat("--grpc-address=127.0.0.1:", port),
+        "--http-address=127.0.0.1:0"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    absl::StatusOr<std::unique_ptr<Subprocess>> p = Subprocess::Start(argv);
     EXPECT_OK(p);
     if (!p.ok()) return 0;
     absl::StatusOr<std::string> line =
@@ -333,6 +339,57 @@ TEST_F(ClientEndToEndTest, AgentWithoutNvmlSaysSoAndStopsWhenTheTrialEnds) {
   const std::vector<std::string> names = SeriesNames(target_, 5);
   EXPECT_THAT(names, Contains("cpu_util_simple/"));
   for (const std::string& n : names) EXPECT_THAT(n, Not(HasSubstr("gpu")));
+}
+
+TEST_F(ClientEndToEndTest, AgentWithATokenFileReportsWhenAuthIsRequired) {
+  ASSERT_NE(StartMetricsd(0, {"--auth=required"}), 0);
+  storage::pg::PgMetricStoreOptions store;
+  store.database_url = db_->url();
+  ASSERT_OK(storage::pg::PgMetricStore::Create(store)->CreateTrial(
+      6, absl::Now() + absl::Seconds(30)));
+  storage::pg::PgTokenStore tokens(db_->url());
+  storage::TokenRequest request;
+  request.role = storage::TokenRole::kReporter;
+  request.trial_id = 6;
+  ASSERT_OK_AND_ASSIGN(storage::pg::CreatedToken token,
+                       tokens.Create(request, absl::Now() + absl::Seconds(30)));
+  const std::string path = ::testing::TempDir() + "/metrics-agent-token";
+  std::ofstream(path) << token.secret << "\n";
+
+  ASSERT_OK_AND_ASSIGN(
+      auto agent,
+      Subprocess::Start({METRICS_AGENT_PATH, "--server=" + target_,
+                         "--trial-id=6", "--interval=100ms",
+                         "--token-file=" + path,
+                         "--nvml-library=/nonexistent/libnvidia-ml.so.1"}));
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (Scalar("SELECT count(*) FROM metrics WHERE trial_id = 6") < 2 &&
+         absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_GE(Scalar("SELECT count(*) FROM metrics WHERE trial_id = 6"), 2);
+  agent->Signal(SIGTERM);
+  ASSERT_OK_AND_ASSIGN(int code, agent->Wait(absl::Seconds(30)));
+  EXPECT_EQ(code, 0) << agent->stderr_text();
+  metricsd_->Signal(SIGTERM);
+  ASSERT_OK(metricsd_->Wait(absl::Seconds(30)).status());
+  // The token appears in no output of either process.
+  const std::string secret = token.secret.substr(4);
+  for (const std::string* text :
+       {&agent->stdout_text(), &agent->stderr_text(), &metricsd_->stdout_text(),
+        &metricsd_->stderr_text()}) {
+    EXPECT_THAT(*text, Not(HasSubstr(secret)));
+  }
+  // A missing token file is one clear line, naming the file only.
+  ASSERT_OK_AND_ASSIGN(
+      auto missing,
+      Subprocess::Start({METRICS_AGENT_PATH, "--server=" + target_,
+                         "--trial-id=6", "--token-file=/nonexistent/token"}));
+  ASSERT_OK_AND_ASSIGN(code, missing->Wait(absl::Seconds(30)));
+  EXPECT_EQ(code, 2);
+  EXPECT_THAT(missing->stderr_text(),
+              HasSubstr("metrics-agent: --token-file /nonexistent/token: No "
+                        "such file or directory"));
 }
 
 }  // namespace
