@@ -117,6 +117,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
       options.executor_threads, options.executor_queue);
   server->trial_service_ = std::make_unique<TrialService>(
       server->store_.get(), server->executor_.get(), guard);
+  server->token_service_ = std::make_unique<TokenService>(
+      server->token_store_.get(), server->executor_.get(), guard);
   server->ingest_service_ = std::make_unique<IngestService>(
       server->store_.get(), server->executor_.get(), options.ingest,
       &server->figures_, guard);
@@ -144,6 +146,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   builder.AddListeningPort(server->gateway_socket_->target(),
                            grpc::InsecureServerCredentials());
   builder.RegisterService(server->trial_service_.get());
+  builder.RegisterService(server->token_service_.get());
   builder.RegisterService(server->ingest_service_.get());
   builder.RegisterService(server->query_service_.get());
   builder.RegisterService(server->legacy_service_.get());
@@ -174,6 +177,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
                                     grpc::InsecureChannelCredentials(),
                                     channel_arguments),
           {v1::TrialService::service_full_name(),
+           v1::TokenService::service_full_name(),
            v1::IngestService::service_full_name(),
            v1::QueryService::service_full_name(),
            determined::api::v1::Determined::service_full_name()},

@@ -35,6 +35,7 @@
 #include "server/rest/rest_gateway.h"
 #include "server/server_options.h"
 #include "server/services/service_figures.h"
+#include "server/services/token_service.h"
 #include "server/services/trial_service.h"
 #include "server/web/web_assets.h"
 #include "storage/pg/pg_metric_store.h"
@@ -86,6 +87,7 @@ class MetricsServer {
   ServiceFigures figures_;
   std::unique_ptr<common::BlockingExecutor> executor_;
   std::unique_ptr<TrialService> trial_service_;
+  std::unique_ptr<TokenService> token_service_;
   std::unique_ptr<IngestService> ingest_service_;
   std::unique_ptr<query::QueryEngine> query_engine_;
   std::unique_ptr<QueryService> query_service_;

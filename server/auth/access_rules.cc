@@ -27,6 +27,9 @@ const absl::flat_hash_map<std::string, MethodRule>& Rules() {
       // services' descriptors only (no data), so it is open.
       {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
        {Access::kOpen, {}, false}},
+      {"/metrics.v1.TokenService/CreateToken", {Access::kAdmin, {}, false}},
+      {"/metrics.v1.TokenService/ListTokens", {Access::kAdmin, {}, false}},
+      {"/metrics.v1.TokenService/RevokeToken", {Access::kAdmin, {}, false}},
       {"/metrics.v1.TrialService/CreateTrial", {Access::kAdmin, {}, false}},
       {"/metrics.v1.TrialService/UpdateTrial", {Access::kAdmin, {}, false}},
       {"/metrics.v1.TrialService/ListTrials", {Access::kRead, {}, false}},

@@ -27,6 +27,7 @@
 #include "proto/determined/api/v1/profiler.pb.h"
 #include "proto/metrics/v1/ingest.pb.h"
 #include "proto/metrics/v1/query.pb.h"
+#include "proto/metrics/v1/tokens.grpc.pb.h"
 #include "proto/metrics/v1/trials.pb.h"
 #include "server/auth/access_rules.h"
 #include "server/auth/testing/served_protos.h"
@@ -245,7 +246,7 @@ TEST_F(AuthMatrixTest, EveryGrpcMethodAnswersAsItsRuleSays) {
       ++cells;
     }
   }
-  EXPECT_EQ(cells, 11 * 9);
+  EXPECT_EQ(cells, 14 * 9);
 }
 
 TEST_F(AuthMatrixTest, EveryRestRouteAnswersAsItsRuleSays) {
@@ -305,7 +306,7 @@ TEST_F(AuthMatrixTest, EveryRestRouteAnswersAsItsRuleSays) {
     }
   }
   // Every annotated route but UpdateTrial's (the stream has none).
-  EXPECT_EQ(routes, 10);
+  EXPECT_EQ(routes, 13);
   EXPECT_EQ(cells, routes * 9);
 }
 
@@ -376,6 +377,70 @@ TEST_F(AuthMatrixTest, ARevocationIsSeenWithinTheRecheckTime) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   // The server was started with a 1 s recheck.
   EXPECT_LT(absl::Now() - revoked, absl::Seconds(2));
+}
+
+TEST_F(AuthMatrixTest, AnAdminMintsAReporterTokenThatWorksForItsTrialOnly) {
+  std::shared_ptr<grpc::Channel> channel = server_->Channel();
+  auto tokens = v1::TokenService::NewStub(channel);
+  grpc::ClientContext context;
+  context.AddMetadata("authorization", (*callers_)[5].authorization);
+  v1::CreateTokenRequest create;
+  create.set_role(v1::ApiToken::REPORTER);
+  create.set_trial_id(kTrial);
+  create.set_name("agents of 7");
+  create.set_ttl_seconds(3600);
+  v1::CreateTokenResponse created;
+  grpc::Status status = tokens->CreateToken(&context, create, &created);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(created.token().trial_id(), kTrial);
+  EXPECT_TRUE(created.token().has_expires_at());
+
+  v1::ReportSystemMetricsRequest report;
+  report.mutable_batch()->set_trial_id(kTrial);
+  const std::string kReport = "/metrics.v1.IngestService/ReportSystemMetrics";
+  const std::string bearer = "Bearer " + created.secret();
+  // Allowed (the empty batch is then refused for its content).
+  EXPECT_EQ(CallGeneric(channel, kReport, report, bearer, absl::Seconds(5))
+                .error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  report.mutable_batch()->set_trial_id(kOtherTrial);
+  EXPECT_EQ(CallGeneric(channel, kReport, report, bearer, absl::Seconds(5))
+                .error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+
+  // The list never carries a secret.
+  grpc::ClientContext list_context;
+  list_context.AddMetadata("authorization", (*callers_)[5].authorization);
+  v1::ListTokensResponse list;
+  ASSERT_TRUE(tokens->ListTokens(&list_context, {}, &list).ok());
+  EXPECT_THAT(list.DebugString(),
+              ::testing::Not(::testing::HasSubstr(created.secret())));
+
+  // Bad requests name the field.
+  grpc::ClientContext bad_context;
+  bad_context.AddMetadata("authorization", (*callers_)[5].authorization);
+  create.set_role(v1::ApiToken::VIEWER);
+  status = tokens->CreateToken(&bad_context, create, &created);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(),
+              ::testing::HasSubstr("trial: only reporter tokens"));
+}
+
+TEST(TokenServiceWithoutAuthTest, RefusesEveryCall) {
+  auto server = TestServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto tokens = v1::TokenService::NewStub((*server)->Channel());
+  grpc::ClientContext context;
+  v1::CreateTokenRequest create;
+  create.set_role(v1::ApiToken::ADMIN);
+  v1::CreateTokenResponse created;
+  grpc::Status status = tokens->CreateToken(&context, create, &created);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), ::testing::HasSubstr("--auth=required"));
+  storage::pg::PgTokenStore store((*server)->database_url());
+  auto all = store.List(Deadline());
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->empty());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "proto/determined/api/v1/profiler.pb.h"
 #include "proto/metrics/v1/ingest.pb.h"
 #include "proto/metrics/v1/query.pb.h"
+#include "proto/metrics/v1/tokens.pb.h"
 #include "proto/metrics/v1/trials.pb.h"
 
 namespace metrics::server::test_util {
@@ -40,6 +41,7 @@ bool SetAt(Message& message, absl::Span<const std::string> path,
 
 std::vector<const google::protobuf::FileDescriptor*> ServedProtoFiles() {
   return {v1::CreateTrialRequest::descriptor()->file(),
+          v1::CreateTokenRequest::descriptor()->file(),
           v1::ReportSystemMetricsRequest::descriptor()->file(),
           v1::QuerySeriesRequest::descriptor()->file(),
           determined::api::v1::GetTrialProfilerMetricsRequest::descriptor()

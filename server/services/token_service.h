@@ -1,0 +1,44 @@
+// metrics.v1.TokenService: API tokens over gRPC (and the REST gateway), for
+// the platform to mint a trial's reporter token. Admin tokens only (the
+// access rules); with authentication off every call is refused, so no
+// token is minted while anyone may call.
+//
+// Thread-safety: thread-safe; calls run on the blocking executor.
+#ifndef METRICS_SERVER_SERVICES_TOKEN_SERVICE_H_
+#define METRICS_SERVER_SERVICES_TOKEN_SERVICE_H_
+
+#include "common/blocking_executor.h"
+#include "proto/metrics/v1/tokens.grpc.pb.h"
+#include "server/auth/call_guard.h"
+#include "storage/pg/pg_token_store.h"
+
+namespace metrics::server {
+
+class TokenService final : public v1::TokenService::CallbackService {
+ public:
+  // `tokens`, `executor` and `guard` must outlive the service; both
+  // `tokens` and `guard` are null when authentication is off.
+  TokenService(storage::pg::PgTokenStore* tokens,
+               common::BlockingExecutor* executor, const CallGuard* guard)
+      : tokens_(tokens), executor_(executor), guard_(guard) {}
+
+  grpc::ServerUnaryReactor* CreateToken(
+      grpc::CallbackServerContext* context,
+      const v1::CreateTokenRequest* request,
+      v1::CreateTokenResponse* response) override;
+  grpc::ServerUnaryReactor* ListTokens(grpc::CallbackServerContext* context,
+                                       const v1::ListTokensRequest* request,
+                                       v1::ListTokensResponse* response) override;
+  grpc::ServerUnaryReactor* RevokeToken(grpc::CallbackServerContext* context,
+                                        const v1::RevokeTokenRequest* request,
+                                        v1::ApiToken* response) override;
+
+ private:
+  storage::pg::PgTokenStore* const tokens_;
+  common::BlockingExecutor* const executor_;
+  const CallGuard* const guard_;
+};
+
+}  // namespace metrics::server
+
+#endif  // METRICS_SERVER_SERVICES_TOKEN_SERVICE_H_
