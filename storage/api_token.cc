@@ -1,6 +1,7 @@
 #include "storage/api_token.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/utf8.h"
 
 namespace metrics::storage {
 
@@ -49,6 +50,9 @@ absl::Status ValidateTokenRequest(const TokenRequest& request) {
         "name: ", request.name.size(), " characters is more than the limit of ",
         kMaxTokenNameLength));
   }
+  if (!common::IsValidUtf8(request.name)) {
+    return absl::InvalidArgumentError("name: must be valid UTF-8");
+  }
   for (unsigned char c : request.name) {
     if (c < 0x20 || c == 0x7f) {
       return absl::InvalidArgumentError(
@@ -59,6 +63,12 @@ absl::Status ValidateTokenRequest(const TokenRequest& request) {
     return absl::InvalidArgumentError(
         absl::StrCat("ttl: ", absl::FormatDuration(*request.ttl),
                      " is not a positive duration"));
+  }
+  // Past this, PostgreSQL's timestamps overflow; no token needs longer.
+  if (request.ttl.has_value() && *request.ttl > kMaxTokenTtl) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ttl: ", absl::FormatDuration(*request.ttl),
+                     " is more than 100 years"));
   }
   return absl::OkStatus();
 }

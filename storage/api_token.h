@@ -25,6 +25,7 @@ absl::string_view TokenRoleName(TokenRole role);  // "admin", ...
 std::optional<TokenRole> ParseTokenRole(absl::string_view name);
 
 inline constexpr size_t kMaxTokenNameLength = 200;
+inline constexpr absl::Duration kMaxTokenTtl = absl::Hours(24 * 365 * 100);
 
 struct ApiToken {
   int64_t id = 0;
@@ -48,8 +49,8 @@ struct TokenRequest {
 };
 
 // INVALID_ARGUMENT naming the field: a reporter without a trial, a trial
-// on another role, a trial id not above 0, a name over 200 characters or
-// with control characters, a ttl not above zero.
+// on another role, a trial id not above 0, a name over 200 bytes, not
+// UTF-8 or with control characters, a ttl not above zero or over 100 years.
 absl::Status ValidateTokenRequest(const TokenRequest& request);
 
 }  // namespace metrics::storage

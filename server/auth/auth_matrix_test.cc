@@ -424,6 +424,13 @@ TEST_F(AuthMatrixTest, AnAdminMintsAReporterTokenThatWorksForItsTrialOnly) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(),
               ::testing::HasSubstr("trial: only reporter tokens"));
+  grpc::ClientContext huge_context;
+  huge_context.AddMetadata("authorization", (*callers_)[5].authorization);
+  create.set_role(v1::ApiToken::REPORTER);
+  create.set_ttl_seconds(INT64_MAX);
+  status = tokens->CreateToken(&huge_context, create, &created);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), ::testing::HasSubstr("ttl: "));
 }
 
 TEST_F(AuthMatrixTest, HostileAuthorizationHeadersAreRefusedCleanly) {

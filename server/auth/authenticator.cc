@@ -17,8 +17,11 @@ Authenticator::Authenticator(storage::pg::PgTokenStore* store,
                              AuthenticatorOptions options)
     : store_(store), options_(std::move(options)) {}
 
-std::string Authenticator::KeyOf(absl::string_view authorization) {
-  // RFC 9110: the scheme is case-insensitive; one or more spaces follow it.
+namespace {
+
+// The token of a header value, or "" when it carries none of a token's
+// shape. RFC 9110: the scheme is case-insensitive; spaces follow it.
+absl::string_view TokenOf(absl::string_view authorization) {
   constexpr absl::string_view kScheme = "bearer ";
   if (authorization.size() <= kScheme.size() ||
       !absl::StartsWithIgnoreCase(authorization, kScheme)) {
@@ -26,8 +29,14 @@ std::string Authenticator::KeyOf(absl::string_view authorization) {
   }
   absl::string_view token =
       absl::StripAsciiWhitespace(authorization.substr(kScheme.size()));
-  if (!common::LooksLikeApiToken(token)) return "";
-  return common::ApiTokenHash(token);
+  return common::LooksLikeApiToken(token) ? token : "";
+}
+
+}  // namespace
+
+std::string Authenticator::KeyOf(absl::string_view authorization) {
+  absl::string_view token = TokenOf(authorization);
+  return token.empty() ? "" : common::ApiTokenHash(token);
 }
 
 absl::StatusOr<Principal> Authenticator::Judge(
@@ -68,11 +77,8 @@ absl::StatusOr<Principal> Authenticator::Authenticate(
   if (std::optional<absl::StatusOr<Principal>> cached = Cached(key)) {
     return *std::move(cached);
   }
-  // The store finds a token by the hash of its secret; KeyOf checked the
-  // shape, so strip the scheme again to hand it the secret.
-  absl::string_view secret = absl::StripAsciiWhitespace(
-      authorization.substr(std::string_view("bearer ").size()));
-  absl::StatusOr<storage::ApiToken> found = store_->Find(secret, deadline);
+  absl::StatusOr<storage::ApiToken> found =
+      store_->Find(TokenOf(authorization), deadline);
   std::optional<storage::ApiToken> token;
   if (found.ok()) {
     token = *std::move(found);

@@ -146,7 +146,15 @@ TEST_F(PgTokenStoreTest, BadRequestsNameTheField) {
   EXPECT_THAT(
       tokens_->Create(r, Deadline()),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ttl: 0")));
+  r.ttl = absl::Hours(24 * 365 * 200);
+  EXPECT_THAT(tokens_->Create(r, Deadline()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("is more than 100 years")));
   r.ttl.reset();
+  r.name = "caf\xc3";
+  EXPECT_THAT(tokens_->Create(r, Deadline()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "name: must be valid UTF-8"));
   r.name = "a\nb";
   EXPECT_THAT(tokens_->Create(r, Deadline()),
               StatusIs(absl::StatusCode::kInvalidArgument,
