@@ -14,7 +14,7 @@ RUN apt-get update \
       libgrpc++1.51 libprotobuf32 libpqxx-6.4 \
       libabsl20220623 libssl3 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
-COPY --from=build /build/server/metricsd /build/migrations/metricsctl /usr/local/bin/
+COPY --from=build /build/server/metricsd /build/ctl/metricsctl /usr/local/bin/
 COPY --from=build /src/web/index.html /usr/local/share/metricsd/web/
 COPY --from=build /src/web/src /usr/local/share/metricsd/web/src
 COPY --from=build /src/web/node_modules/uplot/dist /usr/local/share/metricsd/web/node_modules/uplot/dist

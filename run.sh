@@ -70,6 +70,6 @@ if [ -z "${DATABASE_URL:-}" ]; then
   echo "run.sh: PostgreSQL is up: DATABASE_URL=\"$DATABASE_URL\""
 fi
 
-build/migrations/metricsctl migrate up
+build/ctl/metricsctl migrate up
 echo "run.sh: starting metricsd (Ctrl-C stops it)"
 exec build/server/metricsd "$@"
