@@ -10,12 +10,14 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "common/tls_files.h"
 #include "migrations/migrator.h"
 #include "server/http/http_error.h"
 #include "server/prometheus/prometheus_exporter.h"
@@ -90,9 +92,29 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
     ServerOptions options, std::unique_ptr<storage::MetricStore> store,
     const std::function<void(absl::string_view)>& log) {
-  RETURN_IF_ERROR(ParseHostPort("--grpc-address", options.grpc_address).status());
-  RETURN_IF_ERROR(
-      ParseHostPort("--http-address", options.http.address).status());
+  ASSIGN_OR_RETURN(const auto grpc_host_port,
+                   ParseHostPort("--grpc-address", options.grpc_address));
+  ASSIGN_OR_RETURN(const auto http_host_port,
+                   ParseHostPort("--http-address", options.http.address));
+  ASSIGN_OR_RETURN(const common::ServerTlsPem tls,
+                   common::ReadServerTls(options.tls));
+  if (options.auth_required && !tls.enabled() && !options.insecure_listen) {
+    for (const auto& [flag, address, host] :
+         {std::tuple("--grpc-address", options.grpc_address,
+                     grpc_host_port.first),
+          std::tuple("--http-address", options.http.address,
+                     http_host_port.first)}) {
+      if (!IsLoopbackHost(host)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            flag, " ", address,
+            ": not a loopback address, and without TLS the API tokens "
+            "would cross the network in plaintext; give --tls-cert and "
+            "--tls-key, or --insecure-listen to accept that"));
+      }
+    }
+  }
+  options.http.tls_cert_pem = tls.cert;
+  options.http.tls_key_pem = tls.key;
   std::unique_ptr<WebAssets> web;
   if (!options.web.root.empty()) {
     ASSIGN_OR_RETURN(web, WebAssets::Create(options.web));
@@ -141,7 +163,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   ASSIGN_OR_RETURN(server->gateway_socket_, GatewaySocket::Create());
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.grpc_address,
-                           grpc::InsecureServerCredentials(),
+                           tls.enabled() ? common::GrpcServerCredentials(tls)
+                                         : grpc::InsecureServerCredentials(),
                            &server->grpc_port_);
   builder.AddListeningPort(server->gateway_socket_->target(),
                            grpc::InsecureServerCredentials());

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "common/tls_files.h"
 #include "server/http/http_server.h"
 #include "query/query_engine.h"
 #include "server/services/follow_reactor.h"
@@ -48,9 +49,15 @@ struct ServerOptions {
   // Memory gRPC may use for calls in progress before it pushes back.
   size_t grpc_memory_bytes = size_t{1} << 30;
   // Whether callers must present an API token (see the README's
-  // "Security"). Off until the rest of issue 16 lands (the run command's
-  // admin token, the page's sign-in, the agent's token file).
+  // "Security"). metricsd's flag defaults to on; tests that are not about
+  // tokens leave it off here.
   bool auth_required = false;
+  // TLS for the gRPC and HTTP ports (the REST gateway's private socket stays
+  // plain); all empty: plaintext.
+  common::ServerTlsFiles tls;
+  // With auth required and no TLS, listen on a non-loopback address anyway
+  // (tokens then cross the network in plaintext).
+  bool insecure_listen = false;
   // With auth required: GET /metrics without a token.
   bool metrics_public = false;
   // How old a cached token check may be; a revocation takes effect within.

@@ -10,9 +10,11 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
 HttpEngine::HttpEngine(HttpServerOptions options, HttpServer::Handler handler,
-                       int fd, bool ipv6)
+                       int fd, bool ipv6,
+                       std::unique_ptr<asio::ssl::context> tls)
     : options_(std::move(options)),
       handler_(std::move(handler)),
+      tls_(std::move(tls)),
       acceptor_(io_),
       accept_retry_(io_),
       work_(asio::make_work_guard(io_)),

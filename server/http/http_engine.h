@@ -12,6 +12,7 @@
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -31,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/blocking_executor.h"
 #include "server/http/http_server.h"
+#include "server/http/http_stream.h"
 #include "server/http/http_target.h"
 
 namespace metrics::server::server_internal {
@@ -40,9 +42,9 @@ class Session;
 class HttpEngine {
  public:
   // Takes the listening socket `fd` (bound and listening) and starts the
-  // I/O threads and the pools.
+  // I/O threads and the pools. Serves TLS when `tls` is not null.
   HttpEngine(HttpServerOptions options, HttpServer::Handler handler, int fd,
-             bool ipv6);
+             bool ipv6, std::unique_ptr<boost::asio::ssl::context> tls);
   ~HttpEngine();
 
   // See HttpServer::Shutdown.
@@ -52,6 +54,8 @@ class HttpEngine {
   const HttpServer::Handler& handler() const { return handler_; }
   common::BlockingExecutor& handler_pool() { return handler_pool_; }
   common::BlockingExecutor& stream_pool() { return stream_pool_; }
+  // The TLS context, or null for plain HTTP.
+  boost::asio::ssl::context* tls() const { return tls_.get(); }
 
   // Takes a stream slot; false at max_streams.
   bool AcquireStream();
@@ -67,6 +71,7 @@ class HttpEngine {
 
   const HttpServerOptions options_;
   const HttpServer::Handler handler_;
+  const std::unique_ptr<boost::asio::ssl::context> tls_;
   // Declared before the I/O context so that sessions destroyed with its
   // pending work can still unregister.
   absl::Mutex mu_;
@@ -141,7 +146,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   HttpEngine& engine_;
   const uint64_t id_;
-  boost::beast::tcp_stream stream_;
+  HttpStream stream_;
   boost::beast::flat_buffer buffer_;
   std::optional<
       boost::beast::http::request_parser<boost::beast::http::string_body>>

@@ -1,6 +1,8 @@
 #include "server/http/http_server.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <openssl/ssl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -64,6 +66,36 @@ absl::StatusOr<Listening> Listen(const std::string& host, int port,
       absl::StrCat("HTTP address ", address, ": cannot listen: ", last_error));
 }
 
+// A TLS 1.2+ server context with the certificate chain and key (PEM);
+// errors name the flags.
+absl::StatusOr<std::unique_ptr<boost::asio::ssl::context>> TlsContext(
+    const std::string& cert_pem, const std::string& key_pem) {
+  namespace ssl = boost::asio::ssl;
+  auto context = std::make_unique<ssl::context>(ssl::context::tls_server);
+  context->set_options(ssl::context::default_workarounds |
+                       ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+                       ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+  boost::system::error_code ec;
+  context->use_certificate_chain(
+      boost::asio::buffer(cert_pem.data(), cert_pem.size()), ec);
+  if (ec) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls-cert: not a usable PEM certificate chain (", ec.message(), ")"));
+  }
+  context->use_private_key(
+      boost::asio::buffer(key_pem.data(), key_pem.size()), ssl::context::pem,
+      ec);
+  if (ec) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls-key: not a usable PEM private key (", ec.message(), ")"));
+  }
+  if (SSL_CTX_check_private_key(context->native_handle()) != 1) {
+    return absl::InvalidArgumentError(
+        "--tls-key: does not match the certificate of --tls-cert");
+  }
+  return context;
+}
+
 }  // namespace
 
 absl::string_view HttpRequest::Header(absl::string_view name) const {
@@ -102,6 +134,18 @@ absl::StatusOr<std::pair<std::string, int>> ParseHostPort(
   return std::make_pair(host, port);
 }
 
+bool IsLoopbackHost(absl::string_view host) {
+  if (absl::EqualsIgnoreCase(host, "localhost")) return true;
+  const std::string text(host);
+  in_addr v4{};
+  if (::inet_pton(AF_INET, text.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6{};
+  return ::inet_pton(AF_INET6, text.c_str(), &v6) == 1 &&
+         IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     HttpServerOptions options, Handler handler) {
   absl::StatusOr<std::pair<std::string, int>> host_port =
@@ -113,11 +157,19 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
         "HTTP: connections, handler threads, streams and I/O threads must "
         "each be at least 1");
   }
+  std::unique_ptr<boost::asio::ssl::context> tls;
+  if (!options.tls_cert_pem.empty() || !options.tls_key_pem.empty()) {
+    absl::StatusOr<std::unique_ptr<boost::asio::ssl::context>> context =
+        TlsContext(options.tls_cert_pem, options.tls_key_pem);
+    if (!context.ok()) return context.status();
+    tls = *std::move(context);
+  }
   absl::StatusOr<Listening> listening =
       Listen(host_port->first, host_port->second, options.address);
   if (!listening.ok()) return listening.status();
   auto engine = std::make_unique<server_internal::HttpEngine>(
-      std::move(options), std::move(handler), listening->fd, listening->ipv6);
+      std::move(options), std::move(handler), listening->fd, listening->ipv6,
+      std::move(tls));
   return std::unique_ptr<HttpServer>(
       new HttpServer(std::move(engine), listening->port));
 }

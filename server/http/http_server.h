@@ -65,6 +65,10 @@ struct HttpResponse {
 struct HttpServerOptions {
   // "host:port" or "[v6]:port"; port 0 picks a free one.
   std::string address = "127.0.0.1:8080";
+  // HTTPS: the certificate chain and its private key, in PEM. Both empty
+  // serve plain HTTP.
+  std::string tls_cert_pem;
+  std::string tls_key_pem;
   // Connections open at once. At the limit, a new connection closes the one
   // that has waited longest for a request (idle, or still sending its
   // headers), so slow or idle clients cannot lock others out; when every
@@ -135,6 +139,10 @@ class HttpServer {
 // the value when malformed.
 absl::StatusOr<std::pair<std::string, int>> ParseHostPort(
     absl::string_view flag_name, absl::string_view address);
+
+// Whether `host` (from ParseHostPort) names this machine only: "localhost",
+// 127.0.0.0/8 or ::1. An empty host means every interface: false.
+bool IsLoopbackHost(absl::string_view host);
 
 }  // namespace metrics::server
 

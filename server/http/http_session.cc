@@ -81,7 +81,7 @@ bool IsHttpError(const boost::system::error_code& ec) {
 Session::Session(HttpEngine& engine, tcp::socket socket, uint64_t id)
     : engine_(engine),
       id_(id),
-      stream_(std::move(socket)),
+      stream_(std::move(socket), engine.tls()),
       buffer_(engine.options().max_header_bytes + (64 << 10)) {}
 
 Session::~Session() {
@@ -91,8 +91,20 @@ Session::~Session() {
 
 void Session::Start() {
   SetWaiting(true);
-  asio::dispatch(stream_.get_executor(),
-                 [self = shared_from_this()] { self->ReadRequest(true); });
+  asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+    // The handshake is part of the first request's headers: the same
+    // deadline bounds a client that starts one and stalls.
+    self->stream_.tcp().expires_after(
+        Chrono(self->engine_.options().header_timeout));
+    self->stream_.async_handshake(
+        [self](boost::system::error_code ec) {
+          if (ec) {
+            self->Shut();  // not TLS, or a failed handshake: nothing to say
+            return;
+          }
+          self->ReadRequest(true);
+        });
+  });
 }
 
 void Session::RejectBusy() {
@@ -116,8 +128,8 @@ void Session::Close() {
 
 void Session::Shut() {
   boost::system::error_code ignored;
-  stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-  stream_.close();
+  stream_.tcp().socket().shutdown(tcp::socket::shutdown_both, ignored);
+  stream_.tcp().close();
 }
 
 void Session::SetWaiting(bool waiting) {
@@ -140,7 +152,7 @@ void Session::ReadRequest(bool first) {
   }
   // Between requests the idle timeout applies; the header timeout starts
   // with the next request's first byte.
-  stream_.expires_after(Chrono(options.idle_timeout));
+  stream_.tcp().expires_after(Chrono(options.idle_timeout));
   stream_.async_read_some(
       buffer_.prepare(4096),
       [self = shared_from_this()](boost::system::error_code ec, size_t n) {
@@ -154,7 +166,7 @@ void Session::ReadRequest(bool first) {
 }
 
 void Session::ReadHeader() {
-  stream_.expires_after(Chrono(engine_.options().header_timeout));
+  stream_.tcp().expires_after(Chrono(engine_.options().header_timeout));
   http::async_read_header(
       stream_, buffer_, *parser_,
       [self = shared_from_this()](boost::system::error_code ec, size_t) {
@@ -282,7 +294,7 @@ void Session::ReadBody() {
     return;
   }
   auto read = [self = shared_from_this()] {
-    self->stream_.expires_after(Chrono(self->engine_.options().body_timeout));
+    self->stream_.tcp().expires_after(Chrono(self->engine_.options().body_timeout));
     http::async_read(
         self->stream_, self->buffer_, *self->parser_,
         [self](boost::system::error_code ec, size_t) { self->OnBody(ec); });
@@ -332,9 +344,9 @@ void Session::Dispatch() {
   }
   request.body = std::move(message.body());
   boost::system::error_code ec;
-  const tcp::endpoint peer = stream_.socket().remote_endpoint(ec);
+  const tcp::endpoint peer = stream_.tcp().socket().remote_endpoint(ec);
   request.client_address = ec ? "unknown" : peer.address().to_string();
-  const int fd = stream_.socket().native_handle();
+  const int fd = stream_.tcp().socket().native_handle();
   request.client_gone = [fd] {
     char byte;
     const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -443,7 +455,7 @@ void Session::Send(std::string bytes, bool close_after) {
 void Session::Write(std::string bytes,
                     std::function<void(boost::system::error_code)> done) {
   out_ = std::move(bytes);
-  stream_.expires_after(Chrono(engine_.options().write_timeout));
+  stream_.tcp().expires_after(Chrono(engine_.options().write_timeout));
   asio::async_write(stream_, asio::buffer(out_),
                     [done = std::move(done)](boost::system::error_code ec,
                                              size_t) { done(ec); });
@@ -462,7 +474,7 @@ void Session::OnWritten(bool close_after, boost::system::error_code ec) {
 void Session::PullChunk() {
   // A stream may stay quiet for long; its producer watches for a client
   // that leaves (HttpRequest::client_gone).
-  stream_.expires_never();
+  stream_.tcp().expires_never();
   const bool posted = engine_.stream_pool().Post([self = shared_from_this()] {
     std::string chunk;
     const bool more = self->stream_body_(chunk);
@@ -528,10 +540,11 @@ void Session::SendError(const absl::Status& status, int http_status,
 
 void Session::Linger() {
   boost::system::error_code ignored;
-  stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-  stream_.expires_after(kLingerTime);
+  stream_.tcp().socket().shutdown(tcp::socket::shutdown_send, ignored);
+  stream_.tcp().expires_after(kLingerTime);
   buffer_.consume(buffer_.size());
-  stream_.async_read_some(
+  // Below TLS: what is left is dropped unread, records and all.
+  stream_.tcp().async_read_some(
       buffer_.prepare(16 << 10),
       [self = shared_from_this()](boost::system::error_code ec, size_t n) {
         self->lingered_ += n;
