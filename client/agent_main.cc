@@ -33,6 +33,7 @@
 #include "common/command_line.h"
 #include "common/logging.h"
 #include "common/stop_signals.h"
+#include "common/tls_files.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:8081",
           "gRPC address (host:port) of metricsd.");
@@ -54,6 +55,16 @@ ABSL_FLAG(std::string, token_file, "",
           "A file holding the API token to send (a reporter token of the "
           "trial: metricsctl tokens create --role=reporter --trial=ID). "
           "Default: $METRICS_TOKEN, else none. The token is never printed.");
+ABSL_FLAG(bool, tls, false,
+          "Connect over TLS, trusting the system's CA roots (or --tls-ca). "
+          "Implied by --tls-ca and --tls-cert.");
+ABSL_FLAG(std::string, tls_ca, "",
+          "Trust these CA certificates (PEM) for the server's certificate "
+          "instead of the system's roots; implies --tls.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "Present this client certificate (PEM) for mutual TLS (metricsd "
+          "--tls-client-ca); needs --tls-key; implies --tls.");
+ABSL_FLAG(std::string, tls_key, "", "The private key (PEM) of --tls-cert.");
 
 namespace {
 
@@ -143,6 +154,19 @@ int Run() {
     return 2;
   }
   options.token = *std::move(token);
+  const metrics::common::ClientTlsFiles tls{absl::GetFlag(FLAGS_tls_ca),
+                                            absl::GetFlag(FLAGS_tls_cert),
+                                            absl::GetFlag(FLAGS_tls_key)};
+  if (absl::GetFlag(FLAGS_tls) || !tls.ca.empty() || !tls.cert.empty() ||
+      !tls.key.empty()) {
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        metrics::common::GrpcChannelCredentials(tls);
+    if (!credentials.ok()) {
+      std::cerr << "metrics-agent: " << credentials.status().message() << "\n";
+      return 2;
+    }
+    options.credentials = *std::move(credentials);
+  }
   options.overflow = metrics::client::OverflowPolicy::kDropOldest;
   // Samples come one report per interval: a batch a second at most, so a
   // live chart lags by about one interval.
@@ -157,7 +181,8 @@ int Run() {
     return 2;
   }
   LogInfo("metrics-agent: reporting trial ", trial_id, " as agent ",
-          options.agent_id, " to ", options.server_address, " every ",
+          options.agent_id, " to ", options.server_address,
+          options.credentials ? " (TLS)" : "", " every ",
           absl::FormatDuration(interval), " with ", (*sampler)->gpu_count(),
           " GPU(s)");
 
