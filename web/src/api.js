@@ -1,7 +1,11 @@
 // The public REST API of metricsd (/api/v1/...), as the page uses it: the
 // same calls any other client makes. Every failure is an ApiError whose
 // message says what happened: the service could not be reached, or it
-// answered with an error (its own message, which names the cause).
+// answered with an error (its own message, which names the cause). Every
+// call carries the session's API token; a 401 drops it and, once the
+// caller has handled the error, fires "metricsd:sign-in" on window.
+
+import { authHeaders, signOut, token } from './session.js';
 
 export class ApiError extends Error {
   // status 0: no answer at all (service down, network gone).
@@ -16,6 +20,19 @@ export class ApiError extends Error {
   }
 }
 
+// After the view's own catch has run (it shows an error), so that the
+// sign-in form replaces that error rather than the reverse.
+function signInRequired() {
+  const hadToken = token() !== '';
+  signOut();
+  setTimeout(() => window.dispatchEvent(
+    new CustomEvent('metricsd:sign-in', { detail: { rejected: hadToken } })), 0);
+}
+
+function withToken(init) {
+  return { ...init, headers: { ...(init.headers || {}), ...authHeaders() } };
+}
+
 function unreachable(cause) {
   return new ApiError(
     `Cannot reach the metrics service at ${location.origin} (${cause.message}). ` +
@@ -26,7 +43,7 @@ async function request(path, init = {}) {
   let response;
   let text;
   try {
-    response = await fetch(path, init);
+    response = await fetch(path, withToken(init));
     text = await response.text();
   } catch (e) {
     if (e.name === 'AbortError') throw e;
@@ -39,6 +56,7 @@ async function request(path, init = {}) {
     body = null;
   }
   if (!response.ok) {
+    if (response.status === 401) signInRequired();
     const message = body && body.message ? body.message : `HTTP ${response.status}`;
     throw new ApiError(message, response.status, body ? body.code : 0);
   }
@@ -83,12 +101,13 @@ export async function followSeries(trialId, query, onResult, signal) {
   const path = `/api/v1/trials/${trialId}/metrics/system/follow?${chartQuery(query)}`;
   let response;
   try {
-    response = await fetch(path, { signal });
+    response = await fetch(path, withToken({ signal }));
   } catch (e) {
     if (e.name === 'AbortError') throw e;
     throw unreachable(e);
   }
   if (!response.ok) {
+    if (response.status === 401) signInRequired();
     let message = `HTTP ${response.status}`;
     try {
       message = JSON.parse(await response.text()).message || message;

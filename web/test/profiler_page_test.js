@@ -1,14 +1,17 @@
 // The profiler page in headless Chromium (Debian's /usr/bin/chromium,
 // driven by playwright-core; no browser is ever downloaded) against a real
 // metricsd on a throwaway database of the PostgreSQL test.sh starts (PG*
-// variables). It seeds a 7-day run with one single-sample spike, then
-// checks what a user sees: the trial list, every chart drawn, the spike as
+// variables), with API tokens required (metricsd's default). It seeds a
+// 7-day run with one single-sample spike, then checks what a user sees: the
+// sign-in (a token refused, then one taken from the address run.sh prints
+// and removed from the address bar), the trial list, every chart drawn, the spike as
 // its bucket's maximum, finer data on zoom down to raw points, a new sample
 // arriving live, the end of the trial, and the error states. It saves a
 // screenshot of the live page in ARTIFACT_DIR (profiler_page.png) and one
-// of the page as the last step left it (profiler_page_last.png).
+// of the page as the last step left it (profiler_page_last.png). Revoking
+// the page's token sends it back to sign-in.
 //
-// Usage: node profiler_page_test.js PATH/TO/metricsd ARTIFACT_DIR
+// Usage: node profiler_page_test.js PATH/TO/metricsd PATH/TO/metricsctl ARTIFACT_DIR
 
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
@@ -20,9 +23,10 @@ import { fileURLToPath } from 'node:url';
 
 import { chromium } from 'playwright-core';
 
-const [metricsdPath, artifactDir] = process.argv.slice(2);
-if (!metricsdPath || !artifactDir) {
-  console.error('usage: node profiler_page_test.js PATH/TO/metricsd ARTIFACT_DIR');
+const [metricsdPath, metricsctlPath, artifactDir] = process.argv.slice(2);
+if (!metricsdPath || !metricsctlPath || !artifactDir) {
+  console.error('usage: node profiler_page_test.js PATH/TO/metricsd PATH/TO/metricsctl ' +
+    'ARTIFACT_DIR');
   process.exit(2);
 }
 const webRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -68,6 +72,23 @@ class Metricsd {
       this.proc.on('exit', (code) => reject(new Error(`metricsd exited ${code}: ${this.log}`)));
     });
     this.base = `http://127.0.0.1:${this.port}`;
+    this.adminToken = this.createToken('admin');
+  }
+
+  // A new token from metricsctl (its last line of output); returns it.
+  createToken(role) {
+    const out = execFileSync(metricsctlPath, ['tokens', 'create', `--role=${role}`,
+      `--name=page test ${role}`, '--database-url', `dbname=${this.db}`], { encoding: 'utf8' });
+    return out.trim().split('\n').pop();
+  }
+
+  revokeToken(secret) {
+    const list = execFileSync(metricsctlPath, ['tokens', 'list', '--database-url',
+      `dbname=${this.db}`], { encoding: 'utf8' });
+    const name = `page test ${secret === this.adminToken ? 'admin' : 'viewer'}`;
+    const line = list.split('\n').find((l) => l.includes(name));
+    execFileSync(metricsctlPath, ['tokens', 'revoke', line.trim().split(/\s+/)[0],
+      '--database-url', `dbname=${this.db}`]);
   }
 
   async stop() {
@@ -84,6 +105,7 @@ class Metricsd {
   async call(method, route, body) {
     const response = await fetch(this.base + route, {
       method,
+      headers: { Authorization: `Bearer ${this.adminToken}` },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await response.text();
@@ -179,6 +201,7 @@ describe('profiler page', { timeout: 180000 }, () => {
   let runStartMs;
   const requests = [];
   const pageErrors = [];
+  let viewerToken;
 
   before(async () => {
     mkdirSync(artifactDir, { recursive: true });
@@ -211,6 +234,24 @@ describe('profiler page', { timeout: 180000 }, () => {
     if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
     await server.stop();
     server.dropDatabase();
+  });
+
+  it('asks for a token, refuses a wrong one, and takes one from the address', async () => {
+    await page.goto(`${server.base}/`);
+    await page.locator('form.sign-in #token').waitFor({ timeout: 10000 });
+    assert.equal(await page.locator('#sign-in-error').count(), 0);
+    await page.fill('#token', 'mtk_not-a-token');
+    await page.click('form.sign-in button[type="submit"]');
+    await page.locator('#sign-in-error').waitFor({ timeout: 10000 });
+    assert.match(await page.locator('#sign-in-error').innerText(), /did not accept/);
+
+    viewerToken = server.createToken('viewer');
+    await page.goto(`${server.base}/#token=${viewerToken}`);
+    await page.locator('tr[data-trial-id]').first().waitFor({ timeout: 10000 });
+    assert.equal(page.url(), `${server.base}/#/`);  // the token left the address bar
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('metricsd.token')),
+      viewerToken);
+    assert.equal(await page.locator('#sign-out').isVisible(), true);
   });
 
   it('lists the trials with their state', async () => {
@@ -333,12 +374,30 @@ describe('profiler page', { timeout: 180000 }, () => {
     assert.equal(await page.locator('#trial-state').innerText(), 'COMPLETED');
   });
 
-  it('says so when a trial does not exist or the service is unreachable', async () => {
+  it('says so when a trial is missing, a token revoked, or the service down', async () => {
     await page.evaluate(() => { location.hash = '#/trials/999'; });
     await page.locator('.error-box h1').waitFor();
     assert.equal(await page.locator('.error-box h1').innerText(), 'Trial 999 not found');
 
+    // Revoked: the next call (within metricsd's 5 s) returns to sign-in.
+    server.revokeToken(viewerToken);
+    const revoked = Date.now();
+    for (let i = 0; ; i++) {
+      await page.evaluate((n) => { location.hash = n % 2 ? '#/' : '#/trials/41'; }, i);
+      const form = page.locator('form.sign-in');
+      try {
+        await form.waitFor({ timeout: 500 });
+        break;
+      } catch (e) {
+        assert.ok(Date.now() - revoked < 6000, 'still signed in 6 s after the revocation');
+      }
+    }
+    console.log(`revoked: back to sign-in after ${Date.now() - revoked} ms`);
+    assert.match(await page.locator('#sign-in-error').innerText(), /did not accept/);
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('metricsd.token')), null);
+
     await server.stop();
+    await page.evaluate(() => { location.hash = '#/elsewhere'; });
     await page.evaluate(() => { location.hash = '#/'; });
     const box = page.locator('.error-box[data-kind="unreachable"]');
     await box.waitFor({ timeout: 10000 });
