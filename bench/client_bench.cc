@@ -202,7 +202,8 @@ int Run() {
   }
   absl::StatusOr<std::unique_ptr<Subprocess>> metricsd = Subprocess::Start(
       {METRICSD_PATH, "--database-url=" + (*db)->url(),
-       "--grpc-address=127.0.0.1:0", "--http-address=127.0.0.1:0"});
+       "--grpc-address=127.0.0.1:0", "--http-address=127.0.0.1:0",
+       "--auth=off"});
   if (!metricsd.ok()) {
     std::cerr << metricsd.status() << "\n";
     return 1;

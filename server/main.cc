@@ -79,11 +79,23 @@ ABSL_FLAG(absl::Duration, max_future, absl::Minutes(10),
           "How far ahead of the server's clock a report's time may be.");
 ABSL_FLAG(int, db_pool_size, 4,
           "Database connections for calls other than ingest.");
-ABSL_FLAG(std::string, auth, "off",
+ABSL_FLAG(std::string, auth, "required",
           "\"required\": every call but health needs an API token "
-          "(authorization: Bearer <token>; see metricsctl tokens). \"off\" "
-          "(the default until the run command and the page sign in): no "
-          "checks.");
+          "(authorization: Bearer <token>; see metricsctl tokens). \"off\": "
+          "no checks, for a private test bench (logs a warning).");
+ABSL_FLAG(std::string, tls_cert, "",
+          "Serve gRPC and HTTP over TLS with this certificate chain (PEM); "
+          "needs --tls-key.");
+ABSL_FLAG(std::string, tls_key, "",
+          "The private key (PEM) of --tls-cert.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "Require gRPC clients (agents) to present a certificate signed by "
+          "these CAs (PEM): mutual TLS. HTTP (the page, REST) does not ask "
+          "for one.");
+ABSL_FLAG(bool, insecure_listen, false,
+          "With --auth=required and no TLS, listen on a non-loopback address "
+          "anyway (tokens then cross the network in plaintext). Without it "
+          "metricsd refuses to.");
 ABSL_FLAG(bool, metrics_public, false,
           "With --auth=required, serve GET /metrics without a token.");
 
@@ -128,6 +140,10 @@ int Run() {
   }
   options.auth_required = auth == "required";
   options.metrics_public = absl::GetFlag(FLAGS_metrics_public);
+  options.tls.cert = absl::GetFlag(FLAGS_tls_cert);
+  options.tls.key = absl::GetFlag(FLAGS_tls_key);
+  options.tls.client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  options.insecure_listen = absl::GetFlag(FLAGS_insecure_listen);
 
   absl::StatusOr<std::unique_ptr<metrics::server::MetricsServer>> server =
       metrics::server::MetricsServer::Create(
@@ -147,9 +163,10 @@ int Run() {
     return address.substr(0, address.rfind(':'));
   };
   // Printed on stdout so scripts and tests can read the chosen ports.
+  const bool tls = !options.tls.cert.empty();
   std::cout << "metricsd: gRPC listening on " << host(options.grpc_address)
-            << ":" << (*server)->grpc_port() << "\n"
-            << "metricsd: HTTP listening on http://"
+            << ":" << (*server)->grpc_port() << (tls ? " (TLS)" : "") << "\n"
+            << "metricsd: HTTP listening on " << (tls ? "https://" : "http://")
             << host(options.http.address) << ":" << (*server)->http_port()
             << " (health: /healthz"
             << (options.web.root.empty() ? "" : "; profiler page: /") << ")"

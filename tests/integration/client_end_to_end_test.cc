@@ -46,8 +46,8 @@ class ClientEndToEndTest : public ::testing::Test {
   void SetUp() override { ASSERT_OK_AND_ASSIGN(db_, TestDatabase::Create()); }
 
   // Starts metricsd on `port` (0: any), with `flags` besides, and returns
-  // the port it listens on.
-  int StartMetricsd(int port = 0, std::vector<std::string> flags = {}) {
+  // the port it listens on. Without tokens unless `flags` ask for them.
+  int StartMetricsd(int port = 0, std::vector<std::string> flags = {"--auth=off"}) {
     std::vector<std::string> argv = {
         METRICSD_PATH, "--database-url=" + db_->url(),
         absl::StrCat("--grpc-address=127.0.0.1:", port),

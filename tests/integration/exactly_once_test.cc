@@ -69,7 +69,8 @@ class ExactlyOnceTest : public ::testing::Test {
   void StartMetricsd() {
     absl::StatusOr<std::unique_ptr<Subprocess>> p = Subprocess::Start(
         {METRICSD_PATH, "--database-url=" + db_->url(),
-         "--grpc-address=127.0.0.1:0", "--http-address=127.0.0.1:0"});
+         "--grpc-address=127.0.0.1:0", "--http-address=127.0.0.1:0",
+         "--auth=off"});
     ASSERT_OK(p);
     absl::StatusOr<std::string> line =
         (*p)->WaitForLine("gRPC listening on", absl::Seconds(30));

@@ -38,9 +38,14 @@ absl::Status ResendingStreamer::SendAll(
     }
     ++connections_;
     auto stub = v1::IngestService::NewStub(
-        grpc::CreateChannel(target_(), grpc::InsecureChannelCredentials()));
+        grpc::CreateChannel(target_(), options_.credentials != nullptr
+                                           ? options_.credentials
+                                           : grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(deadline));
+    if (!options_.token.empty()) {
+      context.AddMetadata("authorization", "Bearer " + options_.token);
+    }
     auto stream = stub->StreamSystemMetrics(&context);
     v1::StreamSystemMetricsRequest open;
     open.mutable_open()->set_stream_id(options_.stream_id);

@@ -10,7 +10,10 @@
 #ifndef METRICS_TESTS_TESTING_RESENDING_STREAMER_H_
 #define METRICS_TESTS_TESTING_RESENDING_STREAMER_H_
 
+#include <grpcpp/security/credentials.h>
+
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +28,9 @@ struct StreamerOptions {
   int32_t trial_id = 0;
   int window = 32;
   absl::Duration timeout = absl::Seconds(120);
+  // Null: plaintext. The token, when set, goes as "authorization: Bearer".
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  std::string token;
   // Called with each new acknowledged sequence number, on the reader thread.
   std::function<void(int64_t acked)> on_ack;
 };

@@ -50,7 +50,7 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
   if (pid == 0) {
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(err[1], STDERR_FILENO);
-    ::execve(args[0], args.data(), envp.data());
+    ::execvpe(args[0], args.data(), envp.data());  // PATH for "openssl"
     ::_exit(127);
   }
   ::close(out[1]);

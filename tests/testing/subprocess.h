@@ -26,7 +26,8 @@ namespace metrics::test_util {
 
 class Subprocess {
  public:
-  // Starts argv[0] with the given arguments; `env` entries ("NAME=value")
+  // Starts argv[0] (looked up in PATH when it has no slash) with the given
+  // arguments; `env` entries ("NAME=value")
   // are added to (or override) this process's environment.
   static absl::StatusOr<std::unique_ptr<Subprocess>> Start(
       std::vector<std::string> argv, std::vector<std::string> env = {});
