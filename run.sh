@@ -5,8 +5,13 @@
 #      .data/ (git-ignored; reused on later runs), starts it if it is not
 #      running, and creates the database "metrics";
 #   3. applies pending migrations (metricsctl migrate up);
-#   4. runs metricsd in the foreground until Ctrl-C, passing on any
-#      arguments (e.g. ./run.sh --http-address=0.0.0.0:8080).
+#   4. on the first run for a database, creates an admin API token and
+#      keeps it in .data/admin-token-<database> (mode 0600); every run
+#      prints the profiler page's address with it (the page takes it from
+#      the address once, then removes it from the address bar);
+#   5. runs metricsd in the foreground until Ctrl-C, passing on any
+#      arguments (e.g. ./run.sh --http-address=0.0.0.0:8080 --tls-cert=...
+#      --tls-key=...).
 # The cluster keeps running after metricsd stops; "./run.sh --stop-db"
 # stops it.
 set -euo pipefail
@@ -71,5 +76,45 @@ if [ -z "${DATABASE_URL:-}" ]; then
 fi
 
 build/ctl/metricsctl migrate up
+
+# The admin token of this database: one file per DATABASE_URL, so a token
+# is never offered to a database that does not know it.
+mkdir -p "$data"
+token_file="$data/admin-token-$(printf '%s' "$DATABASE_URL" | sha256sum | cut -c1-12)"
+if [ ! -s "$token_file" ]; then
+  if ! created=$(build/ctl/metricsctl tokens create --role=admin \
+      --name="run.sh admin ($(hostname))" 2>&1); then
+    echo "$created" >&2
+    exit 1
+  fi
+  (umask 077 && printf '%s\n' "${created##*$'\n'}" >"$token_file.new")
+  mv "$token_file.new" "$token_file"
+  echo "run.sh: created an admin API token, kept in $token_file (mode 0600)"
+fi
+admin_token=$(cat "$token_file")
+
+# The page's address, from the arguments metricsd gets.
+http_address=127.0.0.1:8080
+scheme=http
+auth=required
+for arg in "$@"; do
+  case "$arg" in
+    --http-address=*|--http_address=*) http_address=${arg#*=} ;;
+    --tls-cert=*|--tls_cert=*) scheme=https ;;
+    --auth=*) auth=${arg#*=} ;;
+  esac
+done
+case "$http_address" in
+  0.0.0.0:*|:*) http_address="127.0.0.1:${http_address##*:}" ;;
+esac
+if [ "$auth" = "off" ]; then
+  echo "run.sh: the profiler page: $scheme://$http_address/"
+else
+  echo "run.sh: the profiler page (signs in with the admin token):"
+  echo "  $scheme://$http_address/#token=$admin_token"
+  echo "run.sh: the token is also in $token_file (send it as" \
+    "\"authorization: Bearer <token>\"); make narrower ones with" \
+    "build/ctl/metricsctl tokens create"
+fi
 echo "run.sh: starting metricsd (Ctrl-C stops it)"
 exec build/server/metricsd "$@"
