@@ -6,6 +6,10 @@
 //      value counted is committed with its registry, rollups and position;
 //   2. the ceiling, measured first: the same rows COPYed straight into the
 //      same (then emptied) partition from one session, and the ratio;
+//   1b. security's cost: the same bulk run against fresh metricsd
+//      processes on fresh databases, plain and with tokens required and TLS
+//      (the streams presenting a reporter token), twice in turn;
+//      secure_ratio is the best secure throughput over the best plain;
 //   3. fan-in: N streams each sending one report a second, for growing N;
 //      the acknowledgement latency (send to ack received) and the server's
 //      resident memory at each N.
@@ -18,6 +22,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <thread>
@@ -31,14 +36,19 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "common/status_macros.h"
+#include "common/tls_files.h"
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
 #include "server/services/proto_convert.h"
+#include "storage/pg/pg_token_store.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "storage/report_json.h"
 #include "tests/testing/realistic_batch.h"
 #include "tests/testing/resending_streamer.h"
 #include "tests/testing/subprocess.h"
+#include "tests/testing/test_certificates.h"
 #include "tests/testing/test_database.h"
 
 ABSL_FLAG(int, bulk_streams, 4, "Streams (agents) sending in the bulk run.");
@@ -292,6 +302,106 @@ FanInResult RunFanIn(const std::string& target, pid_t server, int32_t trial,
   return result;
 }
 
+struct BulkResult {
+  absl::Duration took;
+  int failures = 0;
+};
+
+// Sends each stream's batches (trial 1) on its own thread, as fast as
+// acknowledgements allow; the time is from the first send to the last
+// acknowledgement.
+BulkResult RunBulk(const std::string& target,
+                   std::vector<std::vector<v1::SystemMetricsBatch>> work,
+                   const StreamerOptions& base) {
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> senders;
+  std::atomic<int> failures{0};
+  for (size_t s = 0; s < work.size(); ++s) {
+    senders.emplace_back([&, s] {
+      StreamerOptions options = base;
+      options.stream_id = absl::StrCat("bulk-", s);
+      options.trial_id = 1;
+      options.window = 16;
+      options.timeout = absl::Minutes(10);
+      ResendingStreamer streamer([&] { return target; }, options);
+      if (!streamer.SendAll(std::move(work[s])).ok()) ++failures;
+    });
+  }
+  for (auto& t : senders) t.join();
+  return {absl::Now() - start, failures.load()};
+}
+
+// The bulk run against a metricsd of its own on a fresh database. With
+// `secure`, tokens are required (metricsd's default) and it serves TLS (a
+// certificate made by openssl now), and the streams present a reporter
+// token of trial 1; without, --auth=off and plaintext.
+absl::StatusOr<BulkResult> RunFreshBulk(
+    std::vector<std::vector<v1::SystemMetricsBatch>> work, bool secure) {
+  ASSIGN_OR_RETURN(std::unique_ptr<TestDatabase> db, TestDatabase::Create());
+  char dir_template[] = "/tmp/ingest-bench-pki-XXXXXX";
+  if (::mkdtemp(dir_template) == nullptr) {
+    return absl::InternalError("mkdtemp failed");
+  }
+  const std::string dir = dir_template;
+  absl::StatusOr<test_util::TestCertificates> certs =
+      test_util::CreateTestCertificates(dir);
+  if (!certs.ok()) return certs.status();
+  std::vector<std::string> argv = {METRICSD_PATH, "--database-url=" + db->url(),
+                                   "--grpc-address=127.0.0.1:0",
+                                   "--http-address=127.0.0.1:0"};
+  if (secure) {
+    argv.push_back("--tls-cert=" + certs->server_cert);
+    argv.push_back("--tls-key=" + certs->server_key);
+  } else {
+    argv.push_back("--auth=off");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> metricsd, Subprocess::Start(argv));
+  ASSIGN_OR_RETURN(std::string line,
+                   metricsd->WaitForLine("gRPC listening on", absl::Seconds(30)));
+  const std::string port = line.substr(line.rfind(':') + 1);
+  const std::string target =
+      absl::StrCat("localhost:", port.substr(0, port.find(' ')));
+
+  storage::pg::PgTokenStore tokens(db->url());
+  storage::TokenRequest admin_request;
+  admin_request.role = storage::TokenRole::kAdmin;
+  ASSIGN_OR_RETURN(storage::pg::CreatedToken admin,
+                   tokens.Create(admin_request, absl::Now() + absl::Seconds(30)));
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      grpc::InsecureChannelCredentials();
+  if (secure) {
+    ASSIGN_OR_RETURN(credentials,
+                     common::GrpcChannelCredentials({certs->ca, "", ""}));
+  }
+  {
+    auto trials = v1::TrialService::NewStub(
+        grpc::CreateChannel(target, credentials));
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", "Bearer " + admin.secret);
+    v1::CreateTrialRequest request;
+    request.set_id(1);
+    v1::Trial trial;
+    RETURN_IF_ERROR(common::FromGrpcStatus(
+        trials->CreateTrial(&context, request, &trial)));
+  }
+  storage::TokenRequest reporter_request;
+  reporter_request.role = storage::TokenRole::kReporter;
+  reporter_request.trial_id = 1;
+  ASSIGN_OR_RETURN(
+      storage::pg::CreatedToken reporter,
+      tokens.Create(reporter_request, absl::Now() + absl::Seconds(30)));
+
+  StreamerOptions options;
+  options.credentials = credentials;
+  if (secure) options.token = reporter.secret;
+  const BulkResult run = RunBulk(target, std::move(work), options);
+  metricsd->Signal(SIGTERM);
+  (void)metricsd->Wait(absl::Seconds(60));
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  return run;
+}
+
 int Run() {
   absl::StatusOr<std::unique_ptr<TestDatabase>> db = TestDatabase::Create();
   if (!db.ok()) {
@@ -301,7 +411,7 @@ int Run() {
   absl::StatusOr<std::unique_ptr<Subprocess>> metricsd =
       Subprocess::Start({METRICSD_PATH, "--database-url=" + (*db)->url(),
                          "--grpc-address=127.0.0.1:0",
-                         "--http-address=127.0.0.1:0"});
+                         "--http-address=127.0.0.1:0", "--auth=off"});
   absl::StatusOr<std::string> line =
       metricsd.ok() ? (*metricsd)->WaitForLine("gRPC listening on",
                                                absl::Seconds(30))
@@ -320,7 +430,12 @@ int Run() {
     v1::CreateTrialRequest request;
     request.set_id(id);
     v1::Trial trial;
-    if (!trials->CreateTrial(&context, request, &trial).ok()) return 1;
+    if (grpc::Status created = trials->CreateTrial(&context, request, &trial);
+        !created.ok()) {
+      std::fprintf(stderr, "bench: CreateTrial %d: %s\n", id,
+                   created.error_message().c_str());
+      return 1;
+    }
   }
 
   // 1. Bulk.
@@ -365,36 +480,51 @@ int Run() {
     return 1;
   }
 
-  const absl::Time bulk_start = absl::Now();
-  std::vector<std::thread> senders;
-  std::atomic<int> bulk_failures{0};
-  for (int s = 0; s < streams; ++s) {
-    senders.emplace_back([&, s] {
-      StreamerOptions options;
-      options.stream_id = absl::StrCat("bulk-", s);
-      options.trial_id = 1;
-      options.window = 16;
-      options.timeout = absl::Minutes(10);
-      ResendingStreamer streamer([&] { return target; }, options);
-      if (!streamer.SendAll(std::move(work[s])).ok()) ++bulk_failures;
-    });
-  }
-  for (auto& t : senders) t.join();
-  const absl::Duration bulk = absl::Now() - bulk_start;
-  const double samples_per_s = values / absl::ToDoubleSeconds(bulk);
+  // A copy for the secure run below, before the plain run takes the batches.
+  const std::vector<std::vector<v1::SystemMetricsBatch>> secure_work = work;
+  const BulkResult plain = RunBulk(target, std::move(work), {});
+  const double samples_per_s = values / absl::ToDoubleSeconds(plain.took);
   absl::StatusOr<int64_t> stored = storage::pg::test_util::CountRawValues((*db)->url(), 1);
 
   std::printf("bulk ingest: %d streams x %d batches x %d reports x 25 values\n",
               streams, batches_per_stream, per_batch);
   std::printf("  %-34s %12.0f values/s  (%.2f s, %lld values, %lld stored%s)\n",
               "metricsd (gRPC, committed)", samples_per_s,
-              absl::ToDoubleSeconds(bulk), static_cast<long long>(values),
+              absl::ToDoubleSeconds(plain.took), static_cast<long long>(values),
               static_cast<long long>(stored.ok() ? *stored : -1),
-              bulk_failures > 0 ? ", FAILURES" : "");
+              plain.failures > 0 ? ", FAILURES" : "");
   std::printf("  %-34s %12.0f values/s  (%.2f s)\n",
               "COPY of the same rows, one session", copy_per_s,
               absl::ToDoubleSeconds(*copy));
-  std::printf("  %-34s %12.2f\n\n", "ratio", samples_per_s / copy_per_s);
+  std::printf("  %-34s %12.2f\n", "ratio", samples_per_s / copy_per_s);
+
+  // 1b. Security's cost: the same bulk run, plain and then with tokens and
+  // TLS, each against a metricsd of its own on a fresh database (the same
+  // starting state; the main run's database has grown), twice in turn;
+  // the best of each counts.
+  double fresh_plain_per_s = 0, secure_per_s = 0;
+  int secure_failures = 0;
+  for (int round = 0; round < 2; ++round) {
+    for (bool secure : {false, true}) {
+      absl::StatusOr<BulkResult> r = RunFreshBulk(secure_work, secure);
+      if (!r.ok()) {
+        std::fprintf(stderr, "bench: %s run: %s\n",
+                     secure ? "secure" : "plain", r.status().ToString().c_str());
+        return 1;
+      }
+      const double per_s = values / absl::ToDoubleSeconds(r->took);
+      std::printf("  %-34s %12.0f values/s  (%.2f s%s)\n",
+                  secure ? "fresh metricsd, token + TLS"
+                         : "fresh metricsd, plain",
+                  per_s, absl::ToDoubleSeconds(r->took),
+                  r->failures > 0 ? ", FAILURES" : "");
+      double& best = secure ? secure_per_s : fresh_plain_per_s;
+      best = std::max(best, per_s);
+      secure_failures += r->failures;
+    }
+  }
+  std::printf("  %-34s %12.2f\n\n", "secure_ratio (best to best)",
+              secure_per_s / fresh_plain_per_s);
 
   // 3. Fan-in.
   std::printf("fan-in: each stream sends 1 report (25 values) per second\n");
@@ -426,10 +556,11 @@ int Run() {
   std::printf(
       "{\"samples_per_s\": %.0f, \"copy_samples_per_s\": %.0f, "
       "\"ratio_to_copy\": %.3f, \"fanin_streams\": %d, \"p99_ack_ms\": %.1f, "
-      "\"server_peak_rss_mb\": %.1f}\n",
+      "\"server_peak_rss_mb\": %.1f, \"secure_samples_per_s\": %.0f, "
+      "\"secure_ratio\": %.3f}\n",
       samples_per_s, copy_per_s, samples_per_s / copy_per_s, best, best_p99,
-      peak_rss);
-  return bulk_failures > 0 ? 1 : 0;
+      peak_rss, secure_per_s, secure_per_s / fresh_plain_per_s);
+  return plain.failures > 0 || secure_failures > 0 ? 1 : 0;
 }
 
 }  // namespace

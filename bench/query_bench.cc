@@ -150,7 +150,7 @@ int Run() {
   auto metricsd = test_util::Subprocess::Start(
       {METRICSD_PATH, "--database-url=" + (*db)->url(),
        "--grpc-address=127.0.0.1:0", "--http-address=127.0.0.1:0",
-       "--max-future=87600h"});
+       "--max-future=87600h", "--auth=off"});
   auto line = metricsd.ok() ? (*metricsd)->WaitForLine("gRPC listening on",
                                                        absl::Seconds(30))
                             : absl::StatusOr<std::string>(metricsd.status());
