@@ -6,7 +6,8 @@
 #      running, and creates the database "metrics";
 #   3. applies pending migrations (metricsctl migrate up);
 #   4. on the first run for a database, creates an admin API token and
-#      keeps it in .data/admin-token-<database> (mode 0600); every run
+#      keeps it in .data/admin-token (mode 0600; with DATABASE_URL set,
+#      .data/admin-token-<hash of DATABASE_URL>); every run
 #      prints the profiler page's address with it (the page takes it from
 #      the address once, then removes it from the address bar);
 #   5. runs metricsd in the foreground until Ctrl-C, passing on any
@@ -41,6 +42,13 @@ fi
 
 ./build.sh metricsd metricsctl
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+
+token_file="$data/admin-token"
+if [ -n "${DATABASE_URL:-}" ]; then
+  # One file per database, so a token is never offered to a database that
+  # does not know it.
+  token_file="$data/admin-token-$(printf '%s' "$DATABASE_URL" | sha256sum | cut -c1-12)"
+fi
 
 if [ -z "${DATABASE_URL:-}" ]; then
   mkdir -p "$data"
@@ -77,10 +85,7 @@ fi
 
 build/ctl/metricsctl migrate up
 
-# The admin token of this database: one file per DATABASE_URL, so a token
-# is never offered to a database that does not know it.
 mkdir -p "$data"
-token_file="$data/admin-token-$(printf '%s' "$DATABASE_URL" | sha256sum | cut -c1-12)"
 if [ ! -s "$token_file" ]; then
   if ! created=$(build/ctl/metricsctl tokens create --role=admin \
       --name="run.sh admin ($(hostname))" 2>&1); then

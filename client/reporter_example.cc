@@ -2,6 +2,7 @@
 // for trial 1 ten times a second for three seconds, then shuts down and
 // prints what happened. Run it against `./run.sh` after creating trial 1.
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 
 #include "absl/time/clock.h"
@@ -12,6 +13,8 @@ int main() {
   options.server_address = "127.0.0.1:8081";
   options.trial_id = 1;
   options.agent_id = "example-host";
+  // An API token that may write trial 1 (run.sh's admin token will do).
+  if (const char* token = std::getenv("METRICS_TOKEN")) options.token = token;
   auto reporter = metrics::client::Reporter::Create(options);
   if (!reporter.ok()) {
     std::cerr << reporter.status() << "\n";

@@ -347,10 +347,15 @@ void Session::Dispatch() {
   const tcp::endpoint peer = stream_.tcp().socket().remote_endpoint(ec);
   request.client_address = ec ? "unknown" : peer.address().to_string();
   const int fd = stream_.tcp().socket().native_handle();
-  request.client_gone = [fd] {
+  // Over TLS a client that leaves first sends close_notify, so bytes
+  // waiting mean it left too: a browser or HTTP client never sends more
+  // while an answer is in progress (a pipelining one would lose that call).
+  const bool tls = stream_.is_tls();
+  request.client_gone = [fd, tls] {
     char byte;
     const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+    return n == 0 || (tls && n > 0) ||
+           (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
   };
   const bool head = request.method == "HEAD";
   const std::vector<std::string>& inline_paths = engine_.options().inline_paths;

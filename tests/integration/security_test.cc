@@ -196,6 +196,45 @@ TEST_F(SecurityTest, TlsServesOnlyClientsThatTrustItsCertificate) {
   ExpectNoTokenIn({m.process.get()});
 }
 
+TEST_F(SecurityTest, AFollowOverHttpsEndsWhenItsClientLeaves) {
+  Metricsd m = Start({"--tls-cert=" + certs_.server_cert,
+                      "--tls-key=" + certs_.server_key});
+  ASSERT_NE(m.http_port, 0);
+  const std::string admin = CreateToken(storage::TokenRole::kAdmin);
+  storage::pg::PgMetricStoreOptions store;
+  store.database_url = db_->url();
+  ASSERT_OK(storage::pg::PgMetricStore::Create(store)->CreateTrial(
+      9, absl::Now() + absl::Seconds(30)));
+  const std::string base = absl::StrCat("https://127.0.0.1:", m.http_port);
+  const std::vector<std::string> auth = {"--cacert", certs_.ca, "-H",
+                                         "Authorization: Bearer " + admin};
+  const auto open_follows = [&] {
+    auto [code, out] = Curl(base + "/metrics", auth);
+    const std::string key = "metricsd_open_streams{rpc=\"FollowSeries\"} ";
+    const size_t at = out.find(key);
+    int n = -1;
+    if (code == 0 && at != std::string::npos) {
+      (void)absl::SimpleAtoi(
+          out.substr(at + key.size(), out.find('\n', at) - at - key.size()), &n);
+    }
+    return n;
+  };
+  // The trial stays ACTIVE: only the client's leaving can end the stream.
+  std::vector<std::string> follow = auth;
+  follow.insert(follow.end(), {"-N", "--max-time", "2"});
+  auto [code, out] = Curl(base + "/api/v1/trials/9/metrics/system/follow", follow);
+  EXPECT_EQ(code, 28) << out;  // curl's own timeout: it left mid-stream
+  EXPECT_THAT(out, HasSubstr("{\"result\""));
+  const absl::Time left = absl::Now();
+  int open = open_follows();
+  while (open != 0 && absl::Now() < left + absl::Seconds(10)) {
+    absl::SleepFor(absl::Milliseconds(200));
+    open = open_follows();
+  }
+  EXPECT_EQ(open, 0) << "the follow of a client that left is still open";
+  Stop(m);
+}
+
 TEST_F(SecurityTest, MutualTlsRefusesClientsWithoutACertificate) {
   Metricsd m = Start({"--tls-cert=" + certs_.server_cert,
                       "--tls-key=" + certs_.server_key,
