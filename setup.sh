@@ -18,6 +18,8 @@ packages=(
   postgresql postgresql-contrib postgresql-common
   docker-compose
   python3 curl
+  # The TLS tests and docker-compose's secrets make certificates with it.
+  openssl
   # promtool (in Debian's prometheus package) checks GET /metrics in the tests.
   prometheus
   # The profiler page's browser test runs Debian's Chromium (never a
