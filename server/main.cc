@@ -187,10 +187,12 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "the profiling metrics service.\n\n"
       "Usage: metricsd [--database-url URL] [--grpc-address HOST:PORT] "
-      "[--http-address HOST:PORT] [--migrate]\n\n"
+      "[--http-address HOST:PORT] [--tls-cert FILE --tls-key FILE] "
+      "[--migrate]\n\n"
       "Serves gRPC and HTTP (the profiler page at /, the REST API under "
       "/api/v1/, GET /healthz, GET /metrics) "
-      "until SIGINT or SIGTERM.");
+      "until SIGINT or SIGTERM. Every call but health needs an API token "
+      "(metricsctl tokens create); beyond loopback, TLS too.");
   std::vector<char*> args = metrics::common::DashedFlagsToUnderscores(argc, argv);
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   return Run();
