@@ -1,11 +1,29 @@
 #include "storage/pg/connection_pool.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "storage/pg/connection.h"
 
 namespace metrics::storage::pg {
+
+namespace {
+
+// An idle connection has nothing to read. One whose server closed it (a
+// restart, a terminated backend) has the server's last message or the end
+// of the stream waiting: it would fail its next statement.
+bool LooksAlive(pqxx::connection& conn) {
+  const int fd = conn.is_open() ? conn.sock() : -1;
+  if (fd < 0) return false;
+  char byte;
+  const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+}  // namespace
 
 ConnectionPool::ConnectionPool(ConnectionPoolOptions options)
     : options_(std::move(options)) {}
@@ -25,6 +43,8 @@ bool ConnectionPool::CanAcquire() const {
 
 absl::StatusOr<ConnectionPool::Lease> ConnectionPool::Acquire(
     absl::Time deadline) {
+  // Dead idle connections, closed after the lock is released.
+  std::vector<std::unique_ptr<pqxx::connection>> dead;
   {
     absl::MutexLock lock(&mu_);
     if (!mu_.AwaitWithDeadline(absl::Condition(this, &ConnectionPool::CanAcquire),
@@ -33,13 +53,18 @@ absl::StatusOr<ConnectionPool::Lease> ConnectionPool::Acquire(
           "all ", options_.size, " database connections are busy"));
     }
     if (shut_down_) return absl::UnavailableError("the store is shut down");
-    if (!idle_.empty()) {
+    // After the database restarted, every idle connection is dead: they are
+    // all skipped here rather than failing one caller each.
+    while (!idle_.empty()) {
       std::unique_ptr<pqxx::connection> conn = std::move(idle_.back());
       idle_.pop_back();
-      return Lease(this, std::move(conn));
+      if (LooksAlive(*conn)) return Lease(this, std::move(conn));
+      dead.push_back(std::move(conn));
+      --open_;
     }
     ++open_;  // reserve a slot; connect outside the lock
   }
+  dead.clear();
   absl::StatusOr<std::unique_ptr<pqxx::connection>> conn =
       Connect(options_.database_url, options_.application_name,
               options_.statements);

@@ -1,7 +1,8 @@
 // A bounded pool of PostgreSQL connections for blocking calls (trials,
 // positions, queries). A Lease gives one caller one connection; the pool
 // opens connections lazily up to its size, hands them out in turn, and drops
-// any that broke, so the next caller gets a fresh one.
+// any that broke, or that the server closed while they sat idle (a restart,
+// a terminated backend), so the next caller gets a fresh one.
 //
 // Usage:
 //   ASSIGN_OR_RETURN(ConnectionPool::Lease lease, pool.Acquire(deadline));

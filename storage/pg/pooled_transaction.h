@@ -3,6 +3,10 @@
 // what is left of it, libpqxx's exceptions become Status (GuardPg), and the
 // transaction commits only when the body returns OK. Reads run in
 // pqxx::read_transaction, so PostgreSQL refuses any write they attempt.
+// When the connection breaks before the commit is sent, nothing was
+// committed, so the whole transaction runs once more on a fresh connection
+// (a commit in doubt is UNKNOWN and never run again). The body must
+// therefore touch nothing but the transaction.
 //
 // Usage:
 //   return Read<Trial>(pool_, "reading trial 7", deadline,
@@ -39,16 +43,23 @@ absl::StatusOr<T> InTransaction(ConnectionPool& pool,
     return absl::DeadlineExceededError(
         absl::StrCat(operation, ": deadline passed before it started"));
   }
-  ASSIGN_OR_RETURN(ConnectionPool::Lease lease, pool.Acquire(deadline));
-  return GuardPg(operation, [&]() -> absl::StatusOr<T> {
-    Tx tx(lease.connection());
-    tx.exec(absl::StrCat("SET LOCAL statement_timeout = ",
-                         std::max<int64_t>(1, absl::ToInt64Milliseconds(
-                                                  deadline - absl::Now()))));
-    absl::StatusOr<T> result = body(tx);
-    if (result.ok()) tx.commit();
-    return result;
-  });
+  for (int attempt = 1;; ++attempt) {
+    ASSIGN_OR_RETURN(ConnectionPool::Lease lease, pool.Acquire(deadline));
+    absl::StatusOr<T> result = GuardPg(operation, [&]() -> absl::StatusOr<T> {
+      Tx tx(lease.connection());
+      tx.exec(absl::StrCat("SET LOCAL statement_timeout = ",
+                           std::max<int64_t>(1, absl::ToInt64Milliseconds(
+                                                    deadline - absl::Now()))));
+      absl::StatusOr<T> done = body(tx);
+      if (done.ok()) tx.commit();
+      return done;
+    });
+    if (result.ok() || attempt == 2 ||
+        result.status().code() != absl::StatusCode::kUnavailable ||
+        lease.connection().is_open()) {
+      return result;
+    }
+  }
 }
 
 template <typename T, typename Body>

@@ -3,7 +3,9 @@
 // connections, restarts PostgreSQL, kills metricsd with SIGKILL and starts
 // another). The clients resend from their last acknowledgement; afterwards
 // the stored values must equal the sent values exactly and every rollup
-// bucket must equal the aggregate of the raw rows.
+// bucket must equal the aggregate of the raw rows. And once the database is
+// back, no caller sees an error: gRPC and REST reads and stream opens right
+// after the disturbance all succeed.
 #include <grpcpp/create_channel.h>
 #include <signal.h>
 
@@ -17,8 +19,10 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
 #include "storage/pg/testing/pg_checks.h"
+#include "tests/testing/http_client.h"
 #include "tests/testing/realistic_batch.h"
 #include "tests/testing/resending_streamer.h"
 #include "tests/testing/subprocess.h"
@@ -77,9 +81,79 @@ class ExactlyOnceTest : public ::testing::Test {
     ASSERT_OK(line);
     int port = 0;
     ASSERT_TRUE(absl::SimpleAtoi(line->substr(line->rfind(':') + 1), &port));
+    absl::StatusOr<std::string> http =
+        (*p)->WaitForLine("HTTP listening on", absl::Seconds(30));
+    ASSERT_OK(http);
+    const size_t colon = http->rfind(':', http->find(" ("));
+    ASSERT_TRUE(absl::SimpleAtoi(
+        http->substr(colon + 1, http->find(' ', colon) - colon - 1),
+        &http_port_));
     absl::MutexLock lock(&mu_);
     metricsd_ = *std::move(p);
     target_ = absl::StrCat("127.0.0.1:", port);
+  }
+
+  // One of each call a client makes, each alone: GetTrial and ListTrials
+  // over gRPC, a stream open (until its first answer), GET /api/v1/trials/1.
+  // Returns what failed, empty when nothing did.
+  std::vector<std::string> OneOfEachCall(int round) {
+    std::vector<std::string> failed;
+    auto channel =
+        grpc::CreateChannel(Target(), grpc::InsecureChannelCredentials());
+    auto trials = v1::TrialService::NewStub(channel);
+    const auto deadline = absl::ToChronoTime(absl::Now() + absl::Seconds(10));
+    {
+      grpc::ClientContext context;
+      context.set_deadline(deadline);
+      v1::GetTrialRequest request;
+      request.set_trial_id(1);
+      v1::Trial trial;
+      if (grpc::Status s = trials->GetTrial(&context, request, &trial); !s.ok()) {
+        failed.push_back("GetTrial: " + s.error_message());
+      }
+    }
+    {
+      grpc::ClientContext context;
+      context.set_deadline(deadline);
+      v1::ListTrialsResponse response;
+      if (grpc::Status s = trials->ListTrials(&context, v1::ListTrialsRequest(),
+                                              &response);
+          !s.ok()) {
+        failed.push_back("ListTrials: " + s.error_message());
+      }
+    }
+    {
+      auto ingest = v1::IngestService::NewStub(channel);
+      grpc::ClientContext context;
+      context.set_deadline(deadline);
+      auto stream = ingest->StreamSystemMetrics(&context);
+      v1::StreamSystemMetricsRequest open;
+      open.mutable_open()->set_stream_id(absl::StrCat("probe-", round));
+      open.mutable_open()->set_trial_id(1);
+      v1::StreamSystemMetricsResponse first;
+      if (!stream->Write(open) || !stream->Read(&first)) {
+        failed.push_back("stream open: " + stream->Finish().error_message());
+      } else {
+        stream->WritesDone();
+        (void)stream->Finish();
+      }
+    }
+    absl::StatusOr<HttpResult> rest = HttpCall(http_port_, "GET", "/api/v1/trials/1");
+    if (!rest.ok() || rest->status != 200) {
+      failed.push_back("GET /api/v1/trials/1: " +
+                       (rest.ok() ? rest->body : rest.status().ToString()));
+    }
+    return failed;
+  }
+
+  // Every connection of metricsd's pool in use at once, so all of them sit
+  // idle afterwards.
+  void FillThePool() {
+    std::vector<std::thread> callers;
+    for (int i = 0; i < 8; ++i) {
+      callers.emplace_back([this, i] { (void)OneOfEachCall(1000 + i); });
+    }
+    for (auto& t : callers) t.join();
   }
 
   std::string Target() {
@@ -138,8 +212,25 @@ class ExactlyOnceTest : public ::testing::Test {
   absl::Mutex mu_;
   std::unique_ptr<Subprocess> metricsd_ ABSL_GUARDED_BY(mu_);
   std::string target_ ABSL_GUARDED_BY(mu_);
+  int http_port_ = 0;
   std::atomic<int> connections_{0};
 };
+
+TEST_F(ExactlyOnceTest, NoCallerSeesAnErrorOnceTheDatabaseIsBack) {
+  const std::vector<std::pair<std::string, std::function<void()>>> disturbances =
+      {{"terminated connections",
+        [&] { EXPECT_OK(pgtest::TerminateBackends(db_->url(), "metricsd")); }},
+       {"a restart", [&] { EXPECT_OK(pgtest::RestartServer(db_->url())); }}};
+  for (const auto& [name, disturb] : disturbances) {
+    FillThePool();
+    disturb();
+    absl::SleepFor(absl::Milliseconds(200));  // the sockets' ends arrive
+    for (int round = 0; round < 6; ++round) {
+      EXPECT_THAT(OneOfEachCall(round), ::testing::IsEmpty())
+          << "after " << name << ", round " << round;
+    }
+  }
+}
 
 TEST_F(ExactlyOnceTest, SurvivesTerminatedDatabaseConnections) {
   StreamAll(10, [&] {

@@ -1,0 +1,125 @@
+// The pool after the database dropped its connections (terminated backends,
+// as a restart does): the next calls, reads and writes, all succeed on fresh
+// connections instead of failing one per dead idle connection; a connection
+// that dies under a call is replaced once, and a body's own errors are not
+// run again.
+#include "storage/pg/connection_pool.h"
+
+#include <pqxx/transaction>
+
+#include "absl/time/clock.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "storage/pg/pooled_transaction.h"
+#include "storage/pg/testing/pg_checks.h"
+#include "tests/testing/test_database.h"
+
+namespace metrics::storage::pg {
+namespace {
+
+using ::metrics::test_util::StatusIs;
+using ::metrics::test_util::TestDatabase;
+
+constexpr char kApplication[] = "connection_pool_test";
+
+absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
+
+class ConnectionPoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(db_, TestDatabase::Create());
+    ConnectionPoolOptions options;
+    options.database_url = db_->url();
+    options.application_name = kApplication;
+    options.size = 4;
+    pool_ = std::make_unique<ConnectionPool>(options);
+  }
+
+  // Opens every connection of the pool and returns them to it idle.
+  void FillPool() {
+    std::vector<ConnectionPool::Lease> leases;
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_OK_AND_ASSIGN(ConnectionPool::Lease lease,
+                           pool_->Acquire(Deadline()));
+      leases.push_back(std::move(lease));
+    }
+  }
+
+  absl::StatusOr<int> ReadOne() {
+    return Read<int>(*pool_, "reading 1", Deadline(),
+                     [](pqxx::transaction_base& tx) -> absl::StatusOr<int> {
+                       return tx.exec1("SELECT 1")[0].as<int>();
+                     });
+  }
+
+  std::unique_ptr<TestDatabase> db_;
+  std::unique_ptr<ConnectionPool> pool_;
+};
+
+TEST_F(ConnectionPoolTest, EveryCallSucceedsAfterTheIdleConnectionsWereKilled) {
+  FillPool();
+  ASSERT_OK_AND_ASSIGN(int killed,
+                       test_util::TerminateBackends(db_->url(), kApplication));
+  ASSERT_EQ(killed, 4);
+  // Terminated backends close their sockets at once, but give them a moment.
+  absl::SleepFor(absl::Milliseconds(200));
+  for (int i = 0; i < 8; ++i) {
+    absl::StatusOr<int> one = ReadOne();
+    EXPECT_TRUE(one.ok()) << "call " << i << ": " << one.status();
+  }
+  EXPECT_OK(Write<int>(*pool_, "writing", Deadline(),
+                       [](pqxx::transaction_base& tx) -> absl::StatusOr<int> {
+                         tx.exec0("CREATE TABLE pool_test (x int)");
+                         return 0;
+                       }));
+}
+
+TEST_F(ConnectionPoolTest, AConnectionKilledUnderACallIsReplacedOnce) {
+  // The first run kills its own backend mid-transaction: the call runs
+  // again on a fresh connection and succeeds.
+  int runs = 0;
+  absl::StatusOr<int> result = Read<int>(
+      *pool_, "reading", Deadline(),
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<int> {
+        if (++runs == 1) tx.exec("SELECT pg_terminate_backend(pg_backend_pid())");
+        return tx.exec1("SELECT 2")[0].as<int>();
+      });
+  EXPECT_OK(result);
+  EXPECT_EQ(runs, 2);
+
+  // A connection that keeps dying is given up after the second run.
+  runs = 0;
+  result = Read<int>(*pool_, "reading", Deadline(),
+                     [&](pqxx::transaction_base& tx) -> absl::StatusOr<int> {
+                       ++runs;
+                       tx.exec("SELECT pg_terminate_backend(pg_backend_pid())");
+                       return 0;
+                     });
+  EXPECT_THAT(result, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(runs, 2);
+}
+
+TEST_F(ConnectionPoolTest, ABodysOwnErrorRunsOnce) {
+  int runs = 0;
+  absl::StatusOr<int> result =
+      Read<int>(*pool_, "reading", Deadline(),
+                [&](pqxx::transaction_base&) -> absl::StatusOr<int> {
+                  ++runs;
+                  return absl::UnavailableError("the body's own answer");
+                });
+  EXPECT_THAT(result, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(runs, 1);
+  runs = 0;
+  result = Read<int>(*pool_, "reading", Deadline(),
+                     [&](pqxx::transaction_base& tx) -> absl::StatusOr<int> {
+                       ++runs;
+                       tx.exec("SELECT no_such_column FROM pg_class");
+                       return 0;
+                     });
+  EXPECT_THAT(result, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(runs, 1);
+}
+
+}  // namespace
+}  // namespace metrics::storage::pg
