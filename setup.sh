@@ -8,6 +8,9 @@ cd "$(dirname "$0")"
 
 packages=(
   build-essential cmake pkg-config ninja-build clang
+  # The sanitizer and fuzzer runtimes, and llvm-symbolizer for their reports
+  # (.ci/sanitize.sh).
+  libclang-rt-14-dev llvm-14
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libpqxx-dev libpq-dev libabsl-dev libssl-dev
   libgtest-dev libgmock-dev

@@ -9,6 +9,9 @@
 #include <grpcpp/create_channel.h>
 #include <signal.h>
 
+#include <stdlib.h>
+
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/numbers.h"
@@ -38,8 +41,16 @@ class SecurityTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_OK_AND_ASSIGN(db_, TestDatabase::Create());
-    ASSERT_OK_AND_ASSIGN(certs_, CreateTestCertificates(::testing::TempDir() +
-                                                        "/security-test-pki"));
+    // Tests of this binary run in parallel processes: each its own files.
+    std::string dir = ::testing::TempDir() + "/security-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+    dir_ = dir;
+    ASSERT_OK_AND_ASSIGN(certs_, CreateTestCertificates(dir_ + "/pki"));
+  }
+
+  void TearDown() override {
+    std::error_code ignored;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
   }
 
   // Starts a metricsd with `flags`; returns it with its gRPC and HTTP ports.
@@ -149,6 +160,7 @@ class SecurityTest : public ::testing::Test {
   }
 
   std::unique_ptr<TestDatabase> db_;
+  std::string dir_;
   TestCertificates certs_;
   std::vector<std::string> secrets_;
   std::vector<int64_t> ids_;
@@ -208,8 +220,10 @@ TEST_F(SecurityTest, AFollowOverHttpsEndsWhenItsClientLeaves) {
   const std::string base = absl::StrCat("https://127.0.0.1:", m.http_port);
   const std::vector<std::string> auth = {"--cacert", certs_.ca, "-H",
                                          "Authorization: Bearer " + admin};
+  std::string last_scrape;
   const auto open_follows = [&] {
     auto [code, out] = Curl(base + "/metrics", auth);
+    last_scrape = absl::StrCat("curl exit ", code, ": ", out.substr(0, 2000));
     const std::string key = "metricsd_open_streams{rpc=\"FollowSeries\"} ";
     const size_t at = out.find(key);
     int n = -1;
@@ -231,7 +245,8 @@ TEST_F(SecurityTest, AFollowOverHttpsEndsWhenItsClientLeaves) {
     absl::SleepFor(absl::Milliseconds(200));
     open = open_follows();
   }
-  EXPECT_EQ(open, 0) << "the follow of a client that left is still open";
+  EXPECT_EQ(open, 0) << "the follow of a client that left is still open; "
+                     << "the last /metrics: " << last_scrape;
   Stop(m);
 }
 
@@ -254,7 +269,7 @@ TEST_F(SecurityTest, MutualTlsRefusesClientsWithoutACertificate) {
       Trusting(certs_.ca, certs_.client_cert, certs_.client_key), viewer)));
 
   // metrics-agent with its certificate and a reporter token reports.
-  const std::string token_path = ::testing::TempDir() + "/security-test-token";
+  const std::string token_path = dir_ + "/token";
   std::ofstream(token_path) << reporter << "\n";
   ASSERT_OK_AND_ASSIGN(
       auto agent,
