@@ -33,7 +33,8 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
     absl::string_view entry(*e);
     bool overridden = false;
     for (const std::string& add : env) {
-      const absl::string_view name = add.substr(0, add.find('=') + 1);
+      const absl::string_view name =
+          absl::string_view(add).substr(0, add.find('=') + 1);
       overridden |= entry.substr(0, name.size()) == name;
     }
     if (!overridden) env_strings.emplace_back(entry);
