@@ -17,10 +17,12 @@ shift
 
 case "$kind" in
   address)
+    # Also builds fuzz/ (the same build serves fuzz/run.sh).
     dir=build-asan
     sanitize=address,undefined
     targets=(all)
     tests=()
+    fuzz=ON
     ;;
   thread)
     # The tests labelled "concurrency" in CMake: the ingest reactor, writer
@@ -28,6 +30,7 @@ case "$kind" in
     # streams, the HTTP engine, the client reporter, the pool.
     dir=build-tsan
     sanitize=thread
+    fuzz=OFF
     targets=(concurrency_tests)
     tests=(-L concurrency)
     ;;
@@ -35,9 +38,11 @@ case "$kind" in
 esac
 
 CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DMETRICS_SANITIZE="$sanitize" >/dev/null
+  -DMETRICS_SANITIZE="$sanitize" -DMETRICS_FUZZ="$fuzz" >/dev/null
 ninja -C "$dir" -j"$(nproc 2>/dev/null || echo 2)" "${targets[@]}"
 
+# Tests that measure memory skip that check under a sanitizer.
+export METRICS_SANITIZER=$kind
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:detect_stack_use_after_return=0"
 export LSAN_OPTIONS="suppressions=$root/.ci/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
