@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "proto/metrics/v1/query.pb.h"
@@ -18,8 +19,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string json;
   metrics::server::AppendChartJson(json, answer);
   google::protobuf::Value parsed;
-  if (!google::protobuf::util::JsonStringToMessage(json, &parsed).ok()) {
-    __builtin_trap();  // the writer produced something that is not JSON
+  if (const auto status =
+          google::protobuf::util::JsonStringToMessage(json, &parsed);
+      !status.ok()) {
+    // The writer produced something that is not JSON: show it, then stop.
+    std::fprintf(stderr, "not JSON (%s):\n%s\n", status.ToString().c_str(),
+                 json.c_str());
+    __builtin_trap();
   }
   return 0;
 }

@@ -24,19 +24,26 @@
 namespace {
 
 const metrics::server::RouteTable& Routes() {
+  // Each service from a message of its file, so that the file's generated
+  // code is linked and registered (a service name alone pulls in nothing).
   static const auto* table = [] {
-    const auto* pool = google::protobuf::DescriptorPool::generated_pool();
-    std::vector<const google::protobuf::ServiceDescriptor*> services;
-    for (const std::string& name :
-         {metrics::v1::TrialService::service_full_name(),
-          metrics::v1::TokenService::service_full_name(),
-          metrics::v1::IngestService::service_full_name(),
-          metrics::v1::QueryService::service_full_name(),
-          determined::api::v1::Determined::service_full_name()}) {
-      services.push_back(pool->FindServiceByName(name));
-    }
-    return new metrics::server::RouteTable(
-        *metrics::server::RouteTable::Build(services));
+    std::vector<const google::protobuf::ServiceDescriptor*> services = {
+        metrics::v1::CreateTrialRequest::descriptor()->file()->FindServiceByName(
+            "TrialService"),
+        metrics::v1::CreateTokenRequest::descriptor()->file()->FindServiceByName(
+            "TokenService"),
+        metrics::v1::StreamSystemMetricsRequest::descriptor()
+            ->file()
+            ->FindServiceByName("IngestService"),
+        metrics::v1::QuerySeriesRequest::descriptor()->file()->FindServiceByName(
+            "QueryService"),
+        determined::api::v1::GetTrialProfilerMetricsRequest::descriptor()
+            ->file()
+            ->FindServiceByName("Determined")};
+    absl::StatusOr<metrics::server::RouteTable> built =
+        metrics::server::RouteTable::Build(services);
+    if (!built.ok()) __builtin_trap();
+    return new metrics::server::RouteTable(*std::move(built));
   }();
   return *table;
 }

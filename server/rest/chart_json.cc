@@ -1,5 +1,6 @@
 #include "server/rest/chart_json.h"
 
+#include <cmath>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
@@ -46,7 +47,15 @@ void AppendColumn(std::string& out, absl::string_view name,
   out += ']';
 }
 
-void AppendNumber(std::string& out, double v) { common::AppendJsonNumber(out, v); }
+// JSON has no NaN or infinity; a mean whose sum overflowed is infinite.
+// null reads as a gap.
+void AppendNumber(std::string& out, double v) {
+  if (std::isfinite(v)) {
+    common::AppendJsonNumber(out, v);
+  } else {
+    out += "null";
+  }
+}
 void AppendInteger(std::string& out, int64_t v) { absl::StrAppend(&out, v); }
 
 void AppendSeries(std::string& out, const v1::Series& s) {

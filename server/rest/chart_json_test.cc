@@ -4,6 +4,7 @@
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <limits>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -42,6 +43,30 @@ TEST(ChartJsonTest, TimesAreExactMilliseconds) {
   // It is JSON: protobuf's parser reads it as a Struct.
   google::protobuf::Struct parsed;
   EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok());
+}
+
+// A mean whose bucket's sum overflowed is infinite (two samples of 1.6e308
+// do it); JSON has no infinity or NaN, so such a value is null, a gap, and
+// the answer still parses (found by fuzz/chart_json_fuzz).
+TEST(ChartJsonTest, ValuesThatAreNotFiniteAreNull) {
+  v1::QuerySeriesResponse answer;
+  v1::SeriesBuckets* s = answer.add_series();
+  s->set_resolution_us(10000000);
+  s->add_bucket_start_us(1705610860000000);
+  s->add_count(2);
+  s->add_min(1.5e308);
+  s->add_max(-std::numeric_limits<double>::infinity());
+  s->add_mean(std::numeric_limits<double>::infinity());
+  s->add_first_value(std::numeric_limits<double>::quiet_NaN());
+  std::string json;
+  AppendChartJson(json, answer);
+  EXPECT_THAT(json, HasSubstr("\"min\":[1.5e+308]"));
+  EXPECT_THAT(json, HasSubstr("\"max\":[null]"));
+  EXPECT_THAT(json, HasSubstr("\"mean\":[null]"));
+  EXPECT_THAT(json, HasSubstr("\"firstValue\":[null]"));
+  google::protobuf::Struct parsed;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok())
+      << json;
 }
 
 }  // namespace
