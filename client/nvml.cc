@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 
 namespace metrics::client {
@@ -37,7 +39,9 @@ struct Nvml::Api {
   nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t*);
 
   std::string Error(const char* call, nvmlReturn_t r) const {
-    return absl::StrCat(call, " failed: ", error_string(r), " (", r, ")");
+    const char* text = error_string(r);
+    return absl::StrCat(call, " failed: ", text != nullptr ? text : "error",
+                        " (", r, ")");
   }
 };
 
@@ -101,8 +105,15 @@ absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Load(const std::string& library) {
       return absl::InternalError(absl::StrCat(
           "GPU ", i, ": ", nvml->api_->Error("nvmlDeviceGetUUID", r)));
     }
+    // NVML promises a NUL within the buffer; a library that breaks it must
+    // not make us read past it.
+    const size_t length = strnlen(uuid, sizeof uuid);
+    if (length == sizeof uuid) {
+      return absl::InternalError(absl::StrCat(
+          "GPU ", i, ": nvmlDeviceGetUUID answered no NUL-terminated UUID"));
+    }
     nvml->devices_.push_back(device);
-    nvml->uuids_.emplace_back(uuid);
+    nvml->uuids_.emplace_back(uuid, length);
   }
   return nvml;
 }

@@ -1,6 +1,6 @@
 // The NVML loader against the fake libnvidia-ml built for tests
 // (tests/fake_nvml/): its GPUs and readings, and the errors of a
-// missing library or a failed init.
+// missing library, a failed init or a broken answer.
 #include "client/nvml.h"
 
 #include <cstdlib>
@@ -39,6 +39,17 @@ TEST(NvmlTest, MissingLibraryOrFailedInitIsAnErrorNotACrash) {
   unsetenv("FAKE_NVML_FAIL_INIT");
   EXPECT_THAT(failed, StatusIs(absl::StatusCode::kInternal,
                                HasSubstr("nvmlInit_v2")));
+}
+
+// NVML promises a NUL inside the UUID buffer; a library that fills it
+// whole is refused rather than read past the buffer.
+TEST(NvmlTest, UuidWithNoNulIsAnError) {
+  setenv("FAKE_NVML_UUID_UNTERMINATED", "1", 1);
+  auto broken = Nvml::Load(FAKE_NVML_PATH);
+  unsetenv("FAKE_NVML_UUID_UNTERMINATED");
+  EXPECT_THAT(broken, StatusIs(absl::StatusCode::kInternal,
+                               HasSubstr("GPU 0: nvmlDeviceGetUUID answered "
+                                         "no NUL-terminated UUID")));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "common/grpc_status.h"
 #include "common/proto_time.h"
 #include "common/status_macros.h"
+#include "server/legacy/legacy_batch_conversion.h"
 #include "server/services/unary_call.h"
 #include "storage/batch_group.h"
 #include "storage/batch_validation.h"
@@ -62,12 +63,6 @@ absl::Time StoreDeadline(const grpc::ServerContext& context) {
                   absl::Now() + kStoreCallTimeout);
 }
 
-std::optional<std::string> GroupOfType(
-    TrialProfilerMetricLabels::ProfilerMetricType type) {
-  return storage::GroupOfLegacyType(
-      TrialProfilerMetricLabels::ProfilerMetricType_Name(type));
-}
-
 // The labels of a stored series as the old API names it.
 void LegacyLabels(int32_t trial_id, const storage::SeriesInfo& series,
                   TrialProfilerMetricLabels* labels) {
@@ -87,7 +82,7 @@ bool Matches(const TrialProfilerMetricLabels& filter,
              const storage::SeriesInfo& series) {
   if (filter.metric_type() !=
           TrialProfilerMetricLabels::PROFILER_METRIC_TYPE_UNSPECIFIED &&
-      GroupOfType(filter.metric_type()) != series.metric_group) {
+      GroupOfLegacyMetricType(filter.metric_type()) != series.metric_group) {
     return false;
   }
   if (!filter.name().empty() &&
@@ -99,152 +94,6 @@ bool Matches(const TrialProfilerMetricLabels& filter,
     return false;
   }
   return filter.gpu_uuid().empty() || filter.gpu_uuid() == series.gpu_uuid;
-}
-
-absl::Status CheckTrialId(absl::string_view field, int32_t trial_id) {
-  if (trial_id > 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, ": must be a positive trial id"));
-}
-
-// Builds the new ingest's batch of one (trial, agent, group) from legacy
-// series batches: readings at the same instant and training batch share a
-// report (as the old profiler sampled all series of an agent together).
-class BatchBuilder {
- public:
-  BatchBuilder(int32_t trial_id, std::string agent_id, std::string group) {
-    batch_.trial_id = trial_id;
-    batch_.agent_id = std::move(agent_id);
-    batch_.metric_group = std::move(group);
-  }
-
-  void Add(const storage::StoredName& name, const std::string& gpu_uuid,
-           absl::Time time, int32_t training_batch, double value) {
-    const auto [it, added] =
-        series_.try_emplace({name.name, gpu_uuid}, batch_.series.size());
-    if (added) batch_.series.push_back({name.name, gpu_uuid, name.unit});
-    const uint32_t index = static_cast<uint32_t>(it->second);
-    // A report per (instant, training batch), plus another whenever a
-    // series repeats in it (two readings of one series at one instant).
-    std::vector<size_t>& reports = reports_[{time, training_batch}];
-    size_t* target = nullptr;
-    for (size_t& r : reports) {
-      const std::vector<uint32_t>& used = batch_.reports[r].series;
-      if (std::find(used.begin(), used.end(), index) == used.end()) {
-        target = &r;
-        break;
-      }
-    }
-    if (target == nullptr) {
-      reports.push_back(batch_.reports.size());
-      storage::Report report;
-      report.time_us = absl::ToUnixMicros(time);
-      report.batch = training_batch;
-      batch_.reports.push_back(std::move(report));
-      target = &reports.back();
-    }
-    storage::Report& report = batch_.reports[*target];
-    report.series.push_back(index);
-    report.values.push_back(value);
-  }
-
-  storage::MetricBatch Take() { return std::move(batch_); }
-
- private:
-  storage::MetricBatch batch_;
-  std::map<std::pair<std::string, std::string>, size_t> series_;
-  std::map<std::pair<absl::Time, int32_t>, std::vector<size_t>> reports_;
-};
-
-// Checks one legacy batch and adds its readings to `builders`.
-absl::Status AddLegacyBatch(
-    const TrialProfilerMetricsBatch& legacy, const std::string& field,
-    std::map<std::tuple<int32_t, std::string, std::string>, BatchBuilder>&
-        builders) {
-  const TrialProfilerMetricLabels& labels = legacy.labels();
-  RETURN_IF_ERROR(CheckTrialId(field + ".labels.trial_id", labels.trial_id()));
-  const std::optional<std::string> group = GroupOfType(labels.metric_type());
-  if (!group.has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".labels.metric_type: must be PROFILER_METRIC_TYPE_SYSTEM, ",
-        "PROFILER_METRIC_TYPE_TIMING or PROFILER_METRIC_TYPE_MISC"));
-  }
-  RETURN_IF_ERROR(storage::ValidateLabel(field + ".labels.name", labels.name(),
-                                         storage::kMaxLabelLength, false));
-  RETURN_IF_ERROR(storage::ValidateLabel(field + ".labels.agent_id",
-                                         labels.agent_id(),
-                                         storage::kMaxLabelLength, false));
-  RETURN_IF_ERROR(storage::ValidateLabel(field + ".labels.gpu_uuid",
-                                         labels.gpu_uuid(),
-                                         storage::kMaxLabelLength, true));
-  if (legacy.values_size() != legacy.batches_size() ||
-      legacy.values_size() != legacy.timestamps_size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": values, batches and timestamps must have equal lengths (",
-        legacy.values_size(), ", ", legacy.batches_size(), " and ",
-        legacy.timestamps_size(), ")"));
-  }
-  const storage::StoredName stored =
-      storage::FromLegacy(*group, labels.name());
-  auto [it, added] = builders.try_emplace(
-      {labels.trial_id(), labels.agent_id(), *group}, labels.trial_id(),
-      labels.agent_id(), *group);
-  for (int i = 0; i < legacy.values_size(); ++i) {
-    const float value = legacy.values(i);
-    if (!std::isfinite(value)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".values[", i, "]: ", value,
-                       " is not a finite number"));
-    }
-    const google::protobuf::Timestamp& t = legacy.timestamps(i);
-    if (t.nanos() < 0 || t.nanos() > 999999999) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".timestamps[", i, "]: nanos ", t.nanos(),
-                       " is out of range"));
-    }
-    it->second.Add(stored, labels.gpu_uuid(), common::TimeFromProto(t),
-                   legacy.batches(i), static_cast<double>(value) * stored.scale);
-  }
-  return absl::OkStatus();
-}
-
-// The new ingest's batches of a legacy request, each checked as the store
-// will check it; split so none passes the per-batch report limit.
-absl::StatusOr<std::vector<storage::MetricBatch>> ConvertRequest(
-    const PostTrialProfilerMetricsBatchRequest& request,
-    const storage::IngestLimits& limits) {
-  std::map<std::tuple<int32_t, std::string, std::string>, BatchBuilder>
-      builders;
-  for (int i = 0; i < request.batches_size(); ++i) {
-    RETURN_IF_ERROR(AddLegacyBatch(request.batches(i),
-                                   absl::StrCat("batches[", i, "]"), builders));
-  }
-  std::vector<storage::MetricBatch> batches;
-  for (auto& [key, builder] : builders) {
-    storage::MetricBatch whole = builder.Take();
-    if (whole.reports.empty()) continue;
-    for (size_t from = 0; from < whole.reports.size();
-         from += limits.max_reports_per_batch) {
-      storage::MetricBatch part;
-      part.trial_id = whole.trial_id;
-      part.agent_id = whole.agent_id;
-      part.metric_group = whole.metric_group;
-      part.series = whole.series;
-      const size_t to =
-          std::min(whole.reports.size(), from + limits.max_reports_per_batch);
-      part.reports.assign(std::make_move_iterator(whole.reports.begin() + from),
-                          std::make_move_iterator(whole.reports.begin() + to));
-      if (absl::Status valid = storage::ValidateBatch(part, limits, absl::Now());
-          !valid.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "the readings of trial ", part.trial_id, ", agent ", part.agent_id,
-            " (", storage::LegacyTypeOfGroup(part.metric_group),
-            "), converted: ", valid.message()));
-      }
-      batches.push_back(std::move(part));
-    }
-  }
-  return batches;
 }
 
 std::string LegacyMethod(absl::string_view name) {
@@ -316,7 +165,7 @@ grpc::Status LegacyProfilerService::GetTrialProfilerMetrics(
       !allowed.ok()) {
     return common::ToGrpcStatus(allowed);
   }
-  if (absl::Status s = CheckTrialId("labels.trial_id", trial_id); !s.ok()) {
+  if (absl::Status s = CheckLegacyTrialId("labels.trial_id", trial_id); !s.ok()) {
     return common::ToGrpcStatus(s);
   }
   std::map<int64_t, storage::ReadingCursor> cursors;  // by series id
@@ -364,7 +213,7 @@ grpc::Status LegacyProfilerService::GetTrialProfilerAvailableSeries(
       !allowed.ok()) {
     return common::ToGrpcStatus(allowed);
   }
-  if (absl::Status s = CheckTrialId("trial_id", trial_id); !s.ok()) {
+  if (absl::Status s = CheckLegacyTrialId("trial_id", trial_id); !s.ok()) {
     return common::ToGrpcStatus(s);
   }
   std::optional<std::string> sent;  // the last list sent, serialized
@@ -399,7 +248,7 @@ grpc::Status LegacyProfilerService::PostTrialProfilerMetricsBatch(
     return common::ToGrpcStatus(allowed);
   }
   absl::StatusOr<std::vector<storage::MetricBatch>> batches =
-      ConvertRequest(*request, limits_);
+      ConvertLegacyRequest(*request, limits_);
   if (!batches.ok()) return common::ToGrpcStatus(batches.status());
   // Unknown or terminal trials refuse the whole request before anything is
   // queued.

@@ -2,11 +2,9 @@
 // over the new storage (no storage of its own). Names and units follow
 // storage/legacy_profiler.h both ways.
 //
-// - PostTrialProfilerMetricsBatch: each legacy batch is one series; they
-//   are checked whole first (nothing is stored from a request with a bad
-//   batch), then grouped by trial, agent and metric type into the new
-//   ingest's batches, readings of one instant and training batch sharing a
-//   report.
+// - PostTrialProfilerMetricsBatch: the request is converted whole first
+//   (legacy_batch_conversion.h; nothing is stored from a request with a bad
+//   batch), then stored as the new ingest's batches.
 // - GetTrialProfilerMetrics: one message per series (and per page of
 //   kReadingsPerMessage readings) of everything stored; with follow, then
 //   the new readings as they are committed, until the trial is terminal.

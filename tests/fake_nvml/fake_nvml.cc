@@ -3,7 +3,8 @@
 // path on machines without GPUs. GPU i (from 0) has UUID
 // "GPU-00000000-0000-0000-0000-00000000000<i>", utilisation 10 + 20 i
 // percent and (i + 1) GiB free. FAKE_NVML_GPU_COUNT sets the number of GPUs
-// (default 2); FAKE_NVML_FAIL_INIT=1 makes nvmlInit_v2 fail.
+// (default 2); FAKE_NVML_FAIL_INIT=1 makes nvmlInit_v2 fail;
+// FAKE_NVML_UUID_UNTERMINATED=1 fills the UUID buffer with no NUL.
 //
 // Thread-safety: as NVML, callable from any thread (the state is constant).
 #include <cstdio>
@@ -69,6 +70,11 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned int index, void** device) {
 
 int nvmlDeviceGetUUID(void* device, char* uuid, unsigned int length) {
   const unsigned int i = static_cast<FakeDevice*>(device)->index;
+  const char* broken = std::getenv("FAKE_NVML_UUID_UNTERMINATED");
+  if (broken != nullptr && std::strcmp(broken, "1") == 0) {
+    std::memset(uuid, 'F', length);
+    return kSuccess;
+  }
   std::snprintf(uuid, length, "GPU-00000000-0000-0000-0000-%012u", i);
   return kSuccess;
 }
