@@ -1,5 +1,6 @@
 #include "server/http/http_engine.h"
 
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <chrono>
@@ -15,8 +16,9 @@ HttpEngine::HttpEngine(HttpServerOptions options, HttpServer::Handler handler,
     : options_(std::move(options)),
       handler_(std::move(handler)),
       tls_(std::move(tls)),
-      acceptor_(io_),
-      accept_retry_(io_),
+      accept_strand_(asio::make_strand(io_)),
+      acceptor_(accept_strand_),
+      accept_retry_(accept_strand_),
       work_(asio::make_work_guard(io_)),
       handler_pool_(options_.handler_threads, options_.max_queued_requests),
       // One thread per admitted stream, so a stream's next chunk never
@@ -33,11 +35,15 @@ HttpEngine::HttpEngine(HttpServerOptions options, HttpServer::Handler handler,
 HttpEngine::~HttpEngine() { Shutdown(); }
 
 void HttpEngine::Accept() {
+  // The new socket gets a strand of its own; the completion runs on the
+  // acceptor's.
   acceptor_.async_accept(
       asio::make_strand(io_),
-      [this](boost::system::error_code ec, tcp::socket socket) {
-        OnAccept(ec, std::move(socket));
-      });
+      asio::bind_executor(
+          accept_strand_,
+          [this](boost::system::error_code ec, tcp::socket socket) {
+            OnAccept(ec, std::move(socket));
+          }));
 }
 
 void HttpEngine::OnAccept(boost::system::error_code ec, tcp::socket socket) {
@@ -108,7 +114,7 @@ void HttpEngine::Shutdown() {
         open.push_back(std::move(s));
     }
   }
-  asio::post(io_, [this] {
+  asio::post(accept_strand_, [this] {
     boost::system::error_code ignored;
     acceptor_.close(ignored);
     accept_retry_.cancel();

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -82,6 +83,10 @@ class HttpEngine {
   std::atomic<int> streams_{0};
 
   boost::asio::io_context io_;
+  // The acceptor and its retry timer are used only on this strand: accepts
+  // complete on any I/O thread, and Shutdown closes the acceptor from yet
+  // another (found by ThreadSanitizer).
+  boost::asio::strand<boost::asio::io_context::executor_type> accept_strand_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;
   std::optional<

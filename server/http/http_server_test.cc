@@ -2,6 +2,9 @@
 
 #include <sys/socket.h>
 
+#include <atomic>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/testing/status_matchers.h"
@@ -53,6 +56,35 @@ TEST(HttpServerTest, PortZeroBindsAFreePortAndServesRequests) {
   EXPECT_THAT(result.headers, ::testing::Contains(Pair("x-echo", "yes")));
   EXPECT_THAT(result.headers,
               ::testing::Contains(Pair("content-type", "text/plain")));
+}
+
+// Shutdown closes the acceptor while accepts complete on the I/O threads;
+// both must go through the acceptor's strand (a race ThreadSanitizer found
+// in the thread build, where this test is run).
+TEST(HttpServerTest, ShutdownWhileClientsConnectIsClean) {
+  for (int round = 0; round < 20; ++round) {
+    std::unique_ptr<HttpServer> server = StartEcho();
+    ASSERT_NE(server, nullptr);
+    const int port = server->port();
+    std::atomic<bool> stop{false};
+    std::atomic<int> answered{0};
+    std::vector<std::thread> clients;
+    for (int c = 0; c < 3; ++c) {
+      clients.emplace_back([&] {
+        while (!stop) {
+          if (test_util::HttpCall(port, "GET", "/x", "", absl::Seconds(2)).ok()) {
+            ++answered;
+          }
+        }
+      });
+    }
+    while (answered < 3) absl::SleepFor(absl::Milliseconds(1));
+    server->Shutdown();
+    stop = true;
+    for (std::thread& t : clients) t.join();
+    // Once shut down, nothing answers on the port.
+    EXPECT_FALSE(test_util::HttpCall(port, "GET", "/x", "", absl::Seconds(2)).ok());
+  }
 }
 
 TEST(HttpServerTest, OversizedBodyIs413InTheGatewayErrorShape) {
