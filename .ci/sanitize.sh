@@ -47,5 +47,10 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:detect_stac
 export LSAN_OPTIONS="suppressions=$root/.ci/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export TSAN_OPTIONS="suppressions=$root/.ci/tsan.supp:halt_on_error=1:second_deadlock_stack=1"
+if [ "$kind" = thread ]; then
+  # absl::Mutex made visible to TSan (tests/tsan/absl_mutex_annotations.cc);
+  # preloaded so the processes the tests start have it too.
+  export LD_PRELOAD="$root/$dir/tests/libtsan_absl_mutex.so"
+fi
 cd "$dir"
 exec pg_virtualenv ctest --output-on-failure -j"$(nproc 2>/dev/null || echo 2)" "${tests[@]}" "$@"
