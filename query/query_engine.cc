@@ -46,6 +46,41 @@ void Append(SeriesData& out, int64_t bucket_start, const RollupStats& s) {
   out.last_value.push_back(s.last_value);
 }
 
+// A short window from raw samples: returned as they are when few enough
+// (or when raw points are demanded), else bucketed here, exactly as the
+// rollups would be.
+void AnswerFromRawSamples(const QueryRequest& request, const Plan& plan,
+                          int max_points,
+                          const std::vector<std::vector<storage::Sample>>& samples,
+                          QueryResult& result) {
+  for (size_t i = 0; i < samples.size(); ++i) {
+    SeriesData& out = result.series[i];
+    size_t in_window = 0;
+    for (const storage::Sample& s : samples[i]) {
+      in_window += s.time_us >= result.start_us && s.time_us < result.end_us;
+    }
+    const bool raw_points =
+        request.resolution_us ? *request.resolution_us == 0
+                              : in_window <= static_cast<size_t>(max_points);
+    if (raw_points) {
+      out.resolution_us = 0;
+      for (const storage::Sample& s : samples[i]) {
+        if (s.time_us < result.start_us || s.time_us >= result.end_us) continue;
+        RollupStats point;
+        point.Add(s.time_us, s.value);
+        Append(out, s.time_us, point);
+      }
+      continue;
+    }
+    out.resolution_us = plan.bucket_us;
+    absl::btree_map<int64_t, RollupStats> bucketed;
+    for (const storage::Sample& s : samples[i]) {
+      bucketed[storage::AlignDown(s.time_us, plan.bucket_us)].Add(s.time_us, s.value);
+    }
+    for (const auto& [start, stats] : bucketed) Append(out, start, stats);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<SeriesInfo>> QueryEngine::ListSeries(
@@ -108,78 +143,59 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
     return result;
   }
 
-  const Plan plan =
+  Plan plan =
       request.resolution_us
           ? PlanAtResolution(result.start_us, result.end_us,
                              *request.resolution_us)
           : PlanQuery(result.start_us, result.end_us, max_points);
-  std::vector<absl::btree_map<int64_t, RollupStats>> buckets(selected.size());
-  if (plan.stored_width_s > 0) {
-    std::vector<std::string> agents;
-    std::vector<int64_t> ids;
-    // agent -> series id -> index in `selected`; looked up per stored row
-    // without building a key (heterogeneous lookup by string_view).
-    absl::flat_hash_map<std::string, absl::flat_hash_map<int64_t, size_t>>
-        index;
-    for (size_t i = 0; i < selected.size(); ++i) {
-      auto [it, added] = index.try_emplace(selected[i].agent_id);
-      if (added) agents.push_back(selected[i].agent_id);
-      it->second[selected[i].series_id] = i;
-      ids.push_back(selected[i].series_id);
+  if (plan.stored_width_s == 0) {
+    absl::StatusOr<std::vector<std::vector<storage::Sample>>> samples =
+        store_->ReadRawSamples(request.trial_id, selected, plan.read_from_us,
+                               plan.read_to_us,
+                               options_.max_raw_reports_per_agent, deadline);
+    if (samples.ok()) {
+      AnswerFromRawSamples(request, plan, max_points, *samples, result);
+      return result;
     }
-    ASSIGN_OR_RETURN(
-        std::vector<storage::RollupRow> rows,
-        store_->ReadRollups(request.trial_id, agents, plan.stored_width_s, ids,
-                            plan.read_from_us, plan.read_to_us, deadline));
-    for (const storage::RollupRow& row : rows) {
-      const int64_t bucket = storage::AlignDown(row.bucket_start_us, plan.bucket_us);
-      auto agent = index.find(absl::string_view(row.agent_id));
-      if (agent == index.end()) continue;
-      for (const auto& [id, stats] : row.stats) {
-        auto it = agent->second.find(id);
-        if (it == agent->second.end()) continue;
-        buckets[it->second][bucket].Merge(stats);
-      }
+    // Too dense to read raw: the finest rollup, unless the caller holds us
+    // to a resolution.
+    if (!absl::IsResourceExhausted(samples.status()) || request.resolution_us) {
+      return samples.status();
     }
-    for (size_t i = 0; i < selected.size(); ++i) {
-      SeriesData& out = result.series[i];
-      out.resolution_us = plan.bucket_us;
-      for (const auto& [start, stats] : buckets[i]) Append(out, start, stats);
-    }
-    return result;
+    plan = PlanAtResolution(result.start_us, result.end_us,
+                            int64_t{storage::kRollupWidthsSeconds[0]} * 1000000);
   }
-
-  // Short window: raw samples, returned as they are when few enough, else
-  // bucketed here, exactly as the rollups would be.
+  std::vector<absl::btree_map<int64_t, RollupStats>> buckets(selected.size());
+  std::vector<std::string> agents;
+  std::vector<int64_t> ids;
+  // agent -> series id -> index in `selected`; looked up per stored row
+  // without building a key (heterogeneous lookup by string_view).
+  absl::flat_hash_map<std::string, absl::flat_hash_map<int64_t, size_t>>
+      index;
+  for (size_t i = 0; i < selected.size(); ++i) {
+    auto [it, added] = index.try_emplace(selected[i].agent_id);
+    if (added) agents.push_back(selected[i].agent_id);
+    it->second[selected[i].series_id] = i;
+    ids.push_back(selected[i].series_id);
+  }
   ASSIGN_OR_RETURN(
-      std::vector<std::vector<storage::Sample>> samples,
-      store_->ReadRawSamples(request.trial_id, selected, plan.read_from_us,
-                             plan.read_to_us, deadline));
+      std::vector<storage::RollupRow> rows,
+      store_->ReadRollups(request.trial_id, agents, plan.stored_width_s, ids,
+                          plan.read_from_us, plan.read_to_us, deadline));
+  for (const storage::RollupRow& row : rows) {
+    const int64_t bucket = storage::AlignDown(row.bucket_start_us, plan.bucket_us);
+    auto agent = index.find(absl::string_view(row.agent_id));
+    if (agent == index.end()) continue;
+    for (const auto& [id, stats] : row.stats) {
+      auto it = agent->second.find(id);
+      if (it == agent->second.end()) continue;
+      buckets[it->second][bucket].Merge(stats);
+    }
+  }
   for (size_t i = 0; i < selected.size(); ++i) {
     SeriesData& out = result.series[i];
-    size_t in_window = 0;
-    for (const storage::Sample& s : samples[i]) {
-      in_window += s.time_us >= result.start_us && s.time_us < result.end_us;
-    }
-    const bool raw_points =
-        request.resolution_us ? *request.resolution_us == 0
-                              : in_window <= static_cast<size_t>(max_points);
-    if (raw_points) {
-      out.resolution_us = 0;
-      for (const storage::Sample& s : samples[i]) {
-        if (s.time_us < result.start_us || s.time_us >= result.end_us) continue;
-        RollupStats point;
-        point.Add(s.time_us, s.value);
-        Append(out, s.time_us, point);
-      }
-      continue;
-    }
     out.resolution_us = plan.bucket_us;
-    absl::btree_map<int64_t, RollupStats> bucketed;
-    for (const storage::Sample& s : samples[i]) {
-      bucketed[storage::AlignDown(s.time_us, plan.bucket_us)].Add(s.time_us, s.value);
-    }
-    for (const auto& [start, stats] : bucketed) Append(out, start, stats);
+    for (const auto& [start, stats] : buckets[i]) Append(out, start, stats);
   }
   return result;
 }

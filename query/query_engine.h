@@ -22,6 +22,11 @@ namespace metrics::query {
 struct QueryOptions {
   int default_max_points = 1000;
   int max_max_points = 10000;
+  // A window finer than the finest rollup is answered from raw rows when an
+  // agent has at most this many reports in it (at 1 Hz, 20 000 s), else
+  // from the finest rollup: coarser than asked, still exact, and the
+  // query's memory stays bounded however dense the data.
+  int64_t max_raw_reports_per_agent = 20000;
 };
 
 struct QueryRequest {

@@ -294,6 +294,30 @@ TEST_F(QueryEngineTest, ADenseShortWindowIsBucketedFromRawRows) {
   ExpectExact(result, result.series[0], 2000);
 }
 
+// However dense the data, a query reads a bounded number of raw rows: past
+// the limit it answers from the finest rollup (10 s), still exact.
+TEST_F(QueryEngineTest, TooDenseForRawRowsAnswersFromTheFinestRollup) {
+  QueryOptions options;
+  options.max_raw_reports_per_agent = 500;
+  QueryEngine engine(S().store.get(), options);
+  QueryRequest request;
+  request.trial_id = 7;
+  request.agent_ids = {"agent-dense"};
+  request.start = kT0 + absl::Seconds(3700);
+  request.end = kT0 + absl::Seconds(3700 + 1200);
+  request.max_points = 200;  // 6 s wanted, from 1200 raw reports
+  ASSERT_OK_AND_ASSIGN(QueryResult result, engine.Query(request, Deadline()));
+  ASSERT_EQ(result.series.size(), 1u);
+  EXPECT_EQ(result.series[0].resolution_us, 10 * kSecond);
+  EXPECT_LE(result.series[0].count.size(), 200u);
+  ExpectExact(result, result.series[0], 200);
+  // Held to raw points (a follow at its first resolution): refused.
+  request.resolution_us = 0;
+  EXPECT_THAT(engine.Query(request, Deadline()),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("more than 500 reports")));
+}
+
 TEST_F(QueryEngineTest, ListSeriesGivesExtentAndCountWithoutRawRows) {
   ASSERT_OK_AND_ASSIGN(std::vector<storage::SeriesInfo> series,
                        engine_.ListSeries(7, Deadline()));

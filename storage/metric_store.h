@@ -246,9 +246,12 @@ class MetricStore {
 
   // The raw samples of each of `series` with time in [from_us, to_us), each
   // in time order (ties in ingest order); result[i] belongs to series[i].
+  // RESOURCE_EXHAUSTED when an agent has more than `max_reports` reports in
+  // the window: the memory of a read is bounded whatever the data's density
+  // (the caller answers from rollups instead).
   virtual absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
       int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
-      int64_t to_us, absl::Time deadline) = 0;
+      int64_t to_us, int64_t max_reports, absl::Time deadline) = 0;
 
   // Calls `on_change` soon after data of `trial_id` is committed or its
   // state changes, by any metricsd on the same database, and after anything

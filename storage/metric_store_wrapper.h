@@ -65,8 +65,9 @@ class MetricStoreWrapper : public MetricStore {
   }
   absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
       int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
-      int64_t to_us, absl::Time deadline) override {
-    return target_->ReadRawSamples(trial_id, series, from_us, to_us, deadline);
+      int64_t to_us, int64_t max_reports, absl::Time deadline) override {
+    return target_->ReadRawSamples(trial_id, series, from_us, to_us,
+                                   max_reports, deadline);
   }
   std::unique_ptr<ChangeSubscription> SubscribeToChanges(
       int32_t trial_id, std::function<void()> on_change) override {

@@ -439,7 +439,7 @@ absl::StatusOr<std::vector<RollupRow>> PgMetricStore::ReadRollups(
 
 absl::StatusOr<std::vector<std::vector<Sample>>> PgMetricStore::ReadRawSamples(
     int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
-    int64_t to_us, absl::Time deadline) {
+    int64_t to_us, int64_t max_reports, absl::Time deadline) {
   return Read<std::vector<std::vector<Sample>>>(
       pool_, absl::StrCat("reading raw samples of trial ", trial_id), deadline,
       [&](pqxx::transaction_base& tx)
@@ -460,15 +460,22 @@ absl::StatusOr<std::vector<std::vector<Sample>>> PgMetricStore::ReadRawSamples(
                             ReportValueSql("metrics", tx.quote(series[i].name),
                                            tx.quote(series[i].gpu_uuid)));
           }
-          for (const auto& row : tx.exec_params(
-                   absl::StrCat("SELECT ", EpochMicrosSql("end_time"), columns,
-                                " FROM metrics_profiling WHERE trial_id = $1 "
-                                "AND metric_group = $2 AND agent_id = $3 "
-                                "AND end_time >= ", TimestampFromMicrosSql("$4"),
-                                " AND end_time < ", TimestampFromMicrosSql("$5"),
-                                " ORDER BY end_time, id"),
-                   trial_id, std::string(kSystemGroup), agent, from_us,
-                   to_us)) {
+          // One row past the limit tells that there are more.
+          const pqxx::result rows = tx.exec_params(
+              absl::StrCat("SELECT ", EpochMicrosSql("end_time"), columns,
+                           " FROM metrics_profiling WHERE trial_id = $1 "
+                           "AND metric_group = $2 AND agent_id = $3 "
+                           "AND end_time >= ", TimestampFromMicrosSql("$4"),
+                           " AND end_time < ", TimestampFromMicrosSql("$5"),
+                           " ORDER BY end_time, id LIMIT $6"),
+              trial_id, std::string(kSystemGroup), agent, from_us, to_us,
+              max_reports + 1);
+          if (static_cast<int64_t>(rows.size()) > max_reports) {
+            return absl::ResourceExhaustedError(absl::StrCat(
+                "agent ", agent, " has more than ", max_reports,
+                " reports in the window"));
+          }
+          for (const auto& row : rows) {
             const int64_t t = row[0].as<int64_t>();
             for (size_t c = 0; c < indexes.size(); ++c) {
               const pqxx::field value = row[static_cast<int>(c + 1)];

@@ -69,7 +69,7 @@ class PgMetricStore : public MetricStore {
       absl::Time deadline) override;
   absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
       int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
-      int64_t to_us, absl::Time deadline) override;
+      int64_t to_us, int64_t max_reports, absl::Time deadline) override;
   std::unique_ptr<ChangeSubscription> SubscribeToChanges(
       int32_t trial_id, std::function<void()> on_change) override;
   absl::Status SubmitBatch(
