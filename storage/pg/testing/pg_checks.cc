@@ -215,6 +215,33 @@ absl::StatusOr<int64_t> CountRawValues(const std::string& url,
   });
 }
 
+absl::StatusOr<int64_t> CountRepeatedReports(const std::string& url,
+                                             int32_t trial_id) {
+  return GuardPg("counting repeated reports", [&]() -> absl::StatusOr<int64_t> {
+    pqxx::connection conn(url);
+    pqxx::nontransaction tx(conn);
+    return tx
+        .exec_params(
+            "SELECT coalesce(sum(n - 1), 0)::bigint FROM ("
+            "  SELECT count(*) AS n FROM metrics_profiling "
+            "  WHERE trial_id = $1 AND metric_group = 'system' "
+            "  GROUP BY agent_id, end_time HAVING count(*) > 1) repeated",
+            trial_id)[0][0]
+        .as<int64_t>();
+  });
+}
+
+absl::Status LockRollupsFor(const std::string& url, absl::Duration duration) {
+  return GuardPg("holding the rollup table", [&]() -> absl::Status {
+    pqxx::connection conn(url);
+    pqxx::work tx(conn);
+    tx.exec("LOCK TABLE system_rollups IN ACCESS EXCLUSIVE MODE");
+    absl::SleepFor(duration);
+    tx.abort();
+    return absl::OkStatus();
+  });
+}
+
 absl::StatusOr<std::string> QueryScalar(const std::string& url,
                                         const std::string& sql) {
   return GuardPg("test query", [&]() -> absl::StatusOr<std::string> {

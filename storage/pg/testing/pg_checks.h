@@ -45,6 +45,17 @@ absl::StatusOr<std::map<int64_t, RollupStats>> RawBucketsOf(
 absl::StatusOr<int64_t> CountRawValues(const std::string& url,
                                        int32_t trial_id);
 
+// Raw rows of `trial_id` that repeat another row's (agent, time): each
+// report of an agent has its own time in the benchmarks that ask, so any
+// such row is a report stored twice. Returns how many extra rows.
+absl::StatusOr<int64_t> CountRepeatedReports(const std::string& url,
+                                             int32_t trial_id);
+
+// Makes the database slow for writers and rollup readers: holds an ACCESS
+// EXCLUSIVE lock on system_rollups for `duration` (ingest commits wait for
+// it), then releases it.
+absl::Status LockRollupsFor(const std::string& url, absl::Duration duration);
+
 // Runs `sql` and returns the first column of the first row as text ("" for
 // no row or NULL).
 absl::StatusOr<std::string> QueryScalar(const std::string& url,
