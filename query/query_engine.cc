@@ -46,6 +46,20 @@ void Append(SeriesData& out, int64_t bucket_start, const RollupStats& s) {
   out.last_value.push_back(s.last_value);
 }
 
+// The most reports any agent is expected to have in `window_us`, from the
+// density of each series over its extent (0 when extents are unknown).
+int64_t EstimatedReportsPerAgent(const std::vector<SeriesInfo>& series,
+                                 int64_t window_us) {
+  double most = 0;
+  for (const SeriesInfo& s : series) {
+    if (!s.first_time_us || s.sample_count == 0) continue;
+    const double extent_us =
+        static_cast<double>(*s.last_time_us - *s.first_time_us + 1);
+    most = std::max(most, s.sample_count * std::min(1.0, window_us / extent_us));
+  }
+  return static_cast<int64_t>(most);
+}
+
 // A short window from raw samples: returned as they are when few enough
 // (or when raw points are demanded), else bucketed here, exactly as the
 // rollups would be.
@@ -148,7 +162,13 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
           ? PlanAtResolution(result.start_us, result.end_us,
                              *request.resolution_us)
           : PlanQuery(result.start_us, result.end_us, max_points);
-  if (plan.stored_width_s == 0) {
+  // With the series' extents at hand, a window whose raw rows would surely
+  // pass the limit skips the attempt (a busy chart asks again and again).
+  const bool surely_dense =
+      !request.resolution_us &&
+      EstimatedReportsPerAgent(selected, plan.read_to_us - plan.read_from_us) >
+          options_.max_raw_reports_per_agent;
+  if (plan.stored_width_s == 0 && !surely_dense) {
     absl::StatusOr<std::vector<std::vector<storage::Sample>>> samples =
         store_->ReadRawSamples(request.trial_id, selected, plan.read_from_us,
                                plan.read_to_us,
@@ -162,6 +182,8 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
     if (!absl::IsResourceExhausted(samples.status()) || request.resolution_us) {
       return samples.status();
     }
+  }
+  if (plan.stored_width_s == 0) {
     plan = PlanAtResolution(result.start_us, result.end_us,
                             int64_t{storage::kRollupWidthsSeconds[0]} * 1000000);
   }

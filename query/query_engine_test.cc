@@ -311,6 +311,15 @@ TEST_F(QueryEngineTest, TooDenseForRawRowsAnswersFromTheFinestRollup) {
   EXPECT_EQ(result.series[0].resolution_us, 10 * kSecond);
   EXPECT_LE(result.series[0].count.size(), 200u);
   ExpectExact(result, result.series[0], 200);
+  // The whole run, so the series' extents are known: the same, without
+  // trying the raw rows first.
+  request.start.reset();
+  request.end.reset();
+  ASSERT_OK_AND_ASSIGN(result, engine.Query(request, Deadline()));
+  EXPECT_EQ(result.series[0].resolution_us, 10 * kSecond);
+  ExpectExact(result, result.series[0], 200);
+  request.start = kT0 + absl::Seconds(3700);
+  request.end = kT0 + absl::Seconds(3700 + 1200);
   // Held to raw points (a follow at its first resolution): refused.
   request.resolution_us = 0;
   EXPECT_THAT(engine.Query(request, Deadline()),
