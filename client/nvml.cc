@@ -5,24 +5,12 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "client/nvml_abi.h"
 
 namespace metrics::client {
 
 namespace {
 
-// The few NVML types we use, as nvml.h declares them (the ABI is stable:
-// the _v2 entry points exist since driver 325).
-using nvmlReturn_t = int;
-using nvmlDevice_t = void*;
-struct nvmlUtilization_t {
-  unsigned int gpu;
-  unsigned int memory;
-};
-struct nvmlMemory_t {
-  unsigned long long total;
-  unsigned long long free;
-  unsigned long long used;
-};
 constexpr nvmlReturn_t kNvmlSuccess = 0;
 constexpr unsigned int kUuidBufferSize = 96;
 

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "client/nvml_abi.h"
+
 namespace {
 
 const uint8_t* script = nullptr;
@@ -52,16 +54,6 @@ void ScriptedNvmlSet(const uint8_t* data, size_t size) {
   script = data;
   script_left = size;
 }
-
-struct nvmlUtilization_t {
-  unsigned int gpu;
-  unsigned int memory;
-};
-struct nvmlMemory_t {
-  unsigned long long total;
-  unsigned long long free;
-  unsigned long long used;
-};
 
 int nvmlInit_v2() { return Status(); }
 int nvmlShutdown() { return Status(); }

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "client/nvml_abi.h"
+
 namespace {
 
 struct FakeDevice {
@@ -34,16 +36,6 @@ constexpr int kUnknown = 999;
 }  // namespace
 
 extern "C" {
-
-struct nvmlUtilization_t {
-  unsigned int gpu;
-  unsigned int memory;
-};
-struct nvmlMemory_t {
-  unsigned long long total;
-  unsigned long long free;
-  unsigned long long used;
-};
 
 int nvmlInit_v2() {
   const char* fail = std::getenv("FAKE_NVML_FAIL_INIT");
