@@ -23,7 +23,6 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <thread>
 
@@ -75,22 +74,6 @@ RawRow RowOf(const v1::SystemMetricsBatch& proto, int report) {
   const storage::MetricBatch batch = server::BatchFromProto(proto);
   return {batch.agent_id, batch.reports[report].time_us,
           storage::ReportJson(batch, batch.reports[report])};
-}
-
-double RssMb(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) {
-      int64_t kb = 0;
-      std::vector<std::string> parts =
-          absl::StrSplit(line, ' ', absl::SkipEmpty());
-      if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &kb)) {
-        return kb / 1024.0;
-      }
-    }
-  }
-  return 0;
 }
 
 double Percentile(std::vector<double> values, double p) {
@@ -243,8 +226,8 @@ struct FanInResult {
   double rss_mb = 0;
 };
 
-FanInResult RunFanIn(const std::string& target, pid_t server, int32_t trial,
-                     int streams, int step) {
+FanInResult RunFanIn(const std::string& target, const Subprocess& server,
+                     int32_t trial, int streams, int step) {
   FanInResult result;
   result.streams = streams;
   Recorder recorder;
@@ -260,7 +243,7 @@ FanInResult RunFanIn(const std::string& target, pid_t server, int32_t trial,
   std::atomic<double> rss{0};
   std::thread sampler([&] {
     while (sampling) {
-      rss = std::max(rss.load(), RssMb(server));
+      rss = std::max(rss.load(), server.RssMb());
       absl::SleepFor(absl::Milliseconds(200));
     }
   });
@@ -422,7 +405,6 @@ int Run() {
   }
   const std::string target =
       absl::StrCat("127.0.0.1:", line->substr(line->rfind(':') + 1));
-  const pid_t server = (*metricsd)->pid();
   auto trials = v1::TrialService::NewStub(
       grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
   for (int32_t id : {1, 3}) {
@@ -537,7 +519,7 @@ int Run() {
        absl::StrSplit(absl::GetFlag(FLAGS_fanin_steps), ',')) {
     int n = 0;
     if (!absl::SimpleAtoi(text, &n)) continue;
-    FanInResult r = RunFanIn(target, server, 3, n, step++);
+    FanInResult r = RunFanIn(target, **metricsd, 3, n, step++);
     std::printf("  %8d %8zu %9.1f %9.1f %9.1f %7d %8lld %9.1f\n", r.streams,
                 r.acks, r.p50_ms, r.p99_ms, r.max_ms, r.failed,
                 static_cast<long long>(r.skipped), r.rss_mb);

@@ -25,7 +25,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -33,9 +32,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/reporter.h"
@@ -69,22 +66,6 @@ namespace pgtest = storage::pg::test_util;
 constexpr int32_t kBulkTrial = 1;
 constexpr int32_t kFanInTrial = 2;
 constexpr int kValues = test_util::kRealisticValuesPerReport;
-
-// A number field of /proc/<pid>/status ("VmRSS:", "Threads:"), 0 if absent.
-int64_t StatusField(pid_t pid, absl::string_view field) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (!absl::StartsWith(line, field)) continue;
-    std::vector<std::string> parts = absl::StrSplit(line, absl::ByAnyChar(" \t"),
-                                                    absl::SkipEmpty());
-    int64_t n = 0;
-    if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &n)) return n;
-  }
-  return 0;
-}
-
-double RssMb(pid_t pid) { return StatusField(pid, "VmRSS:") / 1024.0; }
 
 // The 25 realistic series, as Reporter measurements.
 struct SeriesShape {
@@ -240,7 +221,6 @@ int Run() {
   }
   const std::string target =
       absl::StrCat("127.0.0.1:", line->substr(line->rfind(':') + 1));
-  const pid_t server = (*metricsd)->pid();
   auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   {
     auto trials = v1::TrialService::NewStub(channel);
@@ -373,14 +353,14 @@ int Run() {
   std::vector<int64_t> acked_each_second;  // cumulative
   for (int s = 1; absl::Now() - overload_start < overload_for; ++s) {
     absl::SleepFor(overload_start + absl::Seconds(s) - absl::Now());
-    rss_samples.push_back(RssMb(server));
+    rss_samples.push_back((*metricsd)->RssMb());
     acked_each_second.push_back(Acknowledged(all));
     if (s % 10 == 0) {
       const int64_t acked = Acknowledged(all);
       std::printf("  %6d %12.0f %9.1f %8lld %10lld %9lld %9lld %8lld\n", s,
                   (acked - acked_mark) / absl::ToDoubleSeconds(absl::Now() - mark),
                   rss_samples.back(),
-                  static_cast<long long>(StatusField(server, "Threads:")),
+                  static_cast<long long>((*metricsd)->StatusField("Threads:")),
                   static_cast<long long>(counts.slowed.load()),
                   static_cast<long long>(counts.resource_exhausted.load()),
                   static_cast<long long>(queries_ok.load()),
@@ -417,7 +397,7 @@ int Run() {
        ++tick) {
     absl::SleepFor(half_start + absl::Milliseconds(250 * tick) - absl::Now());
     acks.push_back({absl::Now(), Acknowledged(all)});
-    if (tick % 4 == 0) rss_samples.push_back(RssMb(server));
+    if (tick % 4 == 0) rss_samples.push_back((*metricsd)->RssMb());
     if (recovery_s < 0 && acks.size() >= 5) {
       const auto& [t0, a0] = acks[acks.size() - 5];
       const auto& [t1, a1] = acks.back();

@@ -8,7 +8,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -138,6 +141,19 @@ absl::StatusOr<int> Subprocess::Wait(absl::Duration timeout) {
     }
     absl::SleepFor(absl::Milliseconds(10));
   }
+}
+
+int64_t Subprocess::StatusField(absl::string_view field) const {
+  std::ifstream status(absl::StrCat("/proc/", pid_, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (!absl::StartsWith(line, field)) continue;
+    std::vector<std::string> parts =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    int64_t n = 0;
+    if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &n)) return n;
+  }
+  return 0;
 }
 
 }  // namespace metrics::test_util

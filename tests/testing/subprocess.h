@@ -51,6 +51,10 @@ class Subprocess {
   void Signal(int signal);
 
   pid_t pid() const { return pid_; }
+  // A number field of the child's /proc/<pid>/status, such as "VmRSS:" (in
+  // kB) or "Threads:"; 0 when absent (for benchmarks sampling the server).
+  int64_t StatusField(absl::string_view field) const;
+  double RssMb() const { return StatusField("VmRSS:") / 1024.0; }
   const std::string& stdout_text() const { return out_; }
   const std::string& stderr_text() const { return err_; }
 
