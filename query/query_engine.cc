@@ -1,9 +1,12 @@
 #include "query/query_engine.h"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/time_format.h"
@@ -45,6 +48,70 @@ void Append(SeriesData& out, int64_t bucket_start, const RollupStats& s) {
   out.last_time_us.push_back(s.last_time_us);
   out.last_value.push_back(s.last_value);
 }
+
+// Merges stored rollup rows into the answer's buckets as the store hands
+// them over. Rows come ordered by agent and bucket start, so each series'
+// buckets arrive in order: only the bucket being filled is held, and a
+// finished one goes straight into the answer.
+class BucketMerger : public storage::RollupSink {
+ public:
+  // `out[i]` receives the buckets of `selected[i]`.
+  BucketMerger(const std::vector<SeriesInfo>& selected, int64_t bucket_us,
+               std::vector<SeriesData>& out)
+      : bucket_us_(bucket_us), out_(out), open_(selected.size()) {
+    for (size_t i = 0; i < selected.size(); ++i) {
+      index_[selected[i].agent_id][selected[i].series_id] = i;
+      out_[i].resolution_us = bucket_us;
+    }
+  }
+
+  void Restart() override {
+    for (size_t i = 0; i < out_.size(); ++i) {
+      SeriesData fresh;
+      fresh.series = std::move(out_[i].series);
+      fresh.resolution_us = bucket_us_;
+      out_[i] = std::move(fresh);
+      open_[i].reset();
+    }
+  }
+
+  void Take(const storage::RollupRow& row) override {
+    auto agent = index_.find(absl::string_view(row.agent_id));
+    if (agent == index_.end()) return;
+    const int64_t bucket = storage::AlignDown(row.bucket_start_us, bucket_us_);
+    for (const auto& [id, stats] : row.stats) {
+      auto it = agent->second.find(id);
+      if (it == agent->second.end()) continue;
+      std::optional<OpenBucket>& open = open_[it->second];
+      if (open && open->start == bucket) {
+        open->stats.Merge(stats);
+        continue;
+      }
+      if (open) Append(out_[it->second], open->start, open->stats);
+      open = OpenBucket{bucket, stats};
+    }
+  }
+
+  // Appends the buckets still being filled; call once, after the read.
+  void Finish() {
+    for (size_t i = 0; i < out_.size(); ++i) {
+      if (open_[i]) Append(out_[i], open_[i]->start, open_[i]->stats);
+    }
+  }
+
+ private:
+  struct OpenBucket {
+    int64_t start;
+    RollupStats stats;
+  };
+  const int64_t bucket_us_;
+  std::vector<SeriesData>& out_;
+  std::vector<std::optional<OpenBucket>> open_;
+  // agent -> series id -> index in `out_`; looked up per stored row without
+  // building a key (heterogeneous lookup by string_view).
+  absl::flat_hash_map<std::string, absl::flat_hash_map<int64_t, size_t>>
+      index_;
+};
 
 // The most reports any agent is expected to have in `window_us`, from the
 // density of each series over its extent (0 when extents are unknown).
@@ -187,38 +254,19 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
     plan = PlanAtResolution(result.start_us, result.end_us,
                             int64_t{storage::kRollupWidthsSeconds[0]} * 1000000);
   }
-  std::vector<absl::btree_map<int64_t, RollupStats>> buckets(selected.size());
   std::vector<std::string> agents;
+  absl::flat_hash_set<absl::string_view> seen;
   std::vector<int64_t> ids;
-  // agent -> series id -> index in `selected`; looked up per stored row
-  // without building a key (heterogeneous lookup by string_view).
-  absl::flat_hash_map<std::string, absl::flat_hash_map<int64_t, size_t>>
-      index;
-  for (size_t i = 0; i < selected.size(); ++i) {
-    auto [it, added] = index.try_emplace(selected[i].agent_id);
-    if (added) agents.push_back(selected[i].agent_id);
-    it->second[selected[i].series_id] = i;
-    ids.push_back(selected[i].series_id);
+  for (const SeriesInfo& s : selected) {
+    if (seen.insert(s.agent_id).second) agents.push_back(s.agent_id);
+    ids.push_back(s.series_id);
   }
-  ASSIGN_OR_RETURN(
-      std::vector<storage::RollupRow> rows,
-      store_->ReadRollups(request.trial_id, agents, plan.stored_width_s, ids,
-                          plan.read_from_us, plan.read_to_us, deadline));
-  for (const storage::RollupRow& row : rows) {
-    const int64_t bucket = storage::AlignDown(row.bucket_start_us, plan.bucket_us);
-    auto agent = index.find(absl::string_view(row.agent_id));
-    if (agent == index.end()) continue;
-    for (const auto& [id, stats] : row.stats) {
-      auto it = agent->second.find(id);
-      if (it == agent->second.end()) continue;
-      buckets[it->second][bucket].Merge(stats);
-    }
-  }
-  for (size_t i = 0; i < selected.size(); ++i) {
-    SeriesData& out = result.series[i];
-    out.resolution_us = plan.bucket_us;
-    for (const auto& [start, stats] : buckets[i]) Append(out, start, stats);
-  }
+  BucketMerger merger(selected, plan.bucket_us, result.series);
+  RETURN_IF_ERROR(store_->ReadRollups(request.trial_id, agents,
+                                      plan.stored_width_s, ids,
+                                      plan.read_from_us, plan.read_to_us,
+                                      deadline, merger));
+  merger.Finish();
   return result;
 }
 

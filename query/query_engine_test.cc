@@ -12,6 +12,8 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/status_macros.h"
+#include "storage/metric_store_wrapper.h"
 #include "storage/pg/pg_metric_store.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/test_database.h"
@@ -325,6 +327,64 @@ TEST_F(QueryEngineTest, TooDenseForRawRowsAnswersFromTheFinestRollup) {
   EXPECT_THAT(engine.Query(request, Deadline()),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        HasSubstr("more than 500 reports")));
+}
+
+TEST_F(QueryEngineTest, AWindowOfThousandsOfStoredBucketsIsExact) {
+  // Three days at 10 s: thousands of stored buckets per agent, read through
+  // the store's cursor a page at a time.
+  QueryRequest request;
+  request.trial_id = 7;
+  request.agent_ids = {"agent-a", "agent-b"};
+  request.resolution_us = 10 * kSecond;
+  ASSERT_OK_AND_ASSIGN(QueryResult result, engine_.Query(request, Deadline()));
+  ASSERT_EQ(result.series.size(), 6u);
+  for (const SeriesData& data : result.series) {
+    EXPECT_EQ(data.resolution_us, 10 * kSecond);
+    EXPECT_GT(data.count.size(), 3000u);
+    ExpectExact(result, data, 100000);
+  }
+}
+
+// A store whose rollup reads start over once after some rows, as a read
+// does when its connection is lost and the transaction runs again.
+class RestartingStore : public storage::MetricStoreWrapper {
+ public:
+  // Forwards only what the engine calls here to `real`, not owned.
+  explicit RestartingStore(storage::MetricStore* real)
+      : MetricStoreWrapper(nullptr), real_(real) {}
+  absl::Status ReadRollups(int32_t trial_id,
+                           const std::vector<std::string>& agents, int width_s,
+                           const std::vector<int64_t>& series_ids,
+                           int64_t from_us, int64_t to_us, absl::Time deadline,
+                           storage::RollupSink& sink) override {
+    // The first attempt's rows are taken, then the read runs again whole.
+    RETURN_IF_ERROR(real_->ReadRollups(trial_id, agents, width_s, series_ids,
+                                       from_us, to_us, deadline, sink));
+    return real_->ReadRollups(trial_id, agents, width_s, series_ids, from_us,
+                              to_us, deadline, sink);
+  }
+  absl::StatusOr<std::vector<storage::SeriesInfo>> ListSeries(
+      int32_t trial_id, bool extents, absl::Time deadline) override {
+    return real_->ListSeries(trial_id, extents, deadline);
+  }
+
+ private:
+  storage::MetricStore* real_ = nullptr;
+};
+
+TEST_F(QueryEngineTest, ARollupReadThatStartsOverCountsEachBucketOnce) {
+  RestartingStore restarting(S().store.get());
+  QueryEngine engine(&restarting, QueryOptions());
+  QueryRequest request;
+  request.trial_id = 7;
+  request.agent_ids = {"agent-a"};
+  request.max_points = 300;
+  ASSERT_OK_AND_ASSIGN(QueryResult result, engine.Query(request, Deadline()));
+  ASSERT_EQ(result.series.size(), 3u);
+  for (const SeriesData& data : result.series) {
+    EXPECT_GT(data.resolution_us, 0);
+    ExpectExact(result, data, 300);
+  }
 }
 
 TEST_F(QueryEngineTest, ListSeriesGivesExtentAndCountWithoutRawRows) {

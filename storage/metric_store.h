@@ -137,6 +137,17 @@ struct RollupRow {
   AgentRollup stats;
 };
 
+// Takes the rows of a rollup read as they arrive, so that a read of many
+// stored buckets never holds them all at once. A read may start over (its
+// connection was lost and the transaction runs again): Restart() is called
+// before the first row of every attempt and must drop what was taken.
+class RollupSink {
+ public:
+  virtual ~RollupSink() = default;
+  virtual void Restart() = 0;
+  virtual void Take(const RollupRow& row) = 0;
+};
+
 // One raw sample: microseconds since the epoch and its value.
 struct Sample {
   int64_t time_us = 0;
@@ -236,13 +247,16 @@ class MetricStore {
   virtual absl::StatusOr<std::vector<SeriesInfo>> ListSeries(
       int32_t trial_id, bool extents, absl::Time deadline) = 0;
 
-  // The stored rollup buckets of `width_s` of `agents` whose start lies in
-  // [from_us, to_us), holding only the stats of `series_ids`; ordered by
-  // agent and bucket start.
-  virtual absl::StatusOr<std::vector<RollupRow>> ReadRollups(
-      int32_t trial_id, const std::vector<std::string>& agents, int width_s,
-      const std::vector<int64_t>& series_ids, int64_t from_us, int64_t to_us,
-      absl::Time deadline) = 0;
+  // Hands `sink` the stored rollup buckets of `width_s` of `agents` whose
+  // start lies in [from_us, to_us), holding only the stats of `series_ids`,
+  // ordered by agent and bucket start. The store holds a bounded number of
+  // rows at a time, however many the window has.
+  virtual absl::Status ReadRollups(int32_t trial_id,
+                                   const std::vector<std::string>& agents,
+                                   int width_s,
+                                   const std::vector<int64_t>& series_ids,
+                                   int64_t from_us, int64_t to_us,
+                                   absl::Time deadline, RollupSink& sink) = 0;
 
   // The raw samples of each of `series` with time in [from_us, to_us), each
   // in time order (ties in ingest order); result[i] belongs to series[i].

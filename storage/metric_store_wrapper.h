@@ -56,12 +56,13 @@ class MetricStoreWrapper : public MetricStore {
       size_t limit, absl::Time deadline) override {
     return target_->ReadReadings(trial_id, series, after, limit, deadline);
   }
-  absl::StatusOr<std::vector<RollupRow>> ReadRollups(
-      int32_t trial_id, const std::vector<std::string>& agents, int width_s,
-      const std::vector<int64_t>& series_ids, int64_t from_us, int64_t to_us,
-      absl::Time deadline) override {
+  absl::Status ReadRollups(int32_t trial_id,
+                           const std::vector<std::string>& agents, int width_s,
+                           const std::vector<int64_t>& series_ids,
+                           int64_t from_us, int64_t to_us, absl::Time deadline,
+                           RollupSink& sink) override {
     return target_->ReadRollups(trial_id, agents, width_s, series_ids, from_us,
-                                to_us, deadline);
+                                to_us, deadline, sink);
   }
   absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
       int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,

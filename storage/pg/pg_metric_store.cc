@@ -93,15 +93,6 @@ struct Statements {
       "rollups_of_agents",
       "SELECT stats FROM system_rollups WHERE trial_id = $1 "
       "AND agent_id = ANY($2::text[]) AND width_s = $3"};
-  PreparedStatement rollups_in_window{
-      "rollups_in_window",
-      absl::StrCat("SELECT agent_id, ", EpochMicrosSql("bucket_start"),
-                   ", stats FROM system_rollups "
-                   "WHERE trial_id = $1 AND agent_id = ANY($2::text[]) "
-                   "AND width_s = $3 AND bucket_start >= ",
-                   TimestampFromMicrosSql("$4"), " AND bucket_start < ",
-                   TimestampFromMicrosSql("$5"),
-                   " ORDER BY agent_id, bucket_start")};
   // A range scan of the primary key (trial_id, metric_group, agent_id,
   // end_time, id) from the cursor on; rows without the series ($7, GPU $8)
   // are skipped by the filter.
@@ -119,7 +110,7 @@ struct Statements {
   std::vector<PreparedStatement> All() const {
     return {trial_exists,      trial_by_id,       list_trials,
             stream_position,   series_of_group,   series_of_every_group,
-            rollups_of_agents, rollups_in_window, readings_after};
+            rollups_of_agents, readings_after};
   }
 };
 
@@ -411,30 +402,49 @@ absl::StatusOr<std::vector<Reading>> PgMetricStore::ReadReadings(
       });
 }
 
-absl::StatusOr<std::vector<RollupRow>> PgMetricStore::ReadRollups(
+absl::Status PgMetricStore::ReadRollups(
     int32_t trial_id, const std::vector<std::string>& agents, int width_s,
     const std::vector<int64_t>& series_ids, int64_t from_us, int64_t to_us,
-    absl::Time deadline) {
+    absl::Time deadline, RollupSink& sink) {
   std::vector<int64_t> wanted = series_ids;
   std::sort(wanted.begin(), wanted.end());
-  return Read<std::vector<RollupRow>>(
-      pool_, absl::StrCat("reading rollups of trial ", trial_id), deadline,
-      [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<RollupRow>> {
-        std::vector<RollupRow> rows;
-        for (const auto& row :
-             tx.exec_prepared(Sql().rollups_in_window.name, trial_id,
-                              TextArray(agents), width_s, from_us, to_us)) {
-          RollupRow r;
-          r.agent_id = row[0].as<std::string>();
-          r.bucket_start_us = row[1].as<int64_t>();
-          absl::StatusOr<AgentRollup> stats = DecodeAgentRollup(
-              DecodeByteaHex(row[2].as<std::string>()), wanted);
-          if (!stats.ok()) return stats.status();
-          r.stats = *std::move(stats);
-          rows.push_back(std::move(r));
-        }
-        return rows;
-      });
+  // Rows a fetch brings at most: a window of thousands of buckets is read
+  // through a cursor, so the client holds one page of (hex) rows at a time.
+  constexpr int kRowsPerFetch = 500;
+  return Read<bool>(
+             pool_, absl::StrCat("reading rollups of trial ", trial_id),
+             deadline,
+             [&](pqxx::transaction_base& tx) -> absl::StatusOr<bool> {
+               sink.Restart();
+               // DECLARE takes no parameters: the numbers are written out,
+               // the agents quoted.
+               tx.exec(absl::StrCat(
+                   "DECLARE rollup_rows NO SCROLL CURSOR FOR SELECT agent_id, ",
+                   EpochMicrosSql("bucket_start"),
+                   ", stats FROM system_rollups WHERE trial_id = ", trial_id,
+                   " AND agent_id = ANY(", tx.quote(TextArray(agents)),
+                   "::text[]) AND width_s = ", width_s, " AND bucket_start >= ",
+                   TimestampFromMicrosSql(absl::StrCat(from_us)),
+                   " AND bucket_start < ", TimestampFromMicrosSql(absl::StrCat(to_us)),
+                   " ORDER BY agent_id, bucket_start"));
+               const std::string fetch =
+                   absl::StrCat("FETCH ", kRowsPerFetch, " FROM rollup_rows");
+               RollupRow r;
+               for (;;) {
+                 const pqxx::result rows = tx.exec(fetch);
+                 for (const auto& row : rows) {
+                   r.agent_id = row[0].as<std::string>();
+                   r.bucket_start_us = row[1].as<int64_t>();
+                   absl::StatusOr<AgentRollup> stats = DecodeAgentRollup(
+                       DecodeByteaHex(row[2].c_str()), wanted);
+                   if (!stats.ok()) return stats.status();
+                   r.stats = *std::move(stats);
+                   sink.Take(r);
+                 }
+                 if (rows.size() < kRowsPerFetch) return true;
+               }
+             })
+      .status();
 }
 
 absl::StatusOr<std::vector<std::vector<Sample>>> PgMetricStore::ReadRawSamples(

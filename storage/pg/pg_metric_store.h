@@ -63,10 +63,11 @@ class PgMetricStore : public MetricStore {
   absl::StatusOr<std::vector<Reading>> ReadReadings(
       int32_t trial_id, const SeriesInfo& series, ReadingCursor after,
       size_t limit, absl::Time deadline) override;
-  absl::StatusOr<std::vector<RollupRow>> ReadRollups(
-      int32_t trial_id, const std::vector<std::string>& agents, int width_s,
-      const std::vector<int64_t>& series_ids, int64_t from_us, int64_t to_us,
-      absl::Time deadline) override;
+  absl::Status ReadRollups(int32_t trial_id,
+                           const std::vector<std::string>& agents, int width_s,
+                           const std::vector<int64_t>& series_ids,
+                           int64_t from_us, int64_t to_us, absl::Time deadline,
+                           RollupSink& sink) override;
   absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
       int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
       int64_t to_us, int64_t max_reports, absl::Time deadline) override;
