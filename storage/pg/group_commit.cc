@@ -493,4 +493,16 @@ std::vector<PreparedStatement> GroupCommitter::Statements() {
   return Sql().All();
 }
 
+size_t FinestRollupBuckets(const MetricBatch& batch) {
+  if (batch.metric_group != kSystemGroup) return 0;
+  std::vector<int64_t> starts;
+  starts.reserve(batch.reports.size());
+  for (const Report& report : batch.reports) {
+    starts.push_back(BucketStartMicros(report.time_us, kRollupWidthsSeconds[0]));
+  }
+  std::sort(starts.begin(), starts.end());
+  return static_cast<size_t>(
+      std::unique(starts.begin(), starts.end()) - starts.begin());
+}
+
 }  // namespace metrics::storage::pg

@@ -35,7 +35,14 @@ struct PendingBatch {
   absl::Status rejection;
   absl::AnyInvocable<void(BatchOutcome) &&> done;
   absl::Time submitted;  // for the commit latency
+  // The finest rollup buckets its reports fall in (0 for groups without
+  // rollups): what bounds a group's rollup rows, and so its memory.
+  size_t rollup_buckets = 0;
 };
+
+// The number of finest rollup buckets `batch`'s reports fall in (0 for a
+// group without rollups).
+size_t FinestRollupBuckets(const MetricBatch& batch);
 
 class GroupCommitter {
  public:

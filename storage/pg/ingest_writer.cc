@@ -85,14 +85,17 @@ class IngestWriter::Lane {
     mu_.Await(absl::Condition(this, &Lane::HasWorkOrStopping));
     past_deadline = stopping_ && absl::Now() >= stop_deadline_;
     std::vector<std::unique_ptr<PendingBatch>> group;
-    size_t values = 0;
+    size_t values = 0, buckets = 0;
     while (!queue_.empty()) {
       const size_t n = queue_.front()->batch.ValueCount();
+      const size_t b = queue_.front()->rollup_buckets;
       if (!group.empty() && !past_deadline &&
-          values + n > writer_->options_.max_group_values) {
+          (values + n > writer_->options_.max_group_values ||
+           buckets + b > writer_->options_.max_group_rollup_buckets)) {
         break;
       }
       values += n;
+      buckets += b;
       group.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }

@@ -38,6 +38,11 @@ struct IngestWriterOptions {
   // A group commit takes at most this many values (whole batches; a larger
   // batch goes alone).
   size_t max_group_values = 200'000;
+  // ... and reports in at most this many finest rollup buckets. A group's
+  // rollup rows (about 2 per bucket, each holding every series of its agent)
+  // cost far more than its values when reports are minutes apart (a
+  // backfill): then this bounds the group's memory, not the values.
+  size_t max_group_rollup_buckets = 1000;
   // How long to keep retrying a group while the database is unreachable.
   absl::Duration retry_for = absl::Seconds(30);
   int max_series_per_trial = 10000;

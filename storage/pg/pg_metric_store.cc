@@ -507,6 +507,7 @@ absl::Status PgMetricStore::SubmitBatch(
     MetricBatch batch, absl::AnyInvocable<void(BatchOutcome) &&> done) {
   auto pending = std::make_unique<PendingBatch>();
   pending->rejection = ValidateBatch(batch, options_.limits, options_.clock());
+  pending->rollup_buckets = FinestRollupBuckets(batch);
   pending->batch = std::move(batch);
   pending->done = std::move(done);
   return writer_->Submit(std::move(pending));

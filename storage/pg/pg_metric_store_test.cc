@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -410,6 +411,52 @@ TEST_F(PgMetricStoreTest, FullQueueIsRefusedAndUnreachableDatabaseFailsBatch) {
   store->Shutdown(absl::Now());
   EXPECT_THAT(store->SubmitBatch(Batch(7, 3), [](BatchOutcome) {}),
               StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST_F(PgMetricStoreTest, ReportsMinutesApartMakeSmallerGroups) {
+  // A backfill: each report in a rollup bucket of its own, so a group's
+  // rollup rows, not its values, are what its memory comes to.
+  store_->Shutdown(Deadline());
+  PgMetricStoreOptions options;
+  options.writer.lanes = 1;
+  options.writer.max_group_rollup_buckets = 100;
+  store_ = NewStore(options);
+  MakeTrial(7);
+  // Commits wait on the lock while all the batches queue up behind it.
+  std::thread lock([] {
+    EXPECT_OK(test_util::LockRollupsFor(SharedDatabase()->url(),
+                                        absl::Seconds(2)));
+  });
+  absl::SleepFor(absl::Milliseconds(500));
+  constexpr int kBatches = 20, kReports = 40;
+  absl::BlockingCounter outstanding(kBatches);
+  std::vector<BatchOutcome> outcomes(kBatches);
+  for (int b = 0; b < kBatches; ++b) {
+    MetricBatch batch = Batch(7, b + 1);
+    batch.reports.clear();
+    for (int r = 0; r < kReports; ++r) {
+      const absl::Time t = kT0 + absl::Minutes(b * kReports + r);
+      batch.reports.push_back(
+          {absl::ToUnixMicros(t), {0, 1, 2}, {1.0 * r, 50, 60}, std::nullopt});
+    }
+    ASSERT_OK(store_->SubmitBatch(std::move(batch), [&, b](BatchOutcome o) {
+      outcomes[b] = std::move(o);
+      outstanding.DecrementCount();
+    }));
+  }
+  outstanding.Wait();
+  lock.join();
+  for (const BatchOutcome& o : outcomes) {
+    EXPECT_EQ(o.kind, BatchOutcome::Kind::kStored) << o.status;
+  }
+  // One commit, one transaction id on its rows.
+  const pqxx::result groups = Exec(
+      "SELECT count(*), max(buckets) FROM (SELECT count(DISTINCT "
+      "date_bin('10 seconds', end_time, timestamptz 'epoch')) AS buckets "
+      "FROM metrics WHERE trial_id = 7 GROUP BY xmin::text) g");
+  EXPECT_GE(groups[0][0].as<int>(), kBatches * kReports / 100);
+  EXPECT_LE(groups[0][1].as<int>(), 100);
+  EXPECT_OK(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
 }
 
 TEST_F(PgMetricStoreTest, ManyStreamsAtOnceIntoOneAndManyTrials) {
