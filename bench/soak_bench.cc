@@ -50,6 +50,10 @@ ABSL_FLAG(int, bulk_streams, 4, "Bulk streams (Reporters, one agent each).");
 ABSL_FLAG(int, fanin_agents, 200, "Agents reporting once a second.");
 ABSL_FLAG(int, follows, 3, "Follow streams running during the overload.");
 ABSL_FLAG(bool, reader, true, "Run the reader hammering chart queries.");
+ABSL_FLAG(int, history_days, 30,
+          "Days of history (a report a minute) each bulk agent sends first, "
+          "so that the reader's whole-run chart has its full max_points from "
+          "the start instead of growing through the run (0: none).");
 ABSL_FLAG(int, capacity_seconds, 20, "Seconds of the capacity measurement.");
 ABSL_FLAG(int, half_seconds, 60, "Seconds at half capacity after the overload.");
 ABSL_FLAG(int, slow_db_seconds, 0,
@@ -118,13 +122,18 @@ class Agent {
   }
 
   // Records the next report; false when the client had to drop it.
-  bool RecordNext() {
+  bool RecordNext() { return RecordAt(origin_ + absl::Milliseconds(next_++)); }
+
+  // Records a report at `time`, which must be before the origin (the
+  // history).
+  bool RecordAt(absl::Time time) {
+    ++values_made_;
     for (size_t i = 0; i < values_.size(); ++i) {
-      values_[i].value = static_cast<double>((next_ * 7 + i * 13) % 1000) / 10;
+      values_[i].value =
+          static_cast<double>((values_made_ * 7 + i * 13) % 1000) / 10;
     }
     const absl::Time start = absl::Now();
-    const absl::Status s =
-        reporter_->Record(origin_ + absl::Milliseconds(next_++), values_);
+    const absl::Status s = reporter_->Record(time, values_);
     if (absl::Now() - start > absl::Milliseconds(2)) ++counts_->slowed;
     return s.ok();
   }
@@ -146,6 +155,7 @@ class Agent {
   ClientCounts* const counts_;
   std::vector<client::Measurement> values_;
   int64_t next_ = 0;
+  int64_t values_made_ = 0;
 };
 
 // A bulk stream: records reports at `rate` per second (or as fast as the
@@ -221,7 +231,12 @@ int Run() {
   }
   const std::string target =
       absl::StrCat("127.0.0.1:", line->substr(line->rfind(':') + 1));
-  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  // A whole-run chart of 100 series at 1000 points is some 6 MB: more than
+  // gRPC's default 4 MB a message.
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(64 << 20);
+  auto channel = grpc::CreateCustomChannel(
+      target, grpc::InsecureChannelCredentials(), arguments);
   {
     auto trials = v1::TrialService::NewStub(channel);
     for (int32_t id : {kBulkTrial, kFanInTrial}) {
@@ -239,13 +254,30 @@ int Run() {
   ClientCounts counts;
   std::vector<Agent*> all, bulk_agents;
   const absl::Time bulk_origin = absl::Now() - absl::Hours(24 * 30);
-  std::vector<std::unique_ptr<BulkSource>> bulk;
+  std::vector<std::unique_ptr<Agent>> bulk_made;
   for (int i = 0; i < absl::GetFlag(FLAGS_bulk_streams); ++i) {
-    std::unique_ptr<Agent> agent =
+    bulk_made.push_back(
         Agent::Create(target, kBulkTrial, absl::StrCat("bulk-", i),
-                      client::OverflowPolicy::kBlock, bulk_origin, &counts);
-    if (agent == nullptr) return 1;
-    bulk_agents.push_back(agent.get());
+                      client::OverflowPolicy::kBlock, bulk_origin, &counts));
+    if (bulk_made.back() == nullptr) return 1;
+    bulk_agents.push_back(bulk_made.back().get());
+  }
+  // History before the origin, so it never meets a later report's time;
+  // stored before the capacity is measured.
+  const int history_reports = absl::GetFlag(FLAGS_history_days) * 24 * 60;
+  for (Agent* a : bulk_agents) {
+    for (int r = 0; r < history_reports; ++r) {
+      a->RecordAt(bulk_origin - absl::Minutes(history_reports - r));
+    }
+  }
+  for (Agent* a : bulk_agents) {
+    if (!a->reporter().Flush(absl::Now() + absl::Minutes(2)).ok()) {
+      std::fprintf(stderr, "soak: the history was not acknowledged in time\n");
+      return 1;
+    }
+  }
+  std::vector<std::unique_ptr<BulkSource>> bulk;
+  for (auto& agent : bulk_made) {
     bulk.push_back(std::make_unique<BulkSource>(std::move(agent)));
   }
   all = bulk_agents;
@@ -296,6 +328,7 @@ int Run() {
   });
   std::atomic<bool> stop_readers{false};
   std::atomic<int64_t> queries_ok{0}, queries_failed{0}, follow_messages{0};
+  std::string last_query_error;  // written by the reader, read after join
   std::thread reader([&] {
     auto query = v1::QueryService::NewStub(channel);
     while (!stop_readers && absl::GetFlag(FLAGS_reader)) {
@@ -305,10 +338,13 @@ int Run() {
       request.set_trial_id(kBulkTrial);
       request.set_max_points(1000);
       v1::QuerySeriesResponse response;
-      if (query->QuerySeries(&context, request, &response).ok()) {
+      const grpc::Status status = query->QuerySeries(&context, request, &response);
+      if (status.ok()) {
         ++queries_ok;
       } else {
         ++queries_failed;
+        last_query_error = absl::StrCat(status.error_code(), ": ",
+                                        status.error_message());
       }
     }
   });
@@ -477,10 +513,13 @@ int Run() {
               static_cast<long long>(counts.slowed.load()),
               static_cast<long long>(counts.resource_exhausted.load()),
               static_cast<long long>(reconnects));
-  std::printf("readers: %lld chart queries answered, %lld failed; %lld follow "
-              "messages\n",
+  std::printf("readers: %lld chart queries answered, %lld failed%s; %lld "
+              "follow messages\n",
               static_cast<long long>(queries_ok.load()),
               static_cast<long long>(queries_failed.load()),
+              last_query_error.empty()
+                  ? ""
+                  : absl::StrCat(" (the last: ", last_query_error, ")").c_str(),
               static_cast<long long>(follow_messages.load()));
   std::printf("stored: %lld values (%lld in repeated reports); rollups of the "
               "fan-in trial: %s\n",
