@@ -411,40 +411,40 @@ absl::Status PgMetricStore::ReadRollups(
   // Rows a fetch brings at most: a window of thousands of buckets is read
   // through a cursor, so the client holds one page of (hex) rows at a time.
   constexpr int kRowsPerFetch = 500;
-  return Read<bool>(
-             pool_, absl::StrCat("reading rollups of trial ", trial_id),
-             deadline,
-             [&](pqxx::transaction_base& tx) -> absl::StatusOr<bool> {
-               sink.Restart();
-               // DECLARE takes no parameters: the numbers are written out,
-               // the agents quoted.
-               tx.exec(absl::StrCat(
-                   "DECLARE rollup_rows NO SCROLL CURSOR FOR SELECT agent_id, ",
-                   EpochMicrosSql("bucket_start"),
-                   ", stats FROM system_rollups WHERE trial_id = ", trial_id,
-                   " AND agent_id = ANY(", tx.quote(TextArray(agents)),
-                   "::text[]) AND width_s = ", width_s, " AND bucket_start >= ",
-                   TimestampFromMicrosSql(absl::StrCat(from_us)),
-                   " AND bucket_start < ", TimestampFromMicrosSql(absl::StrCat(to_us)),
-                   " ORDER BY agent_id, bucket_start"));
-               const std::string fetch =
-                   absl::StrCat("FETCH ", kRowsPerFetch, " FROM rollup_rows");
-               RollupRow r;
-               for (;;) {
-                 const pqxx::result rows = tx.exec(fetch);
-                 for (const auto& row : rows) {
-                   r.agent_id = row[0].as<std::string>();
-                   r.bucket_start_us = row[1].as<int64_t>();
-                   absl::StatusOr<AgentRollup> stats = DecodeAgentRollup(
-                       DecodeByteaHex(row[2].c_str()), wanted);
-                   if (!stats.ok()) return stats.status();
-                   r.stats = *std::move(stats);
-                   sink.Take(r);
-                 }
-                 if (rows.size() < kRowsPerFetch) return true;
-               }
-             })
-      .status();
+  // The value is unused: the rows went to the sink.
+  const absl::StatusOr<bool> read = Read<bool>(
+      pool_, absl::StrCat("reading rollups of trial ", trial_id), deadline,
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<bool> {
+        sink.Restart();
+        // DECLARE takes no parameters: the numbers are written out, the
+        // agents quoted.
+        tx.exec(absl::StrCat(
+            "DECLARE rollup_rows NO SCROLL CURSOR FOR SELECT agent_id, ",
+            EpochMicrosSql("bucket_start"),
+            ", stats FROM system_rollups WHERE trial_id = ", trial_id,
+            " AND agent_id = ANY(", tx.quote(TextArray(agents)),
+            "::text[]) AND width_s = ", width_s, " AND bucket_start >= ",
+            TimestampFromMicrosSql(absl::StrCat(from_us)),
+            " AND bucket_start < ", TimestampFromMicrosSql(absl::StrCat(to_us)),
+            " ORDER BY agent_id, bucket_start"));
+        const std::string fetch =
+            absl::StrCat("FETCH ", kRowsPerFetch, " FROM rollup_rows");
+        RollupRow r;
+        for (;;) {
+          const pqxx::result rows = tx.exec(fetch);
+          for (const auto& row : rows) {
+            r.agent_id = row[0].as<std::string>();
+            r.bucket_start_us = row[1].as<int64_t>();
+            absl::StatusOr<AgentRollup> stats =
+                DecodeAgentRollup(DecodeByteaHex(row[2].c_str()), wanted);
+            if (!stats.ok()) return stats.status();
+            r.stats = *std::move(stats);
+            sink.Take(r);
+          }
+          if (rows.size() < kRowsPerFetch) return true;
+        }
+      });
+  return read.status();
 }
 
 absl::StatusOr<std::vector<std::vector<Sample>>> PgMetricStore::ReadRawSamples(
