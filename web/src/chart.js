@@ -155,7 +155,16 @@ export class FamilyChart {
       series,
       bands,
       scales: {
-        x: { time: true },
+        x: {
+          time: true,
+          // A lone point (a fresh trial's first seconds, an agent that died
+          // early): a minute either side. uPlot widens it to 1000 days (its
+          // one day, taken as milliseconds) before asking here.
+          range: (u, min, max) => {
+            const xs = u.data[0];
+            return xs.length === 1 ? [xs[0] - 60, xs[0] + 60] : [min, max];
+          },
+        },
         y: {
           range: (u, min, max) => {
             if (percent) return [0, Math.max(100, max)];

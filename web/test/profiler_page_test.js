@@ -374,6 +374,23 @@ describe('profiler page', { timeout: 180000 }, () => {
     assert.equal(await page.locator('#trial-state').innerText(), 'COMPLETED');
   });
 
+  it('shows a one-sample trial in a window of minutes around its point', async () => {
+    await page.evaluate((id) => { location.hash = `#/trials/${id}`; }, DONE_TRIAL);
+    await page.waitForFunction(() => {
+      const chart = window.profiler.charts.get('cpu');
+      return chart && chart.plot && chart.plot.data[0].length === 1;
+    }, null, { timeout: 15000 });
+    const x = await page.evaluate(() => {
+      const u = window.profiler.charts.get('cpu').plot;
+      return { min: u.scales.x.min, max: u.scales.x.max, point: u.data[0][0],
+        left: u.valToPos(u.data[0][0], 'x'), width: u.bbox.width / devicePixelRatio };
+    });
+    assert.ok(x.max - x.min <= 600, `an x axis ${x.max - x.min} s wide for one point`);
+    assert.ok(x.min < x.point && x.point < x.max, `the point ${x.point} is outside [${x.min}, ${x.max}]`);
+    assert.ok(x.left > x.width / 4 && x.left < (x.width * 3) / 4,
+      `the point is drawn ${x.left} px into a ${x.width} px wide plot`);
+  });
+
   it('says so when a trial is missing, a token revoked, or the service down', async () => {
     await page.evaluate(() => { location.hash = '#/trials/999'; });
     await page.locator('.error-box h1').waitFor();
