@@ -5,6 +5,7 @@
 // point) with the test's own SQL over the raw `metrics` rows.
 #include "query/query_engine.h"
 
+#include <map>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -408,6 +409,40 @@ TEST_F(QueryEngineTest, ListSeriesGivesExtentAndCountWithoutRawRows) {
   }
   ASSERT_OK_AND_ASSIGN(auto none, engine_.ListSeries(8, Deadline()));
   EXPECT_TRUE(none.empty());
+}
+
+// GPUs are numbered in the order their agent first reported them (NVML's),
+// not by UUID, and every series of one GPU has its number.
+TEST_F(QueryEngineTest, ListSeriesNumbersGpusInTheOrderTheAgentReportedThem) {
+  ASSERT_OK(S().store->CreateTrial(9, Deadline()));
+  MetricBatch batch;
+  batch.stream_id = "agent-g/s";
+  batch.sequence = 1;
+  batch.trial_id = 9;
+  batch.agent_id = "agent-g";
+  batch.series = {{"gpu_util", "GPU-zz", "percent"},
+                  {"gpu_util", "GPU-aa", "percent"},
+                  {"cpu_util_simple", "", "percent"},
+                  {"gpu_free_memory", "GPU-aa", "bytes"},
+                  {"gpu_free_memory", "GPU-zz", "bytes"}};
+  storage::Report report;
+  report.time_us = absl::ToUnixMicros(kT0);
+  report.series = {0, 1, 2, 3, 4};
+  report.values = {1, 2, 3, 4, 5};
+  batch.reports.push_back(report);
+  Submit(std::move(batch));
+  ASSERT_OK_AND_ASSIGN(std::vector<storage::SeriesInfo> series,
+                       engine_.ListSeries(9, Deadline()));
+  std::map<std::string, int> index;
+  for (const storage::SeriesInfo& s : series) {
+    index[absl::StrCat(s.name, "/", s.gpu_uuid)] = s.gpu_index;
+  }
+  EXPECT_THAT(index, ::testing::UnorderedElementsAre(
+                         ::testing::Pair("gpu_util/GPU-zz", 0),
+                         ::testing::Pair("gpu_util/GPU-aa", 1),
+                         ::testing::Pair("cpu_util_simple/", 0),
+                         ::testing::Pair("gpu_free_memory/GPU-aa", 1),
+                         ::testing::Pair("gpu_free_memory/GPU-zz", 0)));
 }
 
 TEST_F(QueryEngineTest, BadRequestsAreRefusedAndEmptyAnswersAreNotErrors) {

@@ -77,6 +77,9 @@ ABSL_FLAG(int, max_series_per_trial, 10000,
 ABSL_FLAG(int64_t, prometheus_max_series, 10000,
           "GET /metrics exports the latest values of at most this many "
           "series of active trials (newest trials first).");
+ABSL_FLAG(absl::Duration, stale_after, absl::Seconds(15),
+          "An agent of an active trial that has sent nothing for this long "
+          "is marked stale on the page and its series leave GET /metrics.");
 ABSL_FLAG(absl::Duration, max_future, absl::Minutes(10),
           "How far ahead of the server's clock a report's time may be.");
 ABSL_FLAG(int, db_pool_size, 4,
@@ -132,6 +135,13 @@ int Run() {
   options.store.limits.max_series_per_trial =
       absl::GetFlag(FLAGS_max_series_per_trial);
   options.store.limits.max_future = absl::GetFlag(FLAGS_max_future);
+  options.stale_after = absl::GetFlag(FLAGS_stale_after);
+  if (options.stale_after <= absl::ZeroDuration()) {
+    std::cerr << "metricsd: error: --stale-after "
+              << absl::FormatDuration(options.stale_after)
+              << ": must be positive\n";
+    return 2;
+  }
   options.prometheus_max_series =
       static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_prometheus_max_series)));
   const std::string auth = absl::GetFlag(FLAGS_auth);

@@ -138,7 +138,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   server->executor_ = std::make_unique<common::BlockingExecutor>(
       options.executor_threads, options.executor_queue);
   server->trial_service_ = std::make_unique<TrialService>(
-      server->store_.get(), server->executor_.get(), guard);
+      server->store_.get(), server->executor_.get(), guard,
+      options.stale_after);
   server->token_service_ = std::make_unique<TokenService>(
       server->token_store_.get(), server->executor_.get(), guard);
   server->ingest_service_ = std::make_unique<IngestService>(
@@ -151,6 +152,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
       server->executor_.get(), options.follow, &server->figures_, guard);
 
   server->prometheus_max_series_ = options.prometheus_max_series;
+  server->stale_after_ = options.stale_after;
   server->legacy_service_ = std::make_unique<LegacyProfilerService>(
       server->store_.get(), &server->legacy_usage_, options.store.limits,
       guard);
@@ -253,6 +255,8 @@ HttpResponse MetricsServer::PrometheusExport(const HttpRequest& request) const {
   input.figures = &figures_;
   input.legacy_calls = legacy_usage_.Calls();
   input.max_latest_series = prometheus_max_series_;
+  input.now = absl::Now();
+  input.stale_after = stale_after_;
   // One more than the cap tells whether some were left out.
   input.latest = store_->LatestValuesOfActiveTrials(
       prometheus_max_series_ + 1, absl::Now() + kPrometheusExportTimeout);

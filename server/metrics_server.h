@@ -100,6 +100,7 @@ class MetricsServer {
   std::unique_ptr<HttpServer> http_;
   int grpc_port_ = 0;
   size_t prometheus_max_series_ = 0;
+  absl::Duration stale_after_;
   std::atomic<bool> serving_{false};
   bool shut_down_ = false;
 };

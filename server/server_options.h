@@ -46,6 +46,11 @@ struct ServerOptions {
   // GET /metrics exports the latest values of at most this many series of
   // active trials (newest trials first), to bound Prometheus' cardinality.
   size_t prometheus_max_series = 10000;
+  // An agent of an ACTIVE trial that has sent nothing for this long is
+  // stale: GetTrial and ListTrials say so and GET /metrics stops
+  // exporting its last values. A few times an agent's interval and batch
+  // age (1 s each by default), plus a reconnect.
+  absl::Duration stale_after = absl::Seconds(15);
   // Memory gRPC may use for calls in progress before it pushes back.
   size_t grpc_memory_bytes = size_t{1} << 30;
   // Whether callers must present an API token (see the README's

@@ -123,6 +123,9 @@ struct SeriesInfo {
   std::string metric_group = std::string(kSystemGroup);
   std::string agent_id;
   std::string gpu_uuid;  // empty for agent-wide series
+  // ListSeries only: the GPU's place among its agent's GPUs, in the order
+  // the agent first reported them (NVML's, as nvidia-smi numbers them).
+  int gpu_index = 0;
   std::string name;
   std::string unit;
   int64_t sample_count = 0;               // 0 when nothing is stored
@@ -195,6 +198,14 @@ struct LatestValue {
   std::string name;
   std::string unit;
   double value = 0;
+  int64_t time_us = 0;  // when it was sampled
+};
+
+// When an agent of a trial last reported a system sample.
+struct AgentActivity {
+  int32_t trial_id = 0;
+  std::string agent_id;
+  int64_t last_sample_us = 0;
 };
 
 class MetricStore {
@@ -298,6 +309,11 @@ class MetricStore {
   // most `limit`.
   virtual absl::StatusOr<std::vector<LatestValue>> LatestValuesOfActiveTrials(
       size_t limit, absl::Time deadline) = 0;
+
+  // Each agent's newest system sample time, for every agent of these
+  // trials that has one, by trial then agent. Unknown trials have none.
+  virtual absl::StatusOr<std::vector<AgentActivity>> AgentActivityOfTrials(
+      const std::vector<int32_t>& trial_ids, absl::Time deadline) = 0;
 
   // --- Lifetime.
 

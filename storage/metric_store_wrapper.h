@@ -86,6 +86,10 @@ class MetricStoreWrapper : public MetricStore {
       size_t limit, absl::Time deadline) override {
     return target_->LatestValuesOfActiveTrials(limit, deadline);
   }
+  absl::StatusOr<std::vector<AgentActivity>> AgentActivityOfTrials(
+      const std::vector<int32_t>& trial_ids, absl::Time deadline) override {
+    return target_->AgentActivityOfTrials(trial_ids, deadline);
+  }
   void Shutdown(absl::Time deadline) override { target_->Shutdown(deadline); }
 
  private:

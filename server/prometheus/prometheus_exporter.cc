@@ -63,31 +63,66 @@ void WriteServiceFigures(const PrometheusExportInput& in, PrometheusText& out) {
   }
 }
 
+// When each agent of the latest values last reported, by (trial, agent).
+std::map<std::pair<int32_t, std::string>, int64_t> LastSampleOfAgents(
+    const std::vector<storage::LatestValue>& latest) {
+  std::map<std::pair<int32_t, std::string>, int64_t> last;
+  for (const storage::LatestValue& v : latest) {
+    auto [it, added] = last.emplace(std::pair(v.trial_id, v.agent_id), v.time_us);
+    if (!added) it->second = std::max(it->second, v.time_us);
+  }
+  return last;
+}
+
 void WriteLatest(const PrometheusExportInput& in, PrometheusText& out) {
   out.Family("metricsd_latest_values_up", "gauge",
              "1 when the latest values of active trials could be read.");
   out.Sample("metricsd_latest_values_up", {}, in.latest.ok() ? 1 : 0);
   if (!in.latest.ok()) return;
-  const size_t exported = std::min(in.latest->size(), in.max_latest_series);
-  out.Family("metricsd_latest_series", "gauge",
-             "Series of active trials exported below.");
-  out.Sample("metricsd_latest_series", {}, double(exported));
-  out.Family("metricsd_latest_series_truncated", "gauge",
-             "1 when active trials have more series than the cap "
-             "(--prometheus-max-series) and some were left out.");
-  out.Sample("metricsd_latest_series_truncated", {},
-             in.latest->size() > in.max_latest_series ? 1 : 0);
+  const size_t read = std::min(in.latest->size(), in.max_latest_series);
+  const std::vector<storage::LatestValue> latest(in.latest->begin(),
+                                                 in.latest->begin() + read);
+  const auto last_sample = LastSampleOfAgents(latest);
+  out.Family("metricsd_agent_last_sample_timestamp_seconds", "gauge",
+             "When each agent of an active trial last sent a sample.");
+  for (const auto& [agent, time_us] : last_sample) {
+    out.Sample("metricsd_agent_last_sample_timestamp_seconds",
+               {{"trial_id", absl::StrCat(agent.first)},
+                {"agent_id", agent.second}},
+               double(time_us) / 1e6);
+  }
 
   // A family's samples must be together: sort by exported name.
   struct Row {
     PrometheusSeriesName metric;
     const storage::LatestValue* value;
   };
+  const int64_t stale_before_us =
+      in.stale_after == absl::InfiniteDuration()
+          ? INT64_MIN
+          : absl::ToUnixMicros(in.now - in.stale_after);
   std::vector<Row> rows;
-  for (size_t i = 0; i < exported; ++i) {
-    const storage::LatestValue& v = (*in.latest)[i];
+  size_t stale = 0;
+  for (const storage::LatestValue& v : latest) {
+    if (last_sample.at({v.trial_id, v.agent_id}) < stale_before_us) {
+      ++stale;
+      continue;
+    }
     rows.push_back({TrialSeriesName(v.name, v.unit), &v});
   }
+  out.Family("metricsd_latest_series", "gauge",
+             "Series of active trials exported below.");
+  out.Sample("metricsd_latest_series", {}, double(rows.size()));
+  out.Family("metricsd_latest_series_stale", "gauge",
+             "Series of active trials left out because their agent has sent "
+             "nothing for longer than --stale-after.");
+  out.Sample("metricsd_latest_series_stale", {}, double(stale));
+  out.Family("metricsd_latest_series_truncated", "gauge",
+             "1 when active trials have more series than the cap "
+             "(--prometheus-max-series) and some were left out.");
+  out.Sample("metricsd_latest_series_truncated", {},
+             in.latest->size() > in.max_latest_series ? 1 : 0);
+
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
     return a.metric.name < b.metric.name;
   });

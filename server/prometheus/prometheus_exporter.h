@@ -4,7 +4,10 @@
 // Names: the service's figures are metricsd_*; a trial's series are
 // profiler_<name> with a unit suffix (percent becomes _ratio, divided by
 // 100; bytes _bytes; bytes/s _bytes_per_second; other units none), labelled
-// trial_id, agent_id and gpu_uuid.
+// trial_id, agent_id and gpu_uuid. An agent that has sent nothing for
+// longer than `stale_after` is left out: its last values are not current.
+// metricsd_agent_last_sample_timestamp_seconds says when each agent of an
+// active trial last reported, stale or not (alert on time() minus it).
 //
 // Thread-safety: thread-safe (pure function of its inputs).
 #ifndef METRICS_SERVER_PROMETHEUS_PROMETHEUS_EXPORTER_H_
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "server/services/service_figures.h"
 #include "storage/metric_store.h"
 
@@ -29,6 +33,10 @@ struct PrometheusExportInput {
   // The cap on exported trial series; `latest` may hold one more, which
   // means some were left out.
   size_t max_latest_series = 0;
+  // Series whose agent's newest sample is older than now - stale_after are
+  // not exported.
+  absl::Time now;
+  absl::Duration stale_after = absl::InfiniteDuration();
 };
 
 std::string RenderPrometheusExport(const PrometheusExportInput& input);

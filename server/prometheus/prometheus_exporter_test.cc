@@ -26,9 +26,17 @@ using ::metrics::test_util::TestServer;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+// Reports minutes old still count as current (most tests write into one
+// past rollup bucket).
+ServerOptions LongStaleWindow() {
+  ServerOptions options;
+  options.stale_after = absl::Hours(1);
+  return options;
+}
+
 class PrometheusExporterTest : public ::testing::Test {
  protected:
-  void Start(ServerOptions options = ServerOptions()) {
+  void Start(ServerOptions options = LongStaleWindow()) {
     ASSERT_OK_AND_ASSIGN(server_, TestServer::Start(options));
   }
 
@@ -51,7 +59,7 @@ class PrometheusExporterTest : public ::testing::Test {
     request.mutable_batch()->set_sequence(sequence);
     v1::SystemMetricsBatch* batch = request.mutable_batch();
     batch->set_trial_id(trial);
-    batch->set_agent_id("host-a");
+    batch->set_agent_id(agent_id_);
     v1::SystemMetricsReport* report = batch->add_reports();
     report->mutable_time()->set_seconds(absl::ToUnixSeconds(time));
     for (const auto& [name, gpu, unit, value] : values) {
@@ -86,6 +94,7 @@ class PrometheusExporterTest : public ::testing::Test {
   }
 
   std::unique_ptr<TestServer> server_;
+  std::string agent_id_ = "host-a";  // of the next reports
 };
 
 // promtool's verdict on `text`: its output, "" when it has nothing to say.
@@ -154,8 +163,40 @@ TEST_F(PrometheusExporterTest, ServiceFiguresAndLatestValuesOfActiveTrials) {
   EXPECT_THAT(text, HasSubstr("\nmetricsd_latest_series_truncated 0\n"));
 }
 
-TEST_F(PrometheusExporterTest, CapBoundsTheExportedSeries) {
+// An agent quiet for longer than --stale-after (a crashed host of a trial
+// still ACTIVE) leaves the export; when each agent last reported stays.
+TEST_F(PrometheusExporterTest, AStaleAgentsSeriesAreNotExportedAsCurrent) {
   ServerOptions options;
+  options.stale_after = absl::Minutes(1);
+  Start(options);
+  CreateTrial(1);
+  const absl::Time gone = absl::FromUnixSeconds(
+      absl::ToUnixSeconds(absl::Now() - absl::Minutes(5)));
+  agent_id_ = "host-gone";
+  Report(1, gone, {{"gpu_util", "GPU-0", "percent", 90}});
+  agent_id_ = "host-up";
+  const absl::Time up = absl::FromUnixSeconds(absl::ToUnixSeconds(absl::Now()));
+  Report(1, up, {{"gpu_util", "GPU-0", "percent", 50}});
+
+  const std::string text = Scrape();
+  EXPECT_EQ(Promtool(text), "");
+  EXPECT_THAT(text, HasSubstr(
+      "\nprofiler_gpu_util_ratio{trial_id=\"1\",agent_id=\"host-up\","
+      "gpu_uuid=\"GPU-0\"} 0.5\n"));
+  EXPECT_THAT(text, Not(HasSubstr("profiler_gpu_util_ratio{trial_id=\"1\","
+                                  "agent_id=\"host-gone\"")));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_latest_series 1\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_latest_series_stale 1\n"));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat(
+      "\nmetricsd_agent_last_sample_timestamp_seconds{trial_id=\"1\","
+      "agent_id=\"host-gone\"} ", absl::ToUnixSeconds(gone), "\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat(
+      "\nmetricsd_agent_last_sample_timestamp_seconds{trial_id=\"1\","
+      "agent_id=\"host-up\"} ", absl::ToUnixSeconds(up), "\n")));
+}
+
+TEST_F(PrometheusExporterTest, CapBoundsTheExportedSeries) {
+  ServerOptions options = LongStaleWindow();
   options.prometheus_max_series = 2;
   Start(options);
   CreateTrial(1);

@@ -165,6 +165,48 @@ TEST_F(IngestServiceTest, TrialServiceRegistersReadsAndEndsTrials) {
             grpc::StatusCode::FAILED_PRECONDITION);
 }
 
+// Each agent's last sample time, and "stale" for an agent of an ACTIVE
+// trial that has been quiet longer than the server's window (15 s here, the
+// default); an ended trial's agents are never stale.
+TEST_F(IngestServiceTest, TrialsSayWhenEachAgentLastReportedAndWhichAreStale) {
+  MakeTrial(7);
+  MakeTrial(8);
+  v1::ReportSystemMetricsResponse response;
+  const int64_t now = absl::ToUnixSeconds(absl::Now());
+  ASSERT_TRUE(Report(Batch(7, "alive", now - 3), &response).ok());  // up to now-1
+  ASSERT_TRUE(Report(Batch(7, "gone", now - 600), &response).ok());
+  ASSERT_TRUE(Report(Batch(8, "gone", now - 600), &response).ok());
+  ASSERT_TRUE(EndTrial(8).ok());
+
+  v1::GetTrialRequest get;
+  get.set_trial_id(7);
+  v1::Trial trial;
+  ASSERT_TRUE(trials_->GetTrial(Context().get(), get, &trial).ok());
+  ASSERT_EQ(trial.agents_size(), 2);
+  EXPECT_EQ(trial.agents(0).agent_id(), "alive");
+  EXPECT_EQ(trial.agents(0).last_sample_at().seconds(), now - 1);
+  EXPECT_FALSE(trial.agents(0).stale());
+  EXPECT_EQ(trial.agents(1).agent_id(), "gone");
+  EXPECT_EQ(trial.agents(1).last_sample_at().seconds(), now - 598);
+  EXPECT_TRUE(trial.agents(1).stale());
+
+  v1::ListTrialsRequest list;
+  v1::ListTrialsResponse listed;
+  ASSERT_TRUE(trials_->ListTrials(Context().get(), list, &listed).ok());
+  ASSERT_EQ(listed.trials_size(), 2);
+  EXPECT_EQ(listed.trials(0).id(), 8);
+  ASSERT_EQ(listed.trials(0).agents_size(), 1);
+  EXPECT_FALSE(listed.trials(0).agents(0).stale());  // trial 8 ended
+  EXPECT_EQ(listed.trials(1).agents_size(), 2);
+  EXPECT_TRUE(listed.trials(1).agents(1).stale());
+
+  // A trial with no samples has no agents.
+  MakeTrial(9);
+  get.set_trial_id(9);
+  ASSERT_TRUE(trials_->GetTrial(Context().get(), get, &trial).ok());
+  EXPECT_EQ(trial.agents_size(), 0);
+}
+
 TEST_F(IngestServiceTest, StreamAcknowledgesAndResumesWhereTheServerIs) {
   MakeTrial(1);
   auto context = Context();

@@ -57,6 +57,7 @@ void SeriesToProto(const storage::SeriesInfo& series, v1::Series* proto) {
   proto->set_name(series.name);
   proto->set_unit(series.unit);
   proto->set_sample_count(series.sample_count);
+  proto->set_gpu_index(series.gpu_index);
   if (series.first_time_us) {
     MicrosToProto(*series.first_time_us, proto->mutable_first_time());
   }

@@ -2,10 +2,12 @@
 
 #include <functional>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "common/proto_time.h"
 #include "server/services/proto_convert.h"
 #include "server/services/unary_call.h"
 
@@ -25,6 +27,29 @@ grpc::ServerUnaryReactor* RunTrialCall(grpc::CallbackServerContext* context,
         if (trial.ok()) TrialToProto(*trial, response);
         return trial.status();
       });
+}
+
+// Adds each trial's agents and when they last reported; `trials` are
+// the protos of `ids`, in the same order.
+absl::Status AddAgentActivity(storage::MetricStore* store,
+                              const std::vector<int32_t>& ids,
+                              const std::vector<v1::Trial*>& trials,
+                              absl::Duration stale_after, absl::Time deadline) {
+  absl::StatusOr<std::vector<storage::AgentActivity>> agents =
+      store->AgentActivityOfTrials(ids, deadline);
+  if (!agents.ok()) return agents.status();
+  const int64_t stale_before_us = absl::ToUnixMicros(absl::Now() - stale_after);
+  for (const storage::AgentActivity& agent : *agents) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] != agent.trial_id) continue;
+      v1::AgentActivity* proto = trials[i]->add_agents();
+      proto->set_agent_id(agent.agent_id);
+      common::MicrosToProto(agent.last_sample_us, proto->mutable_last_sample_at());
+      proto->set_stale(trials[i]->state() == v1::Trial::ACTIVE &&
+                       agent.last_sample_us < stale_before_us);
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::string Method(absl::string_view name) {
@@ -49,11 +74,18 @@ grpc::ServerUnaryReactor* TrialService::GetTrial(
     grpc::CallbackServerContext* context, const v1::GetTrialRequest* request,
     v1::Trial* response) {
   const int32_t id = request->trial_id();
-  return RunTrialCall(context, executor_, response,
-                      Guarded(guard_, context, Method("GetTrial"), request,
-                              [store = store_, id](absl::Time deadline) {
-                                return store->GetTrial(id, deadline);
-                              }));
+  return RunOnExecutor(
+      context, executor_,
+      Guarded(guard_, context, Method("GetTrial"), request,
+              [store = store_, id, response, stale_after = stale_after_](
+                  absl::Time deadline) -> absl::Status {
+                absl::StatusOr<storage::Trial> trial =
+                    store->GetTrial(id, deadline);
+                if (!trial.ok()) return trial.status();
+                TrialToProto(*trial, response);
+                return AddAgentActivity(store, {id}, {response}, stale_after,
+                                        deadline);
+              }));
 }
 
 grpc::ServerUnaryReactor* TrialService::ListTrials(
@@ -79,16 +111,20 @@ grpc::ServerUnaryReactor* TrialService::ListTrials(
   return RunOnExecutor(
       context, executor_,
       Guarded(guard_, context, Method("ListTrials"), request,
-              [store = store_, filter, invalid,
-               response](absl::Time deadline) -> absl::Status {
+              [store = store_, filter, invalid, response,
+               stale_after = stale_after_](absl::Time deadline) -> absl::Status {
         if (!invalid.ok()) return invalid;
         absl::StatusOr<std::vector<storage::Trial>> trials =
             store->ListTrials(filter, deadline);
         if (!trials.ok()) return trials.status();
+        std::vector<int32_t> ids;
+        std::vector<v1::Trial*> protos;
         for (const storage::Trial& trial : *trials) {
-          TrialToProto(trial, response->add_trials());
+          protos.push_back(response->add_trials());
+          TrialToProto(trial, protos.back());
+          ids.push_back(trial.id);
         }
-        return absl::OkStatus();
+        return AddAgentActivity(store, ids, protos, stale_after, deadline);
       }));
 }
 

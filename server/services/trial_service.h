@@ -5,6 +5,7 @@
 #ifndef METRICS_SERVER_SERVICES_TRIAL_SERVICE_H_
 #define METRICS_SERVER_SERVICES_TRIAL_SERVICE_H_
 
+#include "absl/time/time.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
 #include "common/blocking_executor.h"
 #include "server/auth/call_guard.h"
@@ -15,10 +16,14 @@ namespace metrics::server {
 class TrialService final : public v1::TrialService::CallbackService {
  public:
   // `store`, `executor` and `guard` must outlive the service; a null
-  // `guard` checks no caller (authentication off).
+  // `guard` checks no caller (authentication off). An agent of an ACTIVE
+  // trial is stale once it has sent nothing for longer than `stale_after`.
   TrialService(storage::MetricStore* store, common::BlockingExecutor* executor,
-               const CallGuard* guard)
-      : store_(store), executor_(executor), guard_(guard) {}
+               const CallGuard* guard, absl::Duration stale_after)
+      : store_(store),
+        executor_(executor),
+        guard_(guard),
+        stale_after_(stale_after) {}
 
   grpc::ServerUnaryReactor* CreateTrial(grpc::CallbackServerContext* context,
                                         const v1::CreateTrialRequest* request,
@@ -37,6 +42,7 @@ class TrialService final : public v1::TrialService::CallbackService {
   storage::MetricStore* const store_;
   common::BlockingExecutor* const executor_;
   const CallGuard* const guard_;
+  const absl::Duration stale_after_;
 };
 
 }  // namespace metrics::server

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -258,6 +259,35 @@ absl::StatusOr<int64_t> PgMetricStore::GetStreamPosition(
       });
 }
 
+namespace {
+
+// Sets each GPU series' gpu_index: its GPU's rank among the agent's GPUs
+// by the first series id registered for it, which is the order the agent
+// first reported them.
+void NumberGpus(std::vector<SeriesInfo>& series) {
+  absl::flat_hash_map<std::string, std::map<int64_t, std::string>> firsts;
+  absl::flat_hash_map<std::pair<std::string, std::string>, int64_t> first_id;
+  for (const SeriesInfo& info : series) {
+    if (info.gpu_uuid.empty()) continue;
+    auto [it, added] = first_id.emplace(std::pair(info.agent_id, info.gpu_uuid),
+                                        info.series_id);
+    if (!added) it->second = std::min(it->second, info.series_id);
+  }
+  for (const auto& [key, id] : first_id) firsts[key.first][id] = key.second;
+  absl::flat_hash_map<std::pair<std::string, std::string>, int> index;
+  for (const auto& [agent, by_id] : firsts) {
+    int next = 0;
+    for (const auto& [id, gpu] : by_id) index[std::pair(agent, gpu)] = next++;
+  }
+  for (SeriesInfo& info : series) {
+    if (!info.gpu_uuid.empty()) {
+      info.gpu_index = index[std::pair(info.agent_id, info.gpu_uuid)];
+    }
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeries(
     int32_t trial_id, bool extents, absl::Time deadline) {
   return Read<std::vector<SeriesInfo>>(
@@ -273,6 +303,7 @@ absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeries(
           by_id[info.series_id] = series.size();
           series.push_back(std::move(info));
         }
+        NumberGpus(series);
         if (!extents || series.empty()) return series;
         // The coarsest buckets hold every sample once: their counts add up
         // to the total, and their first and last times bound the series.
@@ -347,7 +378,8 @@ absl::StatusOr<std::vector<LatestValue>> PgMetricStore::LatestValuesOfActiveTria
             if (it == series.end()) continue;
             const SeriesInfo& info = it->second;
             values.push_back({trial_id, info.agent_id, info.gpu_uuid, info.name,
-                              info.unit, stats.last_value});
+                              info.unit, stats.last_value,
+                              stats.last_time_us});
           }
         }
         std::sort(values.begin(), values.end(),
@@ -357,6 +389,41 @@ absl::StatusOr<std::vector<LatestValue>> PgMetricStore::LatestValuesOfActiveTria
                   });
         if (values.size() > limit) values.resize(limit);
         return values;
+      });
+}
+
+absl::StatusOr<std::vector<AgentActivity>> PgMetricStore::AgentActivityOfTrials(
+    const std::vector<int32_t>& trial_ids, absl::Time deadline) {
+  if (trial_ids.empty()) return std::vector<AgentActivity>{};
+  return Read<std::vector<AgentActivity>>(
+      pool_, "reading when the agents of trials last reported", deadline,
+      [&](pqxx::transaction_base& tx)
+          -> absl::StatusOr<std::vector<AgentActivity>> {
+        // An agent's newest finest bucket holds its newest sample: one
+        // backward probe of the rollups' primary key per agent.
+        std::vector<AgentActivity> agents;
+        for (const auto& row : tx.exec_params(
+                 "SELECT a.trial_id, a.agent_id, r.stats FROM (SELECT DISTINCT "
+                 "trial_id, agent_id FROM series WHERE trial_id = "
+                 "ANY($1::int[]) AND metric_group = $2) a CROSS JOIN LATERAL "
+                 "(SELECT stats FROM system_rollups r WHERE r.trial_id = "
+                 "a.trial_id AND r.agent_id = a.agent_id AND r.width_s = $3 "
+                 "ORDER BY r.bucket_start DESC LIMIT 1) r "
+                 "ORDER BY a.trial_id, a.agent_id",
+                 IntArray({trial_ids.begin(), trial_ids.end()}),
+                 std::string(kSystemGroup), kRollupWidthsSeconds[0])) {
+          absl::StatusOr<AgentRollup> rollup =
+              DecodeAgentRollup(DecodeByteaHex(row[2].as<std::string>()));
+          if (!rollup.ok()) return rollup.status();
+          AgentActivity activity{row[0].as<int32_t>(),
+                                 row[1].as<std::string>(), INT64_MIN};
+          for (const auto& [id, stats] : *rollup) {
+            activity.last_sample_us =
+                std::max(activity.last_sample_us, stats.last_time_us);
+          }
+          if (!rollup->empty()) agents.push_back(std::move(activity));
+        }
+        return agents;
       });
 }
 
