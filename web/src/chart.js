@@ -1,16 +1,27 @@
-// One chart of one metric family: per series, the band between the
-// bucket's minimum and maximum with its mean as a line, so a one-sample
-// spike stays visible at any zoom. Holds the buckets it was given by time,
-// so follow updates (changed buckets only) merge into them. Dragging across
-// the chart asks the owner to zoom to that time window.
+// One chart of one metric family: per series, its bucket means as a line
+// and the band between the bucket's minimum and maximum, so a one-sample
+// spike stays visible at any zoom. With many lines (8 GPUs) the bands
+// would blur into one mass: they are drawn only for the highlighted line
+// (hover or click its legend entry, or choose one GPU) and the other lines
+// fade. Holds the
+// buckets it was given by time, so follow updates (changed buckets only)
+// merge into them. Dragging across the chart asks the owner to zoom.
 //
 // Uses uPlot (window.uPlot, served by metricsd from npm's package).
 
 import { seriesLabel } from './families.js';
-import { byteTickSteps, formatResolution, formatTick, formatValue } from './format.js';
+import { byteTickSteps, formatResolution, formatTicks, formatTime, formatTimeTicks,
+  formatValue } from './format.js';
 
-const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd',
+// A colour per GPU index (and per line of other charts), so GPU 3 keeps its
+// colour in every chart and when it is the only one selected.
+export const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd',
   '#8c564b', '#e377c2', '#17becf'];
+const AGENT_COLOR = '#5a6275';
+const HEIGHT = 200;
+const TICK_SPACE_PX = 90;  // "21:57:49" and a gap: labels never overlap
+const KNOWN_UNITS = ['percent', 'bytes', 'bytes/s'];
+const MANY_LINES = 3;  // beyond this, legend entries are short
 
 function withAlpha(hex, alpha) {
   const n = parseInt(hex.slice(1), 16);
@@ -21,13 +32,31 @@ function seriesKey(s) {
   return `${s.agentId}\u0000${s.gpuUuid}\u0000${s.name}`;
 }
 
+// The y range: percentages keep 0–100 %; anything else fits its data with
+// a margin (a slowly shrinking 1.35 TiB is a slope, not a flat line).
+export function valueRange(min, max, percent) {
+  if (min === null || max === null) return [0, percent ? 100 : 1];
+  if (percent) return [0, Math.max(100, max)];
+  const pad = max > min ? (max - min) * 0.08 : Math.abs(max) * 0.05 || 1;
+  const low = min >= 0 ? Math.max(0, min - pad) : min - pad;
+  return [low, max + pad];
+}
+
 export class FamilyChart {
-  // `element` is emptied and filled; onZoom(startMs, endMs) on a drag.
-  constructor(element, family, { onZoom, syncKey }) {
+  // `element` is emptied and filled; onZoom(startMs, endMs) on a drag;
+  // `gpus` maps a GPU UUID to its index; onHighlight(gpuUuid or null) when
+  // a GPU's legend entry is hovered or clicked (the owner highlights it in
+  // every chart with setHighlight).
+  constructor(element, family, { onZoom, syncKey, gpus = new Map(), onHighlight = () => {} }) {
     this.family = family;
     this.onZoom = onZoom;
     this.syncKey = syncKey;
+    this.gpus = gpus;
+    this.onHighlight = onHighlight;
+    this.highlight = null;  // series key of the highlighted line
     this.lines = new Map();  // series key -> {series, buckets: Map(ms -> {min,max,mean})}
+    this.shown = [];  // the plotted lines, in legend order
+    this.lastSampleMs = null;  // the newest sample charted
     this.resolutionMs = null;
     this.unit = '';
     this.plot = null;
@@ -38,6 +67,7 @@ export class FamilyChart {
     head.className = 'chart-head';
     this.titleElement = document.createElement('h2');
     this.titleElement.textContent = family.title;
+    if (family.names.length === 1) this.titleElement.title = family.names[0];
     this.detailElement = document.createElement('span');
     this.detailElement.className = 'chart-detail';
     head.append(this.titleElement, this.detailElement);
@@ -62,6 +92,7 @@ export class FamilyChart {
   setData(seriesBuckets) {
     this.lines.clear();
     this.resolutionMs = null;
+    this.lastSampleMs = null;
     this.merge(seriesBuckets);
   }
 
@@ -79,16 +110,29 @@ export class FamilyChart {
       for (let i = 0; i < sb.bucketStartMs.length; i++) {
         line.buckets.set(sb.bucketStartMs[i],
           { min: sb.min[i], max: sb.max[i], mean: sb.mean[i] });
+        const last = Number(sb.lastTimeMs ? sb.lastTimeMs[i] : sb.bucketStartMs[i]);
+        this.lastSampleMs = this.lastSampleMs === null ? last : Math.max(this.lastSampleMs, last);
       }
     }
     this.render();
   }
 
+  gpuIndex(series) {
+    return series.gpuUuid && this.gpus.has(series.gpuUuid) ? this.gpus.get(series.gpuUuid) : null;
+  }
+
+  colorOf(line, position) {
+    if (!this.family.perGpu) return COLORS[position % COLORS.length];
+    const index = this.gpuIndex(line.series);
+    return index === null ? AGENT_COLOR : COLORS[index % COLORS.length];
+  }
+
   render() {
     const lines = [...this.lines.values()]
       .filter((l) => l.buckets.size > 0)
-      .sort((a, b) => seriesLabel(this.family, a.series)
-        .localeCompare(seriesLabel(this.family, b.series)));
+      .map((l) => ({ ...l, key: seriesKey(l.series), label: seriesLabel(this.family, l.series, this.gpus) }))
+      .sort((a, b) => (this.gpuIndex(a.series) ?? -1) - (this.gpuIndex(b.series) ?? -1) ||
+        a.label.text.localeCompare(b.label.text));
     let points = 0;
     const times = new Set();
     for (const line of lines) {
@@ -101,9 +145,7 @@ export class FamilyChart {
       this.element.dataset.state = 'empty';
       return;
     }
-    const known = ['percent', 'bytes', 'bytes/s'].includes(this.unit);
-    this.detailElement.textContent = (known || !this.unit ? '' : `${this.unit} · `) +
-      formatResolution(this.resolutionMs);
+    this.detailElement.textContent = formatResolution(this.resolutionMs);
     this.element.dataset.resolutionMs = String(this.resolutionMs);
     const xs = [...times].sort((a, b) => a - b);
     const data = [xs.map((t) => t / 1000)];
@@ -115,14 +157,43 @@ export class FamilyChart {
       }
       data.push(columns.mean, columns.max, columns.min);
     }
-    const labels = lines.map((l) => seriesLabel(this.family, l.series)).join('|');
-    if (this.plot && this.plotLabels === labels) {
+    const keys = lines.map((l) => l.key).join('|');
+    if (this.plot && this.plotKeys === keys) {
       this.plot.setData(data);
     } else {
+      this.shown = lines;
       this.createPlot(lines, data);
-      this.plotLabels = labels;
+      this.plotKeys = keys;
     }
     this.element.dataset.state = 'ready';
+    this.element.dataset.yRange = JSON.stringify([this.plot.scales.y.min, this.plot.scales.y.max]);
+  }
+
+  // Highlights the line of this GPU (or series key); null for none.
+  setHighlight(gpuUuidOrKey) {
+    const line = this.shown.find((l) => l.key === gpuUuidOrKey ||
+      (gpuUuidOrKey && l.series.gpuUuid === gpuUuidOrKey));
+    const key = line ? line.key : null;
+    if (key === this.highlight) return;
+    this.highlight = key;
+    this.element.dataset.highlight = line ? line.label.text : '';
+    if (this.plot) {
+      this.plot.root.querySelectorAll('.u-legend .u-series').forEach((row, i) => {
+        if (i === 0 || (i - 1) % 3 !== 0) return;
+        row.classList.toggle('highlighted', this.shown[(i - 1) / 3].key === key);
+      });
+      this.plot.redraw(false);
+    }
+  }
+
+  // Whether line `i`'s band and min/max edges are drawn: every line's in a
+  // chart of a few lines, else (8 GPUs) only the highlighted one's.
+  bandShown(i) {
+    return this.shown.length <= MANY_LINES || this.shown[i].key === this.highlight;
+  }
+
+  faded(i) {
+    return this.highlight !== null && this.shown[i].key !== this.highlight;
   }
 
   createPlot(lines, data) {
@@ -130,28 +201,37 @@ export class FamilyChart {
     this.body.innerHTML = '';
     const unit = this.unit;
     const format = (v) => formatValue(v, unit);
-    const series = [{}];
+    const series = [{ value: (u, v) => (v === null ? '–' : formatTime(v * 1000)) }];
+    const many = lines.length > MANY_LINES;
     const bands = [];
     lines.forEach((line, i) => {
-      const color = COLORS[i % COLORS.length];
+      const color = this.colorOf(line, i);
       const mean = series.length;
+      const edge = () => (this.bandShown(i) ? withAlpha(color, 0.5) : 'transparent');
       series.push({
-        label: seriesLabel(this.family, line.series),
-        stroke: color,
+        label: line.label.text,
+        stroke: () => (this.faded(i) ? withAlpha(color, 0.25) : color),
         width: 1.5,
         spanGaps: true,
-        // The legend shows the bucket's mean, then its range.
-        value: (u, v, s, idx) => (idx === null || v === null ? '–'
-          : `${format(v)} (${format(u.data[mean + 2][idx])} – ${format(u.data[mean + 1][idx])})`),
+        // The bucket's mean, then its range when it has one (a raw point
+        // or a bucket of equal values is one value); with many lines the
+        // mean alone, to keep the legend to two rows.
+        value: (u, v, s, idx) => {
+          if (idx === null || v === null) return '–';
+          const low = u.data[mean + 2][idx];
+          const high = u.data[mean + 1][idx];
+          return low === high || many ? format(v) : `${format(v)} (${format(low)} – ${format(high)})`;
+        },
       });
-      series.push({ label: 'max', stroke: withAlpha(color, 0.45), width: 1, spanGaps: true, value: (u, v) => format(v) });
-      series.push({ label: 'min', stroke: withAlpha(color, 0.45), width: 1, spanGaps: true, value: (u, v) => format(v) });
-      bands.push({ series: [mean + 1, mean + 2], fill: withAlpha(color, 0.18) });
+      series.push({ label: 'max', stroke: edge, width: 1, spanGaps: true, value: (u, v) => format(v) });
+      series.push({ label: 'min', stroke: edge, width: 1, spanGaps: true, value: (u, v) => format(v) });
+      bands.push({ series: [mean + 1, mean + 2],
+        fill: () => (this.bandShown(i) ? withAlpha(color, 0.18) : 'transparent') });
     });
     const percent = unit === 'percent';
     const options = {
       width: Math.max(300, this.body.clientWidth || 600),
-      height: 200,
+      height: HEIGHT,
       series,
       bands,
       scales: {
@@ -165,19 +245,19 @@ export class FamilyChart {
             return xs.length === 1 ? [xs[0] - 60, xs[0] + 60] : [min, max];
           },
         },
-        y: {
-          range: (u, min, max) => {
-            if (percent) return [0, Math.max(100, max)];
-            const top = max > 0 ? max * 1.08 : 1;
-            return [Math.min(0, min), top];
-          },
-        },
+        y: { range: (u, min, max) => valueRange(min, max, percent) },
       },
       axes: [
-        {},
         {
-          size: 80,
-          values: (u, values) => values.map((v) => formatTick(v, unit)),
+          space: TICK_SPACE_PX,
+          values: (u, splits, axis, space, incr) =>
+            formatTimeTicks(splits.map((s) => s * 1000), incr * 1000),
+        },
+        {
+          size: 84,
+          // Units the ticks do not carry name the axis.
+          ...(KNOWN_UNITS.includes(unit) || !unit ? {} : { label: unit, labelSize: 18 }),
+          values: (u, splits, axis, space, incr) => formatTicks(splits, unit, incr),
           ...(unit === 'bytes' || unit === 'bytes/s' ? { incrs: byteTickSteps() } : {}),
         },
       ],
@@ -198,19 +278,61 @@ export class FamilyChart {
       },
     };
     this.plot = new window.uPlot(options, data, this.body);
-    // Only each series' own row in the legend; its min and max are in it.
-    this.plot.root.querySelectorAll('.u-legend .u-series').forEach((row, i) => {
-      if (i > 0 && (i - 1) % 3 !== 0) row.style.display = 'none';
+    this.plot.root.classList.toggle('many', many);
+    this.wireLegend();
+    if (this.highlight !== null) {
+      const key = this.highlight;
+      this.highlight = null;
+      this.setHighlight(key);
+    }
+  }
+
+  // Only each line's own row in the legend (its min and max are in it),
+  // with the GPU's UUID or the metric's raw name on hover. Hovering a row
+  // highlights its line; a click keeps it highlighted (instead of uPlot's
+  // hiding the line), a second click releases it.
+  wireLegend() {
+    this.sticky = null;
+    const legend = this.plot.root.querySelector('.u-legend');
+    const rows = [...legend.querySelectorAll('.u-series')];
+    rows.forEach((row, i) => {
+      if (i === 0) {
+        row.classList.add('time');
+        return;
+      }
+      if ((i - 1) % 3 !== 0) {
+        row.style.display = 'none';
+        return;
+      }
+      const line = this.shown[(i - 1) / 3];
+      row.title = line.label.title;
+      row.dataset.series = line.label.text;
+      const target = this.family.perGpu && line.series.gpuUuid ? line.series.gpuUuid : line.key;
+      row.addEventListener('mouseenter', () => this.announce(target));
+      row.addEventListener('mouseleave', () => this.announce(this.sticky));
+      row.addEventListener('click', (e) => {
+        e.stopPropagation();
+        this.sticky = this.sticky === target ? null : target;
+        this.announce(this.sticky);
+      }, true);
     });
   }
 
+  announce(target) {
+    if (this.family.perGpu && (target === null || !target.includes('\u0000'))) {
+      this.onHighlight(target);
+    } else {
+      this.setHighlight(target);
+    }
+  }
+
   resize() {
-    if (this.plot) this.plot.setSize({ width: Math.max(300, this.body.clientWidth), height: 200 });
+    if (this.plot) this.plot.setSize({ width: Math.max(300, this.body.clientWidth), height: HEIGHT });
   }
 
   destroyPlot() {
     if (this.plot) this.plot.destroy();
     this.plot = null;
-    this.plotLabels = null;
+    this.plotKeys = null;
   }
 }

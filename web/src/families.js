@@ -14,12 +14,22 @@ export const FAMILIES = [
     names: ['net_throughput_sent', 'net_throughput_recv'] },
 ];
 
-const SHORT_LABELS = {
-  disk_throughput_read: 'read',
-  disk_throughput_write: 'write',
-  net_throughput_sent: 'sent',
-  net_throughput_recv: 'received',
+// A readable name per known metric; the raw name shows on hover.
+const DISPLAY_NAMES = {
+  gpu_util: 'GPU utilization',
+  gpu_free_memory: 'GPU free memory',
+  cpu_util_simple: 'CPU utilization',
+  memory_free: 'Free memory',
+  disk_iops: 'Disk IOPS',
+  disk_throughput_read: 'Read',
+  disk_throughput_write: 'Write',
+  net_throughput_sent: 'Sent',
+  net_throughput_recv: 'Received',
 };
+
+export function displayName(name) {
+  return DISPLAY_NAMES[name] || name;
+}
 
 // The families to chart for `series` (ListSeries entries of one agent):
 // the known ones that have data, then one per unknown name.
@@ -34,9 +44,29 @@ export function familiesFor(series) {
   return families;
 }
 
-// The legend label of one series in its family's chart.
-export function seriesLabel(family, series) {
-  if (family.perGpu) return series.gpuUuid || 'agent';
-  if (family.names.length > 1) return SHORT_LABELS[series.name] || series.name;
-  return series.name;
+// GPU names by index: "GPU 0" is the agent's first GPU in the order it
+// first reported them (the server's gpuIndex: NVML's order, as nvidia-smi
+// numbers them). Returns Map(uuid -> index) for one agent's series.
+export function gpuIndexes(series) {
+  const first = new Map();
+  for (const s of series) {
+    if (!s.gpuUuid) continue;
+    const index = Number(s.gpuIndex || 0);
+    if (!first.has(s.gpuUuid) || index < first.get(s.gpuUuid)) first.set(s.gpuUuid, index);
+  }
+  const ordered = [...first.keys()].sort((a, b) => first.get(a) - first.get(b) ||
+    a.localeCompare(b));
+  return new Map(ordered.map((uuid, i) => [uuid, i]));
+}
+
+// The legend label of one series in its family's chart, and what its hover
+// shows (the UUID of a GPU, the raw name of a metric).
+export function seriesLabel(family, series, gpus) {
+  if (family.perGpu) {
+    if (!series.gpuUuid) return { text: 'agent', title: series.name };
+    const index = gpus && gpus.has(series.gpuUuid) ? gpus.get(series.gpuUuid) : null;
+    return index === null ? { text: series.gpuUuid, title: series.gpuUuid }
+      : { text: `GPU ${index}`, title: series.gpuUuid };
+  }
+  return { text: displayName(series.name), title: series.name };
 }

@@ -36,11 +36,38 @@ export function formatValue(value, unit) {
   }
 }
 
-// An axis tick: as formatValue, but a unit other than the three known ones
-// is left to the chart's heading (it would crowd the axis).
-export function formatTick(value, unit) {
-  return ['percent', 'bytes', 'bytes/s'].includes(unit) ? formatValue(value, unit)
-    : significant(value);
+// Decimals that tell ticks `step` apart: as many as the step has.
+function decimalsFor(step) {
+  let decimals = 0;
+  while (decimals < 9) {
+    const scaled = step * 10 ** decimals;
+    if (Math.abs(scaled - Math.round(scaled)) < 1e-6 * scaled) break;
+    decimals += 1;
+  }
+  return decimals;
+}
+
+function fixed(value, decimals) {
+  const text = value.toFixed(decimals);
+  return /^-0(\.0*)?$/.test(text) ? text.slice(1) : text;
+}
+
+// Axis tick labels for `values`, `step` apart, precise enough that no two
+// read the same (ticks 4 GiB apart near 1.35 TiB read "1384 GiB",
+// "1388 GiB", not "1.35 TiB" twice). Percent and bytes carry their unit;
+// a longer unit names the axis instead (it would crowd the ticks).
+export function formatTicks(values, unit, step) {
+  if (unit === 'bytes' || unit === 'bytes/s') {
+    let p = 0;
+    while (p < BINARY_PREFIXES.length - 1 && step >= 1024 ** (p + 1)) p += 1;
+    const scale = 1024 ** p;
+    const suffix = ` ${BINARY_PREFIXES[p]}${unit === 'bytes/s' ? '/s' : ''}`;
+    return values.map((v) => fixed(v / scale, decimalsFor(step / scale)) + suffix);
+  }
+  if (unit === 'percent') return values.map((v) => `${fixed(v, decimalsFor(step))}%`);
+  const [scale, suffix] = step >= 1e9 ? [1e9, 'G'] : step >= 1e6 ? [1e6, 'M']
+    : step >= 1e3 ? [1e3, 'k'] : [1, ''];
+  return values.map((v) => fixed(v / scale, decimalsFor(step / scale)) + suffix);
 }
 
 // Tick steps for byte axes: powers of two of each binary prefix, so ticks
@@ -78,9 +105,39 @@ export function formatDuration(ms) {
   return `${significant(s / 86400)} d`;
 }
 
+// One time format everywhere (header, axes, legends): the local date as
+// "Nov 24" (with the year when it is not this one) and a 24-hour clock.
+function dateText(date) {
+  const options = { month: 'short', day: 'numeric' };
+  if (date.getFullYear() !== new Date().getFullYear()) options.year = 'numeric';
+  return date.toLocaleDateString('en-US', options);
+}
+
+function clockText(date, seconds) {
+  const pad = (n) => String(n).padStart(2, '0');
+  const text = `${pad(date.getHours())}:${pad(date.getMinutes())}`;
+  return seconds ? `${text}:${pad(date.getSeconds())}` : text;
+}
+
+// "Nov 24, 21:57:49".
 export function formatTime(ms) {
-  return new Date(ms).toLocaleString(undefined, {
-    year: 'numeric', month: 'short', day: 'numeric',
-    hour: '2-digit', minute: '2-digit', second: '2-digit',
+  const date = new Date(ms);
+  return `${dateText(date)}, ${clockText(date, true)}`;
+}
+
+// Labels of time axis ticks `splitsMs`, `stepMs` apart: the clock with
+// seconds when ticks are seconds apart, without when minutes apart, and
+// the date alone when days apart; the date is added under the first tick
+// and under each tick of a new day.
+export function formatTimeTicks(splitsMs, stepMs) {
+  let lastDay = '';
+  return splitsMs.map((ms) => {
+    const date = new Date(ms);
+    const day = dateText(date);
+    if (stepMs >= 86400000) return day;
+    const clock = clockText(date, stepMs < 60000 || date.getSeconds() !== 0);
+    const newDay = day !== lastDay;
+    lastDay = day;
+    return newDay ? `${clock}\n${day}` : clock;
   });
 }

@@ -1,5 +1,14 @@
 // Error and notice blocks that say what happened and offer what to do.
 
+// `text` as a whole sentence: a capital first letter and a full stop (the
+// service's messages are lower-case clauses: "trial 7 does not exist").
+export function sentence(text) {
+  const trimmed = String(text).trim();
+  if (!trimmed) return '';
+  const capital = trimmed[0].toUpperCase() + trimmed.slice(1);
+  return /[.!?]$/.test(capital) ? capital : `${capital}.`;
+}
+
 // Replaces `root`'s content with a titled error; `retry`, if given, is
 // called by a Retry button.
 export function showError(root, title, error, retry) {
@@ -10,7 +19,7 @@ export function showError(root, title, error, retry) {
   const h = document.createElement('h1');
   h.textContent = title;
   const p = document.createElement('p');
-  p.textContent = error.message;
+  p.textContent = sentence(error.message);
   box.append(h, p);
   if (retry) {
     const button = document.createElement('button');

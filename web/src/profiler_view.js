@@ -9,11 +9,12 @@
 
 import { followSeries, getTrial, listSeries, querySeries } from './api.js';
 import { FamilyChart } from './chart.js';
-import { familiesFor } from './families.js';
+import { familiesFor, gpuIndexes } from './families.js';
 import { formatDuration, formatTime } from './format.js';
-import { showError } from './messages.js';
+import { sentence, showError } from './messages.js';
 
 const RETRY_MS = 3000;
+const ACTIVITY_POLL_MS = 5000;  // how often an ACTIVE trial's agents are checked
 const MIN_WINDOW_MS = 1000;
 const AXIS_PX = 80;  // chart.js's value axis
 
@@ -27,10 +28,11 @@ function extentOf(series) {
   return start <= end ? { startMs: start, endMs: end + 1 } : null;
 }
 
-function option(value, text) {
+function option(value, text, title = '') {
   const o = document.createElement('option');
   o.value = value;
   o.textContent = text;
+  if (title) o.title = title;
   return o;
 }
 
@@ -45,6 +47,7 @@ export class ProfilerView {
     this.generation = 0;  // answers of older loads are dropped
     this.follow = null;  // AbortController of the follow stream
     this.timer = null;
+    this.activityTimer = null;
     this.closed = false;
     this.onResize = () => this.charts.forEach((c) => c.resize());
     window.addEventListener('resize', this.onResize);
@@ -58,10 +61,10 @@ export class ProfilerView {
     } catch (e) {
       if (this.closed) return;
       if (e.status === 404) {
-        showError(this.root, `Trial ${this.trialId} not found`,
-          { message: `The metrics service has no trial ${this.trialId}. ${e.message}.` });
+        showError(this.root, `Trial ${this.trialId} does not exist.`,
+          { message: 'The trial list shows every trial the metrics service knows.' });
       } else {
-        showError(this.root, `Trial ${this.trialId} could not be loaded`, e, () => this.start());
+        showError(this.root, `Trial ${this.trialId} could not be loaded.`, e, () => this.start());
       }
       return;
     }
@@ -69,11 +72,13 @@ export class ProfilerView {
     this.series = listed.series || [];
     this.renderFrame();
     this.pickAgent(this.agents()[0]);
+    this.pollActivity();
   }
 
   close() {
     this.closed = true;
     this.stopFollow();
+    clearTimeout(this.activityTimer);
     window.removeEventListener('resize', this.onResize);
     this.charts.forEach((c) => c.destroyPlot());
   }
@@ -112,7 +117,10 @@ export class ProfilerView {
     this.windowText.className = 'window';
     this.liveText = document.createElement('span');
     this.liveText.id = 'live';
-    controls.append(agentLabel, gpuLabel, this.resetButton, this.windowText, this.liveText);
+    this.agentStatus = document.createElement('span');
+    this.agentStatus.id = 'agent-status';
+    controls.append(agentLabel, gpuLabel, this.resetButton, this.windowText, this.agentStatus,
+      this.liveText);
     if (this.config.grafanaUrl) {
       const link = document.createElement('a');
       link.id = 'grafana';
@@ -127,7 +135,72 @@ export class ProfilerView {
     this.chartsElement.className = 'charts';
     this.root.append(head, controls, this.chartsElement);
     this.showState();
-    for (const agent of this.agents()) this.agentSelect.append(option(agent, agent));
+    this.fillAgents();
+  }
+
+  // The agent selector, each agent marked when it is stale.
+  fillAgents() {
+    this.agentSelect.innerHTML = '';
+    for (const agent of this.agents()) {
+      const activity = this.activityOf(agent);
+      this.agentSelect.append(option(agent, activity && activity.stale ? `${agent} (stale)` : agent));
+    }
+    if (this.agent !== undefined) this.agentSelect.value = this.agent;
+  }
+
+  activityOf(agent) {
+    return (this.trial.agents || []).find((a) => a.agentId === agent);
+  }
+
+  // Says when the shown agent last reported, and whether it is stale (an
+  // ACTIVE trial whose agent has been quiet longer than the server's
+  // --stale-after: its host or job may be gone).
+  showActivity() {
+    const activity = this.activityOf(this.agent);
+    if (!activity || !activity.lastSampleAt) {
+      this.agentStatus.textContent = '';
+      delete this.agentStatus.dataset.stale;
+      return;
+    }
+    const last = Date.parse(activity.lastSampleAt);
+    const ago = formatDuration(Math.max(0, Date.now() - last));
+    this.agentStatus.dataset.stale = String(Boolean(activity.stale));
+    this.agentStatus.textContent = activity.stale
+      ? `Stale: no samples from ${this.agent} since ${formatTime(last)} (${ago} ago); ` +
+        'its host or job may have stopped.'
+      : `Last sample ${formatTime(last)}.`;
+    if (activity.stale && this.follow) {
+      this.setLive(`Live, but ${this.agent} has sent nothing for ${ago}.`, 'stale');
+    }
+    // The header's window follows live data.
+    const shownEnd = Number(this.windowText.dataset.endMs) || 0;
+    if (this.span && !this.zoom && last + 1 > shownEnd) this.showWindow(this.span.startMs, last + 1);
+  }
+
+  // While the trial is ACTIVE, its agents' last sample times, every few
+  // seconds: a stale agent is marked without a reload.
+  pollActivity() {
+    clearTimeout(this.activityTimer);
+    if (this.closed || this.trial.state !== 'ACTIVE') return;
+    this.activityTimer = setTimeout(async () => {
+      try {
+        const trial = await getTrial(this.trialId);
+        if (this.closed) return;
+        this.trial = trial;
+        this.showState();
+        this.fillAgents();
+        this.showActivity();
+      } catch (e) {
+        // The follow stream reports a lost connection; try again later.
+      }
+      this.pollActivity();
+    }, ACTIVITY_POLL_MS);
+  }
+
+  showWindow(startMs, endMs) {
+    this.windowText.dataset.endMs = String(endMs);
+    this.windowText.textContent = `${formatTime(startMs)} – ${formatTime(endMs)} ` +
+      `(${formatDuration(endMs - startMs)})`;
   }
 
   showState() {
@@ -159,24 +232,19 @@ export class ProfilerView {
     }
     this.agentSelect.disabled = false;
     this.agentSelect.value = agent;
-    const gpus = [...new Set(this.series
-      .filter((s) => s.agentId === agent && s.gpuUuid).map((s) => s.gpuUuid))].sort();
+    this.gpus = gpuIndexes(this.series.filter((s) => s.agentId === agent));
     this.gpuSelect.innerHTML = '';
-    this.gpuSelect.append(option('', gpus.length ? `All (${gpus.length})` : 'none'));
-    for (const gpu of gpus) this.gpuSelect.append(option(gpu, gpu));
-    this.gpuSelect.disabled = gpus.length === 0;
+    this.gpuSelect.append(option('', this.gpus.size ? `All (${this.gpus.size})` : 'none'));
+    for (const [uuid, index] of this.gpus) this.gpuSelect.append(option(uuid, `GPU ${index}`, uuid));
+    this.gpuSelect.disabled = this.gpus.size === 0;
+    this.showActivity();
     this.load();
   }
 
   async refreshSeries() {
     try {
       this.series = (await listSeries(this.trialId)).series || [];
-      const agents = this.agents();
-      if (agents.length !== this.agentSelect.options.length) {
-        this.agentSelect.innerHTML = '';
-        for (const agent of agents) this.agentSelect.append(option(agent, agent));
-        if (this.agent !== undefined) this.agentSelect.value = this.agent;
-      }
+      if (this.agents().length !== this.agentSelect.options.length) this.fillAgents();
     } catch (e) {
       // The charts' own loads report the failure.
     }
@@ -198,8 +266,7 @@ export class ProfilerView {
       return;
     }
     this.span = span;
-    this.windowText.textContent = `${formatTime(span.startMs)} – ${formatTime(span.endMs)} ` +
-      `(${formatDuration(span.endMs - span.startMs)})`;
+    this.showWindow(span.startMs, span.endMs);
     const families = familiesFor(shown);
     for (const family of families) {
       const element = document.createElement('section');
@@ -207,6 +274,8 @@ export class ProfilerView {
       this.charts.set(family.id, new FamilyChart(element, family, {
         onZoom: (startMs, endMs) => this.zoomTo(startMs, endMs),
         syncKey: `trial-${this.trialId}`,
+        gpus: this.gpus,
+        onHighlight: (gpu) => this.charts.forEach((c) => c.family.perGpu && c.setHighlight(gpu)),
       }));
     }
     const maxPoints = this.maxPoints();
@@ -223,15 +292,18 @@ export class ProfilerView {
         });
         if (generation === this.generation) chart.setData(answer.series || []);
       } catch (e) {
-        if (generation === this.generation) chart.showStatus(`Could not load: ${e.message}`, true);
+        if (generation === this.generation) {
+          chart.showStatus(`This chart could not be loaded: ${sentence(e.message)}`, true);
+        }
       }
     });
     Promise.all(loads).then(() => {
       if (generation !== this.generation || this.closed) return;
       if (this.trial.state !== 'ACTIVE') {
-        this.setLive(`Trial ${this.trial.state.toLowerCase()}; not live.`, 'ended');
+        this.setLive(`This trial is ${this.trial.state.toLowerCase()}: no new samples will arrive.`,
+          'ended');
       } else if (this.zoom) {
-        this.setLive('Live view paused while zoomed in.', 'paused');
+        this.setLive('Live updates pause while zoomed in; Reset zoom resumes them.', 'paused');
       } else {
         this.startFollow(generation);
       }
@@ -296,13 +368,17 @@ export class ProfilerView {
         if (!byFamily.has(id)) byFamily.set(id, []);
         byFamily.get(id).push(sb);
       }
+      let newest = Number(this.windowText.dataset.endMs) || this.span.endMs;
       for (const [id, list] of byFamily) {
         const chart = this.charts.get(id);
         if (first) chart.setData(list);
         else chart.merge(list);
+        if (chart.lastSampleMs !== null) newest = Math.max(newest, chart.lastSampleMs + 1);
       }
       first = false;
-      this.setLive(`Live: updated ${new Date().toLocaleTimeString()}`, 'live');
+      this.showWindow(this.span.startMs, newest);
+      this.setLive(`Live: updated ${formatTime(Date.now())}.`, 'live');
+      this.showActivity();
     }, controller.signal).then(async () => {
       if (controller.signal.aborted || generation !== this.generation) return;
       this.follow = null;
@@ -313,12 +389,14 @@ export class ProfilerView {
         this.trial = { ...this.trial, state: 'ENDED' };
       }
       this.showState();
-      this.setLive(`Trial ${this.trial.state.toLowerCase()}; live view stopped.`, 'ended');
+      this.setLive(`This trial is ${this.trial.state.toLowerCase()}: live updates stopped.`,
+        'ended');
     }, (e) => {
       if (controller.signal.aborted || e.name === 'AbortError') return;
       this.follow = null;
-      this.setLive(`Live view interrupted: ${e.message} Retrying in ${RETRY_MS / 1000} s.`,
-        'retrying');
+      const why = e.unreachable ? 'the connection to the metrics service was lost.'
+        : sentence(e.message);
+      this.setLive(`Live updates paused: ${why} Retrying in ${RETRY_MS / 1000} s.`, 'retrying');
       this.timer = setTimeout(() => {
         if (!this.closed && !this.zoom && generation === this.generation) {
           this.startFollow(generation);

@@ -1,11 +1,24 @@
 // The trial list: every trial with its state, newest first, 50 a page,
-// each linking to its profiler view.
+// each linking to its profiler view, with when its agents last reported
+// and how many of an ACTIVE trial's agents are stale (quiet longer than
+// the server's --stale-after).
 
 import { listTrials } from './api.js';
 import { formatDuration, formatTime } from './format.js';
 import { showError } from './messages.js';
 
+// "3 agents", "1 of 3 agents stale", or empty for a trial without samples.
+function agentsText(agents) {
+  if (agents.length === 0) return '';
+  const stale = agents.filter((a) => a.stale).length;
+  const noun = agents.length === 1 ? 'agent' : 'agents';
+  if (stale === 0) return `${agents.length} ${noun}`;
+  return `<span class="stale">${stale} of ${agents.length} ${noun} stale</span>`;
+}
+
 function row(trial) {
+  const agents = trial.agents || [];
+  const lastSample = agents.reduce((last, a) => Math.max(last, Date.parse(a.lastSampleAt)), -Infinity);
   const tr = document.createElement('tr');
   tr.dataset.trialId = String(trial.id);
   const created = Date.parse(trial.createdAt);
@@ -16,7 +29,10 @@ function row(trial) {
     formatTime(created),
     ended ? formatTime(ended) : '',
     formatDuration((ended || Date.now()) - created),
+    agentsText(agents),
+    Number.isFinite(lastSample) ? formatTime(lastSample) : '',
   ];
+  tr.dataset.staleAgents = String(agents.filter((a) => a.stale).length);
   for (const html of cells) {
     const td = document.createElement('td');
     td.innerHTML = html;
@@ -31,7 +47,7 @@ export async function showTrialList(root) {
   try {
     page = await listTrials();
   } catch (e) {
-    showError(root, 'The trial list could not be loaded', e, () => showTrialList(root));
+    showError(root, 'The trial list could not be loaded.', e, () => showTrialList(root));
     return () => {};
   }
   const trials = page.trials || [];
@@ -44,7 +60,7 @@ export async function showTrialList(root) {
   const table = document.createElement('table');
   table.className = 'trials';
   table.innerHTML = '<thead><tr><th>Trial</th><th>State</th><th>Started</th>' +
-    '<th>Ended</th><th>Duration</th></tr></thead>';
+    '<th>Ended</th><th>Duration</th><th>Agents</th><th>Last sample</th></tr></thead>';
   const body = document.createElement('tbody');
   trials.forEach((t) => body.append(row(t)));
   table.append(body);

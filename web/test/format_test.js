@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import {
-  byteTickSteps, formatDuration, formatResolution, formatTick, formatValue,
+  byteTickSteps, formatDuration, formatResolution, formatTicks, formatTime, formatTimeTicks,
+  formatValue,
 } from '../src/format.js';
 
 test('percent, bytes and bytes/s', () => {
@@ -28,9 +29,30 @@ test('bucket widths and durations', () => {
   assert.equal(formatDuration(7 * 86400000), '7 d');
 });
 
-test('axis ticks leave long units to the heading and step bytes by powers of two', () => {
-  assert.equal(formatTick(150, 'operations/s'), '150');
-  assert.equal(formatTick(2 ** 33, 'bytes'), '8 GiB');
+test('axis ticks tell their steps apart, leave long units to the axis label, step bytes by powers of two', () => {
+  assert.deepEqual(formatTicks([150, 200], 'operations/s', 50), ['150', '200']);
+  assert.deepEqual(formatTicks([2 ** 33, 2 ** 34], 'bytes', 2 ** 33), ['8 GiB', '16 GiB']);
+  const tib = 1.35 * 2 ** 40;
+  const base = Math.floor(tib / 2 ** 32) * 2 ** 32;
+  assert.deepEqual(formatTicks([base, base + 2 ** 32], 'bytes', 2 ** 32), ['1380 GiB', '1384 GiB']);
+  assert.deepEqual(formatTicks([40, 42.5, 45], 'percent', 2.5), ['40.0%', '42.5%', '45.0%']);
+  assert.deepEqual(formatTicks([0, 0.25], '', 0.25), ['0.00', '0.25']);
+  assert.deepEqual(formatTicks([12000, 14000], 'operations/s', 2000), ['12k', '14k']);
+  assert.deepEqual(formatTicks([-0.0001, 1], 'tokens/s', 1), ['0', '1']);
   assert.ok(byteTickSteps().includes(4 * 2 ** 30));
   assert.ok(!byteTickSteps().includes(5 * 2 ** 30));
+});
+
+test('one time format: a 24-hour clock, seconds when ticks are seconds apart, the date on a new day', () => {
+  process.env.TZ = 'UTC';
+  const year = new Date().getFullYear();
+  const t = Date.UTC(year, 10, 24, 21, 57, 40);
+  assert.equal(formatTime(t), 'Nov 24, 21:57:40');
+  assert.equal(formatTime(Date.UTC(2001, 0, 2, 3, 4, 5)), 'Jan 2, 2001, 03:04:05');
+  assert.deepEqual(formatTimeTicks([t, t + 10000, t + 20000], 10000),
+    ['21:57:40\nNov 24', '21:57:50', '21:58:00']);
+  const m = Date.UTC(year, 10, 24, 23, 0, 0);
+  assert.deepEqual(formatTimeTicks([m, m + 3600000, m + 7200000], 3600000),
+    ['23:00\nNov 24', '00:00\nNov 25', '01:00']);
+  assert.deepEqual(formatTimeTicks([m, m + 86400000], 86400000), ['Nov 24', 'Nov 25']);
 });

@@ -36,8 +36,16 @@ const DAY_MS = 86400000;
 const STEP_MS = 60000;  // one sample a minute for 7 days: 10 080 instants
 const RUN_TRIAL = 42;
 const DONE_TRIAL = 41;
+const STALE_TRIAL = 43;  // ACTIVE; one agent reports, one stopped an hour ago
 const AGENT = 'agent-1';
-const GPUS = ['GPU-0a1b2c3d', 'GPU-9f8e7d6c'];
+// Eight GPUs, in the order the agent reports them (not sorted: the page
+// numbers them in this order).
+const GPUS = ['GPU-5f3c1c4e-8f2b-1d2e-9a3b-4c5d6e7f8a9b', 'GPU-0b7d2a91-3c4e-4f5a-8b6c-7d8e9f0a1b2c',
+  'GPU-e2a4c6b8-1d3f-4a5b-9c7d-2e4f6a8b0c1d', 'GPU-3a5c7e9b-2d4f-4b6d-8e0a-3c5e7a9b1d2f',
+  'GPU-c9e1a3b5-4d6f-4c8e-9a0b-4d6f8b0c2e3a', 'GPU-7b9d1f3a-5c7e-4d9f-8b1c-5e7a9c1d3f4b',
+  'GPU-1d3f5b7c-6e8a-4e0b-9c2d-6f8b0d2e4a5c', 'GPU-a8c0e2f4-7b9d-4f1c-8d3e-7a9c1e3f5b6d'];
+const CPU_SERIES = 2 * GPUS.length;  // index in SERIES
+const STALE_AFTER = '10m';  // metricsd's --stale-after here: the test runs well within it
 const SPIKE_INDEX = 5003;
 const LIVE_CPU = 97.5;  // above every seeded CPU value
 const FAMILIES = ['gpu_util', 'gpu_free_memory', 'cpu', 'memory', 'disk_iops',
@@ -55,6 +63,7 @@ class Metricsd {
       '--database-url', `dbname=${this.db}`, '--migrate',
       '--http-address', '127.0.0.1:0', '--grpc-address', '127.0.0.1:0',
       '--web-root', webRoot, '--grafana-url', 'http://grafana.example:3000',
+      '--stale-after', STALE_AFTER,
     ], { stdio: ['ignore', 'pipe', 'pipe'] });
     this.proc.stderr.on('data', (d) => { this.log += d; });
     this.exited = new Promise((resolve) => this.proc.on('exit', resolve));
@@ -129,14 +138,14 @@ const SERIES = [
 ];
 
 // A daily wave with deterministic noise, so each bucket's band has a width;
-// no value reaches the spike (100) or LIVE_CPU.
+// no value reaches the spike (100, on the first GPU) or LIVE_CPU.
 function valuesAt(k) {
   const wave = Math.sin(k / 230);
   const noise = ((k * 2654435761) % 1000) / 1000 - 0.5;
   const swing = wave + noise;
   return [
-    k === SPIKE_INDEX ? 100 : 30 + 10 * swing, 45 + 5 * swing,
-    (8 + swing) * 2 ** 30, (12 + swing) * 2 ** 30,
+    ...GPUS.map((_, g) => (k === SPIKE_INDEX && g === 0 ? 100 : 30 + 10 * swing + 4 * g)),
+    ...GPUS.map((_, g) => (8 + swing + g) * 2 ** 30),
     40 + 15 * swing,
     (20 + 2 * swing) * 2 ** 30,
     150 + 50 * swing,
@@ -160,10 +169,17 @@ async function seed(server, startMs) {
       { batch: { agentId: AGENT, series: SERIES, reports } });
   }
   await server.call('POST', `/api/v1/trials/${DONE_TRIAL}/metrics/system`, {
-    batch: { agentId: AGENT, series: [SERIES[4]],
+    batch: { agentId: AGENT, series: [SERIES[CPU_SERIES]],
       reports: [{ time: new Date(startMs).toISOString(), series: [0], values: [12] }] },
   });
   await server.call('PATCH', `/api/v1/trials/${DONE_TRIAL}`, { state: 'COMPLETED' });
+  await server.call('POST', '/api/v1/trials', { id: STALE_TRIAL });
+  for (const [agent, ageMs] of [['agent-gone', 3600000], ['agent-live', 0]]) {
+    await server.call('POST', `/api/v1/trials/${STALE_TRIAL}/metrics/system`, {
+      batch: { agentId: agent, series: [SERIES[2 * GPUS.length]],
+        reports: [{ time: new Date(Date.now() - ageMs).toISOString(), series: [0], values: [5] }] },
+    });
+  }
 }
 
 // --- the page ---------------------------------------------------------------
@@ -263,7 +279,12 @@ describe('profiler page', { timeout: 180000 }, () => {
       /Trial 41\s+COMPLETED/);
     const ids = await page.locator('tr[data-trial-id]').evaluateAll(
       (rows) => rows.map((r) => Number(r.dataset.trialId)));
-    assert.deepEqual(ids, [RUN_TRIAL, DONE_TRIAL]);  // newest first
+    assert.deepEqual(ids, [STALE_TRIAL, RUN_TRIAL, DONE_TRIAL]);  // newest first
+    // How many of an ACTIVE trial's agents are stale, and the last sample.
+    assert.match(await running.innerText(), /\b1 agent\s+[A-Z][a-z]{2} \d+, \d\d:\d\d:\d\d/);
+    const stale = page.locator(`tr[data-trial-id="${STALE_TRIAL}"]`);
+    assert.match(await stale.innerText(), /1 of 2 agents stale/);
+    assert.equal(await stale.getAttribute('data-stale-agents'), '1');
   });
 
   it('draws every chart with data, with the agent, GPUs and Grafana link', async () => {
@@ -276,7 +297,8 @@ describe('profiler page', { timeout: 180000 }, () => {
     }
     assert.deepEqual(await page.locator('section.chart').evaluateAll(
       (s) => s.map((e) => e.dataset.family)), FAMILIES);
-    assert.deepEqual(await page.locator('#gpu option').allInnerTexts(), ['All (2)', ...GPUS]);
+    assert.deepEqual(await page.locator('#gpu option').allInnerTexts(),
+      ['All (8)', ...GPUS.map((_, i) => `GPU ${i}`)]);
     assert.equal(await page.locator('#agent').inputValue(), AGENT);
     assert.equal(await page.locator('#grafana').getAttribute('href'),
       `http://grafana.example:3000/d/metricsd-profiler/profiler?var-trial_id=${RUN_TRIAL}`);
@@ -289,12 +311,105 @@ describe('profiler page', { timeout: 180000 }, () => {
     assert.match(await legendOf('cpu'), /\d%/);
     assert.match(await legendOf('memory'), /\d GiB/);
     assert.match(await legendOf('network'), /\d MiB\/s/);
-    assert.match(await legendOf('gpu_free_memory'), new RegExp(`${GPUS[0]}[\\s\\S]*\\d GiB`));
+    assert.match(await legendOf('gpu_free_memory'), /GPU 0[\s\S]*\d GiB/);
+    // Every axis carries its unit: disk IOPS names its axis.
+    assert.equal(await page.evaluate(() => window.profiler.charts.get('disk_iops').plot.axes[1].label),
+      'operations/s');
     const gpu = await chartFacts(page, 'gpu_util');
     assert.equal(gpu.seriesCount, 3 * GPUS.length);  // mean, max, min each
   });
 
+  it('names 8 GPUs by index with the UUID on hover, in a compact legend that highlights one', async () => {
+    const legend = page.locator('section[data-family="gpu_util"] .u-legend');
+    const rows = legend.locator('.u-series[data-series]');
+    assert.deepEqual(await rows.evaluateAll((r) => r.map((e) => e.dataset.series)),
+      GPUS.map((_, i) => `GPU ${i}`));
+    assert.deepEqual(await rows.evaluateAll((r) => r.map((e) => e.title)), GPUS);
+    assert.deepEqual(await page.locator('#gpu option').evaluateAll((o) => o.slice(1).map((e) => e.title)),
+      GPUS);
+    // Compact: the time row and two rows of GPUs, well under the plot's
+    // height; hovering (values change) moves no chart.
+    const legendBox = await legend.boundingBox();
+    assert.ok(legendBox.height < 90, `a legend ${legendBox.height} px tall`);
+    const tops = () => page.locator('section.chart').evaluateAll(
+      (e) => e.map((x) => `${x.getBoundingClientRect().top}/${x.getBoundingClientRect().height}`));
+    const before = await tops();
+    const over = await page.locator('section[data-family="gpu_util"] .u-over').boundingBox();
+    await page.mouse.move(over.x + over.width * 0.3, over.y + over.height / 2);
+    assert.deepEqual(await tops(), before);
+
+    // Hovering GPU 3's entry highlights it in both GPU charts: its band is
+    // drawn, the other lines fade and have none.
+    const strokes = (family) => page.evaluate((id) => {
+      const chart = window.profiler.charts.get(id);
+      return { highlight: chart.element.dataset.highlight,
+        band: chart.shown.map((_, i) => chart.bandShown(i)),
+        faded: chart.shown.map((_, i) => chart.faded(i)),
+        colors: chart.shown.map((_, i) => chart.plot.series[1 + 3 * i].stroke(chart.plot, 1 + 3 * i)) };
+    }, family);
+    await rows.nth(3).hover();
+    for (const family of ['gpu_util', 'gpu_free_memory']) {
+      const facts = await strokes(family);
+      assert.equal(facts.highlight, 'GPU 3', family);
+      assert.deepEqual(facts.band, GPUS.map((_, i) => i === 3), family);
+      assert.deepEqual(facts.faded, GPUS.map((_, i) => i !== 3), family);
+    }
+    // A click keeps it when the pointer leaves; a second click releases it.
+    await rows.nth(3).click();
+    await page.mouse.move(over.x + over.width / 2, over.y + over.height / 2);
+    assert.equal((await strokes('gpu_util')).highlight, 'GPU 3');
+    assert.equal(await rows.count(), GPUS.length, 'the click hid no line');
+    await rows.nth(3).click();
+    await page.mouse.move(over.x + over.width / 2, over.y + over.height / 2);
+    const released = await strokes('gpu_util');
+    assert.equal(released.highlight, '');
+    assert.deepEqual(released.band, GPUS.map(() => false));
+
+    // One colour per GPU: GPU 3 alone keeps the colour it had among eight.
+    await page.selectOption('#gpu', GPUS[3]);
+    await page.waitForFunction(() => window.profiler.charts.get('gpu_util')?.shown.length === 1);
+    await allChartsReady(page);
+    const alone = await strokes('gpu_util');
+    assert.equal(alone.colors[0], released.colors[3]);
+    assert.deepEqual(alone.band, [true], 'a single GPU shows its band');
+    await page.selectOption('#gpu', '');
+    await page.waitForFunction((n) => window.profiler.charts.get('gpu_util')?.shown.length === n,
+      GPUS.length);
+    await allChartsReady(page);
+  });
+
+  it('labels time one way everywhere, ticks never overlapping', async () => {
+    const clock = '[A-Z][a-z]{2} \\d+, \\d\\d:\\d\\d:\\d\\d';
+    assert.match(await page.locator('.controls .window').innerText(),
+      new RegExp(`^${clock} – ${clock} \\(7(\\.\\d+)? d\\)$`));
+    const over = await page.locator('section[data-family="cpu"] .u-over').boundingBox();
+    await page.mouse.move(over.x + over.width / 2, over.y + over.height / 2);
+    assert.match(await page.locator('section[data-family="cpu"] .u-legend .u-series.time').innerText(),
+      new RegExp(clock));
+    for (const family of FAMILIES) {
+      const ticks = await page.evaluate((id) => {
+        const u = window.profiler.charts.get(id).plot;
+        const axis = u.axes[0];
+        u.ctx.font = axis.font[0];
+        return axis._values.map((text, i) => ({ text,
+          x: u.valToPos(axis._splits[i], 'x'),
+          width: Math.max(...String(text).split('\n').map((l) => u.ctx.measureText(l).width))
+            / devicePixelRatio }));
+      }, family);
+      assert.ok(ticks.length >= 3, `${family}: ${ticks.length} time ticks`);
+      for (let i = 1; i < ticks.length; i++) {
+        const room = ticks[i].x - ticks[i - 1].x;
+        assert.ok(room >= (ticks[i].width + ticks[i - 1].width) / 2 + 4,
+          `${family}: "${ticks[i - 1].text}" and "${ticks[i].text}" ${room} px apart`);
+      }
+    }
+  });
+
   it('shows the one-sample spike of a 7-day run as its bucket\'s maximum', async () => {
+    // Its GPU alone: the legend shows the bucket's range then.
+    await page.selectOption('#gpu', GPUS[0]);
+    await page.waitForFunction(() => window.profiler.charts.get('gpu_util')?.shown.length === 1);
+    await allChartsReady(page);
     const spikeMs = runStartMs + SPIKE_INDEX * STEP_MS;
     const spike = await page.evaluate((ms) => {
       const chart = window.profiler.charts.get('gpu_util');
@@ -320,6 +435,10 @@ describe('profiler page', { timeout: 180000 }, () => {
     }
     const legend = page.locator('section[data-family="gpu_util"] .u-legend .u-series').nth(1);
     assert.match(await legend.innerText(), /– 100%\)/);
+    await page.selectOption('#gpu', '');
+    await page.waitForFunction((n) => window.profiler.charts.get('gpu_util')?.shown.length === n,
+      GPUS.length);
+    await allChartsReady(page);
   });
 
   it('refetches finer data on zoom, down to raw points, and resets', async () => {
@@ -338,6 +457,20 @@ describe('profiler page', { timeout: 180000 }, () => {
     assert.ok(windowMs < 0.12 * 7 * DAY_MS && windowMs > 0.08 * 7 * DAY_MS, `${windowMs} ms`);
     assert.ok(zoomed.xs[0] * 1000 >= Date.parse(query.get('start')) - zoomed.resolutionMs);
     console.log(`zoom: ${whole.resolutionMs} ms buckets -> ${zoomed.resolutionMs} ms`);
+    // The y axis fits the zoomed window's data (free memory around 20 GiB
+    // is not drawn on a 0-based axis); percentages keep 0-100 %.
+    const y = await page.evaluate(() => {
+      const u = window.profiler.charts.get('memory').plot;
+      const values = [...u.data[2], ...u.data[3]].filter((v) => v !== null);
+      return { min: u.scales.y.min, max: u.scales.y.max,
+        dataMin: Math.min(...values), dataMax: Math.max(...values),
+        cpu: [window.profiler.charts.get('cpu').plot.scales.y.min,
+          window.profiler.charts.get('cpu').plot.scales.y.max] };
+    });
+    assert.ok(y.min <= y.dataMin && y.max >= y.dataMax, JSON.stringify(y));
+    assert.ok(y.max - y.min <= 1.3 * (y.dataMax - y.dataMin), JSON.stringify(y));
+    assert.ok(y.min > 0, JSON.stringify(y));
+    assert.deepEqual(y.cpu, [0, 100]);
 
     await dragAcross(page, 'cpu', 0.40, 0.42);
     await page.waitForFunction(() => window.profiler.charts.get('cpu')
@@ -349,6 +482,11 @@ describe('profiler page', { timeout: 180000 }, () => {
     const gaps = raw.xs.slice(1).map((x, i) => Math.round((x - raw.xs[i]) * 1000));
     assert.ok(raw.xs.length >= 5, `${raw.xs.length} raw points`);
     assert.ok(gaps.every((g) => g === STEP_MS), `gaps ${gaps}`);
+    // A raw point on hover is one value, not "552 (552 – 552)".
+    const cpuOver = await page.locator('section[data-family="cpu"] .u-over').boundingBox();
+    await page.mouse.move(cpuOver.x + cpuOver.width / 2, cpuOver.y + cpuOver.height / 2);
+    assert.match(await page.locator('section[data-family="cpu"] .u-legend .u-series').nth(1)
+      .innerText(), /^CPU utilization\s+\d+(\.\d+)?%$/);
 
     await page.click('#reset-zoom');
     await page.waitForFunction((ms) => window.profiler.charts.get('gpu_util')
@@ -361,12 +499,14 @@ describe('profiler page', { timeout: 180000 }, () => {
       null, { timeout: 10000 });
     const sent = Date.now();
     await server.call('POST', `/api/v1/trials/${RUN_TRIAL}/metrics/system`, {
-      batch: { agentId: AGENT, series: [SERIES[4]],
+      batch: { agentId: AGENT, series: [SERIES[CPU_SERIES]],
         reports: [{ time: new Date(sent).toISOString(), series: [0], values: [LIVE_CPU] }] },
     });
     await page.waitForFunction((v) => window.profiler.charts.get('cpu').plot.data[2].includes(v),
       LIVE_CPU, { timeout: 5000 });
     console.log(`live: the new sample was charted ${Date.now() - sent} ms after it was sent`);
+    // The header's window follows live data.
+    assert.ok(Number(await page.locator('.controls .window').getAttribute('data-end-ms')) >= sent);
     await page.screenshot({ path: path.join(artifactDir, 'profiler_page.png'), fullPage: true });
 
     await server.call('PATCH', `/api/v1/trials/${RUN_TRIAL}`, { state: 'COMPLETED' });
@@ -391,10 +531,29 @@ describe('profiler page', { timeout: 180000 }, () => {
       `the point is drawn ${x.left} px into a ${x.width} px wide plot`);
   });
 
+  it('marks an agent that stopped reporting as stale, with its last sample time', async () => {
+    await page.evaluate((id) => { location.hash = `#/trials/${id}`; }, STALE_TRIAL);
+    await page.locator('section[data-family="cpu"][data-state="ready"]').waitFor({ timeout: 15000 });
+    assert.deepEqual(await page.locator('#agent option').allInnerTexts(),
+      ['agent-gone (stale)', 'agent-live']);
+    const status = page.locator('#agent-status');
+    assert.equal(await status.getAttribute('data-stale'), 'true');
+    assert.match(await status.innerText(),
+      /^Stale: no samples from agent-gone since [A-Z][a-z]{2} \d+, \d\d:\d\d:\d\d \(60 min ago\)/);
+    await page.locator('#live[data-status="stale"]').waitFor({ timeout: 10000 });
+    assert.doesNotMatch(await page.locator('#live').innerText(), /updated/);
+    await page.selectOption('#agent', 'agent-live');
+    await page.waitForFunction(() => document.getElementById('agent-status').dataset.stale === 'false');
+    assert.match(await status.innerText(), /^Last sample [A-Z][a-z]{2} \d+, /);
+  });
+
   it('says so when a trial is missing, a token revoked, or the service down', async () => {
-    await page.evaluate(() => { location.hash = '#/trials/999'; });
+    await page.evaluate(() => { location.hash = '#/trials/999999'; });
     await page.locator('.error-box h1').waitFor();
-    assert.equal(await page.locator('.error-box h1').innerText(), 'Trial 999 not found');
+    assert.equal(await page.locator('.error-box h1').innerText(), 'Trial 999999 does not exist.');
+    // Said once, in a whole sentence.
+    const said = await page.locator('.error-box').innerText();
+    assert.equal(said.match(/does not exist/gi).length, 1, said);
 
     // Revoked: the next call (within metricsd's 5 s) returns to sign-in.
     server.revokeToken(viewerToken);
