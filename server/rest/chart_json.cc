@@ -1,7 +1,9 @@
 #include "server/rest/chart_json.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -78,6 +80,84 @@ void AppendSeries(std::string& out, const v1::Series& s) {
   absl::StrAppend(&out, ",\"sampleCount\":", s.sample_count(), "}");
 }
 
+// A value to 6 significant digits, shortest form ("37.5234", "1e+06");
+// non-finite values as null.
+void AppendRounded(std::string& out, double v) {
+  if (!std::isfinite(v)) {
+    out += "null";
+    return;
+  }
+  char text[32];
+  const int n = std::snprintf(text, sizeof text, "%.6g", v);
+  out.append(text, n);
+}
+
+// How many grid steps of `resolution_us` the bucket starts span, or -1
+// when they are not ascending on the grid (never from the engine; the
+// writer stays safe on any input) or too sparse for a dense array to pay.
+int64_t GridLength(const v1::SeriesBuckets& b) {
+  const int64_t step = b.resolution_us();
+  const int n = b.bucket_start_us_size();
+  if (step <= 0 || n == 0 || b.min_size() != n || b.max_size() != n ||
+      b.mean_size() != n) {
+    return -1;
+  }
+  const int64_t first = b.bucket_start_us(0);
+  int64_t previous = first;
+  for (int i = 1; i < n; ++i) {
+    int64_t offset;
+    if (b.bucket_start_us(i) <= previous ||
+        __builtin_sub_overflow(b.bucket_start_us(i), first, &offset) ||
+        offset % step != 0) {
+      return -1;
+    }
+    previous = b.bucket_start_us(i);
+  }
+  const int64_t length = (previous - first) / step + 1;
+  return length <= 2 * int64_t{n} + 16 ? length : -1;
+}
+
+// A CHART view's series: its newest sample's time (lastSampleMs), then
+// min, max and mean over a grid from firstBucketMs,
+// resolutionMs apart, null where a bucket is empty; raw points (and a
+// grid too sparse to pay) keep their bucketStartMs.
+void AppendChartViewSeries(std::string& out, const v1::SeriesBuckets& b) {
+  if (!b.last_time_us().empty()) {
+    out += ",\"lastSampleMs\":";
+    AppendMillis(out, *std::max_element(b.last_time_us().begin(),
+                                        b.last_time_us().end()));
+  }
+  const int64_t length = GridLength(b);
+  if (length < 0) {
+    AppendColumn(out, "bucketStartMs", b.bucket_start_us(), AppendMillis);
+    AppendColumn(out, "min", b.min(), AppendRounded);
+    AppendColumn(out, "max", b.max(), AppendRounded);
+    AppendColumn(out, "mean", b.mean(), AppendRounded);
+    return;
+  }
+  const int64_t first = b.bucket_start_us(0);
+  out += ",\"firstBucketMs\":";
+  AppendMillis(out, first);
+  const auto dense = [&](absl::string_view name,
+                         const google::protobuf::RepeatedField<double>& column) {
+    absl::StrAppend(&out, ",\"", name, "\":[");
+    int next = 0;
+    for (int64_t i = 0; i < length; ++i) {
+      if (i > 0) out += ',';
+      if (next < b.bucket_start_us_size() &&
+          b.bucket_start_us(next) == first + i * b.resolution_us()) {
+        AppendRounded(out, column.Get(next++));
+      } else {
+        out += "null";
+      }
+    }
+    out += ']';
+  };
+  dense("min", b.min());
+  dense("max", b.max());
+  dense("mean", b.mean());
+}
+
 }  // namespace
 
 void AppendChartJson(std::string& out, const v1::QuerySeriesResponse& answer) {
@@ -92,6 +172,8 @@ void AppendChartJson(std::string& out, const v1::QuerySeriesResponse& answer) {
     common::AppendJsonString(out, common::Rfc3339(common::TimeFromProto(answer.end())));
     out += ',';
   }
+  const bool chart = answer.view() == v1::QuerySeriesRequest::CHART;
+  if (chart) out += "\"view\":\"CHART\",";
   out += "\"series\":[";
   for (int i = 0; i < answer.series_size(); ++i) {
     const v1::SeriesBuckets& b = answer.series(i);
@@ -100,6 +182,11 @@ void AppendChartJson(std::string& out, const v1::QuerySeriesResponse& answer) {
     AppendSeries(out, b.series());
     out += ",\"resolutionMs\":";
     AppendMillis(out, b.resolution_us());
+    if (chart) {
+      AppendChartViewSeries(out, b);
+      out += '}';
+      continue;
+    }
     AppendColumn(out, "bucketStartMs", b.bucket_start_us(), AppendMillis);
     AppendColumn(out, "count", b.count(), AppendInteger);
     AppendColumn(out, "min", b.min(), AppendNumber);

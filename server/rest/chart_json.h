@@ -10,6 +10,16 @@
 //     "resolutionMs": 10000, "bucketStartMs": [...], "count": [...],
 //     "min": [...], "max": [...], "mean": [...], "firstTimeMs": [...],
 //     "firstValue": [...], "lastTimeMs": [...], "lastValue": [...]}]}
+// A CHART view answer (QuerySeriesRequest.view) is compact, for the page:
+//   {"start", "end", "view": "CHART", "series": [{"series": {...},
+//     "resolutionMs": 1200000, "lastSampleMs": 1700604799000,
+//     "firstBucketMs": 1700000400000,
+//     "min": [...], "max": [...], "mean": [...]}]}
+// where bucket i starts at firstBucketMs + i * resolutionMs and null marks
+// an empty bucket; raw points (resolutionMs 0) carry "bucketStartMs"
+// instead of "firstBucketMs"; lastSampleMs is the newest sample in the
+// answer's buckets. Values have 6 significant digits (the page
+// shows 3; a spike of 100 still reads 100).
 // bench/chart_json_bench compares it with protobuf's JSON printer.
 //
 // Thread-safety: pure function.

@@ -15,6 +15,7 @@ namespace metrics::server {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(ChartJsonTest, TimesAreExactMilliseconds) {
   v1::QuerySeriesResponse answer;
@@ -43,6 +44,50 @@ TEST(ChartJsonTest, TimesAreExactMilliseconds) {
   // It is JSON: protobuf's parser reads it as a Struct.
   google::protobuf::Struct parsed;
   EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok());
+}
+
+// The page's view: min, max and mean on a grid, null for an empty bucket,
+// 6 significant digits; raw points keep their times.
+TEST(ChartJsonTest, TheChartViewIsCompact) {
+  v1::QuerySeriesResponse answer;
+  answer.set_view(v1::QuerySeriesRequest::CHART);
+  v1::SeriesBuckets* s = answer.add_series();
+  s->mutable_series()->set_name("gpu_util");
+  s->set_resolution_us(10000000);
+  for (int64_t i : {0, 1, 3}) {
+    s->add_bucket_start_us(1705610860000000 + i * 10000000);
+    s->add_min(1.0 / 3);
+    s->add_max(100);
+    s->add_mean(1234567.89);
+  }
+  v1::SeriesBuckets* raw = answer.add_series();
+  raw->set_resolution_us(0);
+  raw->add_bucket_start_us(1705610865681234);
+  raw->add_min(552);
+  raw->add_max(552);
+  raw->add_mean(552);
+  raw->add_last_time_us(1705610865681234);
+  std::string json;
+  AppendChartJson(json, answer);
+  EXPECT_THAT(json, HasSubstr("\"view\":\"CHART\""));
+  EXPECT_THAT(json, HasSubstr(
+      "\"resolutionMs\":10000,\"firstBucketMs\":1705610860000,"
+      "\"min\":[0.333333,0.333333,null,0.333333],\"max\":[100,100,null,100],"
+      "\"mean\":[1.23457e+06,1.23457e+06,null,1.23457e+06]}"));
+  EXPECT_THAT(json, HasSubstr(
+      "\"resolutionMs\":0,\"lastSampleMs\":1705610865681.234,"
+      "\"bucketStartMs\":[1705610865681.234],"
+      "\"min\":[552],\"max\":[552],\"mean\":[552]}"));
+  EXPECT_THAT(json, Not(HasSubstr("count")));
+  google::protobuf::Struct parsed;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok());
+
+  // Starts off the grid or out of order (not from the engine) keep their
+  // times rather than being misplaced.
+  s->set_bucket_start_us(2, 1705610860000001);
+  json.clear();
+  AppendChartJson(json, answer);
+  EXPECT_THAT(json, HasSubstr("\"resolutionMs\":10000,\"bucketStartMs\":["));
 }
 
 // A mean whose bucket's sum overflowed is infinite (two samples of 1.6e308

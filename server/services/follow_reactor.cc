@@ -14,12 +14,15 @@ FollowReactor::FollowReactor(grpc::CallbackServerContext*,
                              query::QueryEngine* engine,
                              storage::MetricStore* store,
                              common::BlockingExecutor* executor,
-                             query::QueryRequest request, FollowOptions options,
+                             query::QueryRequest request,
+                             v1::QuerySeriesRequest::View view,
+                             FollowOptions options,
                              ServiceFigures::OpenStream open,
                              std::function<absl::Status(absl::Time)> check)
     : engine_(engine),
       store_(store),
       executor_(executor),
+      view_(view),
       options_(options),
       open_(std::move(open)),
       check_(std::move(check)),
@@ -110,7 +113,7 @@ absl::StatusOr<v1::QuerySeriesResponse> FollowReactor::NextUpdate(
   }
   const bool first = !cursor_.started();
   query::QueryResult part = cursor_.Take(*std::move(answer));
-  if (first || !part.series.empty()) QueryResultToProto(part, &response);
+  if (first || !part.series.empty()) QueryResultToProto(part, view_, &response);
   return response;
 }
 

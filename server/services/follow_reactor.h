@@ -46,7 +46,7 @@ class FollowReactor
   FollowReactor(grpc::CallbackServerContext* context,
                 query::QueryEngine* engine, storage::MetricStore* store,
                 common::BlockingExecutor* executor, query::QueryRequest request,
-                FollowOptions options, ServiceFigures::OpenStream open,
+                v1::QuerySeriesRequest::View view, FollowOptions options, ServiceFigures::OpenStream open,
                 std::function<absl::Status(absl::Time)> check);
 
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
@@ -78,6 +78,7 @@ class FollowReactor
   query::QueryEngine* const engine_;
   storage::MetricStore* const store_;
   common::BlockingExecutor* const executor_;
+  const v1::QuerySeriesRequest::View view_;
   const FollowOptions options_;
   const ServiceFigures::OpenStream open_;
   // Whether the caller may follow (null: anyone); run by the first round.

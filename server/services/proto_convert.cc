@@ -79,7 +79,9 @@ query::QueryRequest QueryFromProto(const v1::QuerySeriesRequest& proto) {
 }
 
 void QueryResultToProto(const query::QueryResult& result,
+                        v1::QuerySeriesRequest::View view,
                         v1::QuerySeriesResponse* proto) {
+  proto->set_view(view);
   if (result.end_us > result.start_us) {
     MicrosToProto(result.start_us, proto->mutable_start());
     MicrosToProto(result.end_us, proto->mutable_end());
@@ -90,16 +92,17 @@ void QueryResultToProto(const query::QueryResult& result,
     out->set_resolution_us(data.resolution_us);
     out->mutable_bucket_start_us()->Assign(data.bucket_start_us.begin(),
                                            data.bucket_start_us.end());
-    out->mutable_count()->Assign(data.count.begin(), data.count.end());
     out->mutable_min()->Assign(data.min.begin(), data.min.end());
     out->mutable_max()->Assign(data.max.begin(), data.max.end());
     out->mutable_mean()->Assign(data.mean.begin(), data.mean.end());
+    out->mutable_last_time_us()->Assign(data.last_time_us.begin(),
+                                        data.last_time_us.end());
+    if (view == v1::QuerySeriesRequest::CHART) continue;
+    out->mutable_count()->Assign(data.count.begin(), data.count.end());
     out->mutable_first_time_us()->Assign(data.first_time_us.begin(),
                                          data.first_time_us.end());
     out->mutable_first_value()->Assign(data.first_value.begin(),
                                        data.first_value.end());
-    out->mutable_last_time_us()->Assign(data.last_time_us.begin(),
-                                        data.last_time_us.end());
     out->mutable_last_value()->Assign(data.last_value.begin(),
                                       data.last_value.end());
   }

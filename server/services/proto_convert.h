@@ -24,7 +24,9 @@ void SeriesToProto(const storage::SeriesInfo& series, v1::Series* proto);
 
 query::QueryRequest QueryFromProto(const v1::QuerySeriesRequest& proto);
 
+// `view` CHART leaves out the columns a chart does not draw.
 void QueryResultToProto(const query::QueryResult& result,
+                        v1::QuerySeriesRequest::View view,
                         v1::QuerySeriesResponse* proto);
 
 // nullopt for STATE_UNSPECIFIED or an unknown value.

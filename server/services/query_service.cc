@@ -42,11 +42,12 @@ grpc::ServerUnaryReactor* QueryService::QuerySeries(
       context, executor_,
       Guarded(guard_, context, Method("QuerySeries"), request,
               [engine = engine_, query = QueryFromProto(*request),
+               view = request->view(),
                response](absl::Time deadline) -> absl::Status {
                 absl::StatusOr<query::QueryResult> result =
                     engine->Query(query, deadline);
                 if (!result.ok()) return result.status();
-                QueryResultToProto(*result, response);
+                QueryResultToProto(*result, view, response);
                 return absl::OkStatus();
               }),
       &figures_->query_series_seconds());
@@ -63,7 +64,7 @@ grpc::ServerWriteReactor<v1::QuerySeriesResponse>* QueryService::FollowSeries(
     };
   }
   return new FollowReactor(context, engine_, store_, executor_,
-                           QueryFromProto(*request), follow_,
+                           QueryFromProto(*request), request->view(), follow_,
                            figures_->OpenFollowStream(), std::move(check));
 }
 

@@ -63,8 +63,9 @@ async function request(path, init = {}) {
   return body;
 }
 
+// Chart data in the compact CHART view (server/rest/chart_json.h).
 function chartQuery({ names = [], agentId, gpuUuids = [], startMs, endMs, maxPoints }) {
-  const params = new URLSearchParams();
+  const params = new URLSearchParams({ view: 'CHART' });
   for (const name of names) params.append('name', name);
   if (agentId !== undefined) params.append('agentId', agentId);
   for (const gpu of gpuUuids) params.append('gpuUuid', gpu);
@@ -88,8 +89,9 @@ export function listSeries(trialId) {
   return request(`/api/v1/trials/${trialId}/metrics/system/series`);
 }
 
-// Chart data: {start, end, series: [{series, resolutionMs, bucketStartMs,
-// min, max, mean, ...}]} (see server/rest/chart_json.h).
+// Chart data: {start, end, view, series: [{series, resolutionMs,
+// lastSampleMs, firstBucketMs or bucketStartMs, min, max, mean}]} (see
+// server/rest/chart_json.h).
 export function querySeries(trialId, query, signal) {
   return request(`/api/v1/trials/${trialId}/metrics/system?${chartQuery(query)}`, { signal });
 }

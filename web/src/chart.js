@@ -96,7 +96,10 @@ export class FamilyChart {
     this.merge(seriesBuckets);
   }
 
-  // Merges changed buckets (a follow message's series) into the chart.
+  // Merges changed buckets (a follow message's series) into the chart. A
+  // series has its buckets' starts (bucketStartMs), or a grid of them from
+  // firstBucketMs, resolutionMs apart, where null marks a bucket with
+  // nothing (left as it is).
   merge(seriesBuckets) {
     for (const sb of seriesBuckets) {
       const key = seriesKey(sb.series);
@@ -107,10 +110,14 @@ export class FamilyChart {
       }
       this.resolutionMs = Number(sb.resolutionMs);
       this.unit = sb.series.unit;
-      for (let i = 0; i < sb.bucketStartMs.length; i++) {
-        line.buckets.set(sb.bucketStartMs[i],
-          { min: sb.min[i], max: sb.max[i], mean: sb.mean[i] });
-        const last = Number(sb.lastTimeMs ? sb.lastTimeMs[i] : sb.bucketStartMs[i]);
+      const startOf = sb.bucketStartMs ? (i) => sb.bucketStartMs[i]
+        : (i) => sb.firstBucketMs + i * this.resolutionMs;
+      for (let i = 0; i < sb.mean.length; i++) {
+        if (sb.mean[i] === null && sb.min[i] === null) continue;
+        line.buckets.set(startOf(i), { min: sb.min[i], max: sb.max[i], mean: sb.mean[i] });
+      }
+      if (sb.lastSampleMs !== undefined) {
+        const last = Number(sb.lastSampleMs);
         this.lastSampleMs = this.lastSampleMs === null ? last : Math.max(this.lastSampleMs, last);
       }
     }

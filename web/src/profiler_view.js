@@ -250,7 +250,8 @@ export class ProfilerView {
     }
   }
 
-  // The families and window to chart, then one query per family.
+  // The families and window to chart, then one query for all of them (one
+  // read of the agent's stored buckets rather than one per chart).
   load() {
     this.stopFollow();
     const generation = ++this.generation;
@@ -278,26 +279,28 @@ export class ProfilerView {
         onHighlight: (gpu) => this.charts.forEach((c) => c.family.perGpu && c.setHighlight(gpu)),
       }));
     }
-    const maxPoints = this.maxPoints();
-    const loads = families.map(async (family) => {
-      const chart = this.charts.get(family.id);
-      try {
-        const answer = await querySeries(this.trialId, {
-          names: family.names,
-          agentId: this.agent,
-          gpuUuids: family.perGpu && gpu ? [gpu] : [],
-          startMs: span.startMs,
-          endMs: span.endMs,
-          maxPoints,
-        });
-        if (generation === this.generation) chart.setData(answer.series || []);
-      } catch (e) {
-        if (generation === this.generation) {
-          chart.showStatus(`This chart could not be loaded: ${sentence(e.message)}`, true);
-        }
-      }
+    const familyOf = new Map();
+    for (const family of families) {
+      for (const name of family.names) familyOf.set(name, family.id);
+    }
+    const loaded = querySeries(this.trialId, {
+      names: [...familyOf.keys()],
+      agentId: this.agent,
+      gpuUuids: gpu ? [gpu, ''] : [],
+      startMs: span.startMs,
+      endMs: span.endMs,
+      maxPoints: this.maxPoints(),
+    }).then((answer) => {
+      if (generation !== this.generation) return;
+      const byFamily = new Map(families.map((f) => [f.id, []]));
+      for (const sb of answer.series || []) byFamily.get(familyOf.get(sb.series.name)).push(sb);
+      for (const [id, list] of byFamily) this.charts.get(id).setData(list);
+    }, (e) => {
+      if (generation !== this.generation) return;
+      const text = `The charts could not be loaded: ${sentence(e.message)}`;
+      this.charts.forEach((c) => c.showStatus(text, true));
     });
-    Promise.all(loads).then(() => {
+    loaded.then(() => {
       if (generation !== this.generation || this.closed) return;
       if (this.trial.state !== 'ACTIVE') {
         this.setLive(`This trial is ${this.trial.state.toLowerCase()}: no new samples will arrive.`,

@@ -1,0 +1,156 @@
+// The page benchmark (bench/page.sh; issue 18): a real metricsd on its own
+// database (of the PostgreSQL pg_virtualenv started), seeded through gRPC
+// ingest with a 7-day trial at 1 s of one agent with 8 GPUs (25 series,
+// about 15 million values) and a 5-minute trial of the same shape. Headless
+// Chromium (Debian's, through playwright-core, as the browser test) loads
+// each trial's profiler view once to warm up, then `--loads` times, timing
+// navigation to every chart drawn. Prints a table, then one JSON object as
+// the last line: {"week_load_p50_ms", "five_min_load_p50_ms", "ratio",
+// "week_bytes"} (week_bytes: the API answers one week load moved, follow
+// stream excluded).
+//
+// Usage: node page_bench.js METRICSD PAGE_SEED [--loads=N] [--days=D]
+
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { chromium } from '../web/node_modules/playwright-core/index.mjs';
+
+const args = process.argv.slice(2);
+const [metricsdPath, seedPath] = args.filter((a) => !a.startsWith('--'));
+const flag = (name, fallback) => {
+  const found = args.find((a) => a.startsWith(`--${name}=`));
+  return found ? Number(found.split('=')[1]) : fallback;
+};
+if (!metricsdPath || !seedPath) {
+  console.error('usage: node page_bench.js METRICSD PAGE_SEED [--loads=N] [--days=D]');
+  process.exit(2);
+}
+const LOADS = flag('loads', 10);
+const DAYS = flag('days', 7);
+const WEEK_TRIAL = 1;
+const FIVE_MIN_TRIAL = 2;
+const webRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'web');
+
+function percentile(values, p) {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
+}
+
+async function startMetricsd(db) {
+  const proc = spawn(metricsdPath, [
+    '--database-url', `dbname=${db}`, '--migrate', '--auth=off',
+    '--http-address', '127.0.0.1:0', '--grpc-address', '127.0.0.1:0', '--web-root', webRoot,
+  ], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  proc.stderr.on('data', (d) => { log += d; });
+  const exited = new Promise((resolve) => proc.on('exit', resolve));
+  const ports = await new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`metricsd did not start: ${log}`)), 30000);
+    proc.stdout.on('data', (d) => {
+      out += d;
+      const grpc = out.match(/gRPC listening on [^\s:]+:(\d+)/);
+      const http = out.match(/HTTP listening on http:\/\/127\.0\.0\.1:(\d+)/);
+      if (grpc && http) {
+        clearTimeout(timer);
+        resolve({ grpc: Number(grpc[1]), http: Number(http[1]) });
+      }
+    });
+    proc.on('exit', (code) => reject(new Error(`metricsd exited ${code}: ${log}`)));
+  });
+  return { proc, exited, ...ports };
+}
+
+function seed(grpcPort, trial, seconds) {
+  const t0 = Date.now();
+  execFileSync(seedPath, [`--target=127.0.0.1:${grpcPort}`, `--trial=${trial}`,
+    `--seconds=${seconds}`], { stdio: 'inherit' });
+  const s = (Date.now() - t0) / 1000;
+  console.log(`  trial ${trial}: ${seconds} s at 1 Hz, ${seconds * 25} values, loaded in ${s.toFixed(1)} s`);
+}
+
+// One load of a trial's view: from navigation to every chart drawn. Returns
+// {ms, bytes, charts}.
+async function loadOnce(page, base, trial) {
+  await page.goto('about:blank');
+  let bytes = 0;
+  const pending = [];
+  const onFinished = (request) => {
+    if (!request.url().includes('/api/') || request.url().includes('/follow')) return;
+    pending.push(request.sizes().then((s) => { bytes += s.responseBodySize; }, () => {}));
+  };
+  page.on('requestfinished', onFinished);
+  const t0 = performance.now();
+  await page.goto(`${base}/#/trials/${trial}`);
+  const charts = await page.waitForFunction(() => {
+    const sections = [...document.querySelectorAll('section.chart')];
+    return window.profiler && window.profiler.charts.size > 0 &&
+      sections.length === window.profiler.charts.size &&
+      sections.every((s) => s.dataset.state === 'ready') && sections.length;
+  }, null, { polling: 'raf', timeout: 120000 });
+  const ms = performance.now() - t0;
+  await Promise.all(pending);
+  page.off('requestfinished', onFinished);
+  return { ms, bytes, charts: await charts.jsonValue() };
+}
+
+async function main() {
+  const db = `page_bench_${process.pid}`;
+  execFileSync('dropdb', ['--if-exists', db]);
+  execFileSync('createdb', [db]);
+  const server = await startMetricsd(db);
+  const base = `http://127.0.0.1:${server.http}`;
+  const userDataDir = mkdtempSync(path.join(os.tmpdir(), 'page-bench-chromium-'));
+  let context;
+  try {
+    console.log('seeding through gRPC ingest ...');
+    seed(server.grpc, WEEK_TRIAL, DAYS * 86400);
+    seed(server.grpc, FIVE_MIN_TRIAL, 300);
+    context = await chromium.launchPersistentContext(userDataDir, {
+      executablePath: '/usr/bin/chromium',
+      headless: true,
+      viewport: { width: 1400, height: 1000 },
+      args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
+        '--disable-component-update', '--disable-sync'],
+    });
+    const page = context.pages()[0] || await context.newPage();
+    const results = {};
+    for (const [name, trial] of [['week', WEEK_TRIAL], ['five_min', FIVE_MIN_TRIAL]]) {
+      await loadOnce(page, base, trial);  // warm-up
+      const runs = [];
+      for (let i = 0; i < LOADS; i++) runs.push(await loadOnce(page, base, trial));
+      results[name] = runs;
+    }
+    console.log(`\nnavigation to all charts drawn, ${LOADS} loads each after a warm-up`);
+    console.log('  trial        p50 ms   p95 ms   max ms   charts   API bytes');
+    for (const [name, runs] of Object.entries(results)) {
+      const ms = runs.map((r) => r.ms);
+      console.log(`  ${name.padEnd(10)} ${percentile(ms, 0.5).toFixed(0).padStart(8)} ` +
+        `${percentile(ms, 0.95).toFixed(0).padStart(8)} ${Math.max(...ms).toFixed(0).padStart(8)} ` +
+        `${String(runs[0].charts).padStart(8)} ${String(runs[0].bytes).padStart(11)}`);
+    }
+    const week = percentile(results.week.map((r) => r.ms), 0.5);
+    const fiveMin = percentile(results.five_min.map((r) => r.ms), 0.5);
+    console.log(JSON.stringify({
+      week_load_p50_ms: Math.round(week),
+      five_min_load_p50_ms: Math.round(fiveMin),
+      ratio: Number((week / fiveMin).toFixed(2)),
+      week_bytes: results.week[0].bytes,
+    }));
+  } finally {
+    if (context) await context.close();
+    rmSync(userDataDir, { recursive: true, force: true });
+    server.proc.kill('SIGTERM');
+    await server.exited;
+    execFileSync('dropdb', ['--if-exists', db]);
+  }
+}
+
+main().catch((e) => {
+  console.error(`page_bench: ${e.stack || e}`);
+  process.exit(1);
+});
