@@ -6,10 +6,12 @@
 // sign-in (a token refused, then one taken from the address run.sh prints
 // and removed from the address bar), the trial list, every chart drawn, the spike as
 // its bucket's maximum, finer data on zoom down to raw points, a new sample
-// arriving live, the end of the trial, and the error states. It saves a
-// screenshot of the live page in ARTIFACT_DIR (profiler_page.png) and one
-// of the page as the last step left it (profiler_page_last.png). Revoking
-// the page's token sends it back to sign-in.
+// arriving live, the end of the trial, 8 GPUs' legends, stale agents, and
+// the error states. It saves screenshots in ARTIFACT_DIR: the live 8-GPU
+// week (profiler_page.png), a fresh trial's first 30 s
+// (profiler_page_fresh.png), and the page as the last step left it
+// (profiler_page_last.png). Revoking the page's token sends it back to
+// sign-in.
 //
 // Usage: node profiler_page_test.js PATH/TO/metricsd PATH/TO/metricsctl ARTIFACT_DIR
 
@@ -37,6 +39,7 @@ const STEP_MS = 60000;  // one sample a minute for 7 days: 10 080 instants
 const RUN_TRIAL = 42;
 const DONE_TRIAL = 41;
 const STALE_TRIAL = 43;  // ACTIVE; one agent reports, one stopped an hour ago
+const FRESH_TRIAL = 44;  // ACTIVE; its first 30 s, a sample a second
 const AGENT = 'agent-1';
 // Eight GPUs, in the order the agent reports them (not sorted: the page
 // numbers them in this order).
@@ -173,6 +176,15 @@ async function seed(server, startMs) {
       reports: [{ time: new Date(startMs).toISOString(), series: [0], values: [12] }] },
   });
   await server.call('PATCH', `/api/v1/trials/${DONE_TRIAL}`, { state: 'COMPLETED' });
+  await server.call('POST', '/api/v1/trials', { id: FRESH_TRIAL });
+  const now = Math.floor(Date.now() / 1000) * 1000;
+  const fresh = [];
+  for (let k = 0; k < 30; k++) {
+    fresh.push({ time: new Date(now - (29 - k) * 1000).toISOString(), series: indexes,
+      values: valuesAt(k * 37) });
+  }
+  await server.call('POST', `/api/v1/trials/${FRESH_TRIAL}/metrics/system`,
+    { batch: { agentId: AGENT, series: SERIES, reports: fresh } });
   await server.call('POST', '/api/v1/trials', { id: STALE_TRIAL });
   for (const [agent, ageMs] of [['agent-gone', 3600000], ['agent-live', 0]]) {
     await server.call('POST', `/api/v1/trials/${STALE_TRIAL}/metrics/system`, {
@@ -279,7 +291,7 @@ describe('profiler page', { timeout: 180000 }, () => {
       /Trial 41\s+COMPLETED/);
     const ids = await page.locator('tr[data-trial-id]').evaluateAll(
       (rows) => rows.map((r) => Number(r.dataset.trialId)));
-    assert.deepEqual(ids, [STALE_TRIAL, RUN_TRIAL, DONE_TRIAL]);  // newest first
+    assert.deepEqual(ids, [FRESH_TRIAL, STALE_TRIAL, RUN_TRIAL, DONE_TRIAL]);  // newest first
     // How many of an ACTIVE trial's agents are stale, and the last sample.
     assert.match(await running.innerText(), /\b1 agent\s+[A-Z][a-z]{2} \d+, \d\d:\d\d:\d\d/);
     const stale = page.locator(`tr[data-trial-id="${STALE_TRIAL}"]`);
@@ -529,6 +541,19 @@ describe('profiler page', { timeout: 180000 }, () => {
     assert.ok(x.min < x.point && x.point < x.max, `the point ${x.point} is outside [${x.min}, ${x.max}]`);
     assert.ok(x.left > x.width / 4 && x.left < (x.width * 3) / 4,
       `the point is drawn ${x.left} px into a ${x.width} px wide plot`);
+  });
+
+  it('shows a fresh trial\'s first seconds as raw points on an axis of seconds', async () => {
+    await page.evaluate((id) => { location.hash = `#/trials/${id}`; }, FRESH_TRIAL);
+    await page.waitForFunction((n) => window.profiler && window.profiler.trialId === n &&
+      window.profiler.charts.size === 7, FRESH_TRIAL);
+    await allChartsReady(page);
+    const facts = await chartFacts(page, 'gpu_util');
+    assert.equal(facts.resolutionMs, 0);
+    assert.equal(facts.xs.length, 30);
+    const ticks = await page.evaluate(() => window.profiler.charts.get('cpu').plot.axes[0]._values);
+    assert.ok(ticks.every((t) => /^\d\d:\d\d:\d\d/.test(t)), `ticks ${ticks}`);
+    await page.screenshot({ path: path.join(artifactDir, 'profiler_page_fresh.png'), fullPage: true });
   });
 
   it('marks an agent that stopped reporting as stale, with its last sample time', async () => {
