@@ -261,6 +261,19 @@ absl::StatusOr<int64_t> PgMetricStore::GetStreamPosition(
 
 namespace {
 
+// The newest rollup row of width `width_param` (an SQL parameter) of each
+// (trial_id, agent_id) row of `agents_sql`, as trial_id, agent_id, stats:
+// one backward probe of the primary key (trial_id, agent_id, width_s,
+// bucket_start) per agent.
+std::string NewestFinestBucketsSql(absl::string_view agents_sql,
+                                   absl::string_view width_param) {
+  return absl::StrCat(
+      "SELECT a.trial_id, a.agent_id, r.stats FROM (", agents_sql,
+      ") a CROSS JOIN LATERAL (SELECT stats FROM system_rollups r WHERE "
+      "r.trial_id = a.trial_id AND r.agent_id = a.agent_id AND r.width_s = ",
+      width_param, " ORDER BY r.bucket_start DESC LIMIT 1) r");
+}
+
 // Sets each GPU series' gpu_index: its GPU's rank among the agent's GPUs
 // by the first series id registered for it, which is the order the agent
 // first reported them.
@@ -358,20 +371,18 @@ absl::StatusOr<std::vector<LatestValue>> PgMetricStore::LatestValuesOfActiveTria
         }
         // Each agent's newest finest bucket holds the last point of every
         // series it reported in those seconds; a series missing from it has
-        // gone quiet and is not "latest". One backward probe of the primary
-        // key (trial_id, agent_id, width_s, bucket_start) per agent.
+        // gone quiet and is not "latest".
         std::vector<LatestValue> values;
         for (const auto& row : tx.exec_params(
-                 "SELECT a.trial_id, r.stats FROM (SELECT DISTINCT s.trial_id, "
-                 "s.agent_id FROM trials t JOIN series s ON s.trial_id = t.id "
-                 "AND s.metric_group = $1 WHERE t.state = 'ACTIVE') a "
-                 "CROSS JOIN LATERAL (SELECT stats FROM system_rollups r "
-                 "WHERE r.trial_id = a.trial_id AND r.agent_id = a.agent_id "
-                 "AND r.width_s = $2 ORDER BY r.bucket_start DESC LIMIT 1) r",
+                 NewestFinestBucketsSql(
+                     "SELECT DISTINCT s.trial_id, s.agent_id FROM trials t "
+                     "JOIN series s ON s.trial_id = t.id AND s.metric_group = "
+                     "$1 WHERE t.state = 'ACTIVE'",
+                     "$2"),
                  std::string(kSystemGroup), kRollupWidthsSeconds[0])) {
           const int32_t trial_id = row[0].as<int32_t>();
           absl::StatusOr<AgentRollup> rollup =
-              DecodeAgentRollup(DecodeByteaHex(row[1].as<std::string>()));
+              DecodeAgentRollup(DecodeByteaHex(row[2].as<std::string>()));
           if (!rollup.ok()) return rollup.status();
           for (const auto& [id, stats] : *rollup) {
             auto it = series.find(std::pair(trial_id, id));
@@ -399,17 +410,15 @@ absl::StatusOr<std::vector<AgentActivity>> PgMetricStore::AgentActivityOfTrials(
       pool_, "reading when the agents of trials last reported", deadline,
       [&](pqxx::transaction_base& tx)
           -> absl::StatusOr<std::vector<AgentActivity>> {
-        // An agent's newest finest bucket holds its newest sample: one
-        // backward probe of the rollups' primary key per agent.
+        // An agent's newest finest bucket holds its newest sample.
         std::vector<AgentActivity> agents;
         for (const auto& row : tx.exec_params(
-                 "SELECT a.trial_id, a.agent_id, r.stats FROM (SELECT DISTINCT "
-                 "trial_id, agent_id FROM series WHERE trial_id = "
-                 "ANY($1::int[]) AND metric_group = $2) a CROSS JOIN LATERAL "
-                 "(SELECT stats FROM system_rollups r WHERE r.trial_id = "
-                 "a.trial_id AND r.agent_id = a.agent_id AND r.width_s = $3 "
-                 "ORDER BY r.bucket_start DESC LIMIT 1) r "
-                 "ORDER BY a.trial_id, a.agent_id",
+                 absl::StrCat(NewestFinestBucketsSql(
+                                  "SELECT DISTINCT trial_id, agent_id FROM "
+                                  "series WHERE trial_id = ANY($1::int[]) AND "
+                                  "metric_group = $2",
+                                  "$3"),
+                              " ORDER BY a.trial_id, a.agent_id"),
                  IntArray({trial_ids.begin(), trial_ids.end()}),
                  std::string(kSystemGroup), kRollupWidthsSeconds[0])) {
           absl::StatusOr<AgentRollup> rollup =
