@@ -173,7 +173,6 @@ export class FamilyChart {
       this.plotKeys = keys;
     }
     this.element.dataset.state = 'ready';
-    this.element.dataset.yRange = JSON.stringify([this.plot.scales.y.min, this.plot.scales.y.max]);
   }
 
   // Highlights the line of this GPU (or series key); null for none.

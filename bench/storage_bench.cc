@@ -1,0 +1,237 @@
+// The storage benchmark (issue 19). Starts metricsd on a throwaway database
+// (run it under pg_virtualenv: bench/storage.sh) and loads, through the
+// gRPC ingest API, one agent's realistic trial: 9 host series and 2 per
+// GPU for 8 GPUs with real-looking UUIDs (25 values a report, 1 s apart),
+// with values as an agent has them: integers for bytes, GPU utilisation
+// and open files, full-precision doubles for rates and CPU, two decimals
+// for the load average, all with noise. Then VACUUM ANALYZE, and a table
+// of bytes per stored value for the raw partition (heap, TOAST, indexes),
+// the rollups, the registry and the total, next to the same raw rows in an
+// uncompressed copy of the layout before issue 19 (the baseline). The last
+// line is one JSON object.
+#include <grpcpp/create_channel.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "proto/metrics/v1/trials.grpc.pb.h"
+#include "storage/pg/testing/storage_sizes.h"
+#include "tests/testing/resending_streamer.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/test_database.h"
+
+ABSL_FLAG(int64_t, values, 10000000,
+          "Values to load (25 a report, a report a second).");
+
+namespace metrics::bench {
+namespace {
+
+using test_util::ResendingStreamer;
+using test_util::StreamerOptions;
+
+constexpr int kGpus = 8;
+constexpr int kReportsPerBatch = 600;  // an agent's batch: 10 minutes' worth
+constexpr int kStreams = 2;
+constexpr const char* kHostSeries[][2] = {
+    {"cpu_util_simple", "percent"},      {"memory_free", "bytes"},
+    {"disk_iops", "operations/s"},       {"disk_throughput_read", "bytes/s"},
+    {"disk_throughput_write", "bytes/s"}, {"net_throughput_sent", "bytes/s"},
+    {"net_throughput_recv", "bytes/s"},  {"load_avg", ""},
+    {"open_files", ""}};
+
+// "GPU-5f3c1c4e-8f2b-1d2e-9a3b-4c5d6e7f8a9b", as NVML names GPUs.
+std::vector<std::string> GpuUuids(std::mt19937_64& random) {
+  std::vector<std::string> uuids;
+  for (int g = 0; g < kGpus; ++g) {
+    const uint64_t a = random(), b = random();
+    uuids.push_back(absl::StrFormat(
+        "GPU-%08x-%04x-%04x-%04x-%012x", a >> 32, (a >> 16) & 0xffff,
+        a & 0xffff, b >> 48, b & 0xffffffffffffULL));
+  }
+  return uuids;
+}
+
+void Declare(v1::SystemMetricsBatch& batch,
+             const std::vector<std::string>& gpus) {
+  for (const auto& [name, unit] : kHostSeries) {
+    v1::SeriesDeclaration* s = batch.add_series();
+    s->set_name(name);
+    s->set_unit(unit);
+  }
+  for (const std::string& gpu : gpus) {
+    for (const auto& [name, unit] :
+         {std::pair("gpu_util", "percent"), std::pair("gpu_free_memory", "bytes")}) {
+      v1::SeriesDeclaration* s = batch.add_series();
+      s->set_name(name);
+      s->set_gpu_uuid(gpu);
+      s->set_unit(unit);
+    }
+  }
+}
+
+// Report `i`'s values, in the order Declare declares the series: what
+// /proc and NVML give, with a slow daily wave and noise.
+void AddReport(v1::SystemMetricsBatch& batch, int64_t start_s, int64_t i,
+               std::mt19937_64& random) {
+  std::uniform_real_distribution<double> noise(-1, 1);
+  const double wave = std::sin(static_cast<double>(i) / 13751);
+  v1::SystemMetricsReport* report = batch.add_reports();
+  report->mutable_time()->set_seconds(start_s + i);
+  // A sampling interval of a little over a second, as the agent measures it.
+  const double seconds = 1 + std::abs(noise(random)) * 0.003;
+  const double values[] = {
+      std::min(100.0, 100.0 * (4000 + 1500 * wave + 300 * noise(random)) / 8000),
+      std::floor((1.35 * (1LL << 40) - i * 4096.0 + 1e8 * noise(random)) / 4096) * 4096,
+      std::round(180 + 60 * wave + 40 * noise(random)) / seconds,
+      std::round((5e7 + 2e7 * wave + 1e7 * noise(random)) / 4096) * 4096 / seconds,
+      std::round((3e7 + 1e7 * wave + 5e6 * noise(random)) / 4096) * 4096 / seconds,
+      std::round(1.2e7 + 3e6 * wave + 1e6 * noise(random)) / seconds,
+      std::round(1.5e7 + 3e6 * wave + 1e6 * noise(random)) / seconds,
+      std::round((6 + 2 * wave + noise(random)) * 100) / 100,
+      std::round(2100 + 40 * noise(random)),
+  };
+  uint32_t index = 0;
+  for (double v : values) {
+    report->add_series(index++);
+    report->add_values(v);
+  }
+  for (int g = 0; g < kGpus; ++g) {
+    report->add_series(index++);
+    report->add_values(std::round(std::clamp(70 + 20 * wave + 15 * noise(random), 0.0, 100.0)));
+    report->add_series(index++);
+    report->add_values(std::round((20 + 5 * wave + g + noise(random)) * (1 << 30) / (2 << 20)) * (2 << 20));
+  }
+}
+
+int Run() {
+  auto db = test_util::TestDatabase::Create();
+  if (!db.ok()) {
+    std::fprintf(stderr, "bench: %s\n", db.status().ToString().c_str());
+    return 1;
+  }
+  auto metricsd = test_util::Subprocess::Start(
+      {METRICSD_PATH, "--database-url=" + (*db)->url(),
+       "--grpc-address=127.0.0.1:0", "--http-address=127.0.0.1:0",
+       "--max-future=87600h", "--auth=off"});
+  auto line = metricsd.ok() ? (*metricsd)->WaitForLine("gRPC listening on",
+                                                       absl::Seconds(30))
+                            : absl::StatusOr<std::string>(metricsd.status());
+  if (!line.ok()) {
+    std::fprintf(stderr, "bench: %s\n", line.status().ToString().c_str());
+    return 1;
+  }
+  const std::string target =
+      absl::StrCat("127.0.0.1:", line->substr(line->rfind(':') + 1));
+  {
+    auto trials = v1::TrialService::NewStub(
+        grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    v1::CreateTrialRequest request;
+    request.set_id(1);
+    v1::Trial trial;
+    if (!trials->CreateTrial(&context, request, &trial).ok()) return 1;
+  }
+
+  std::mt19937_64 random(19);
+  const std::vector<std::string> gpus = GpuUuids(random);
+  const int64_t reports = absl::GetFlag(FLAGS_values) / (9 + 2 * kGpus);
+  const int64_t start_s = 1700000000;
+  // The batches first, so the clock runs over ingest alone.
+  std::vector<std::vector<v1::SystemMetricsBatch>> streams(kStreams);
+  const int64_t per_stream = (reports + kStreams - 1) / kStreams;
+  for (int s = 0; s < kStreams; ++s) {
+    const int64_t last = std::min(reports, (s + 1) * per_stream);
+    for (int64_t r = s * per_stream; r < last; r += kReportsPerBatch) {
+      v1::SystemMetricsBatch batch;
+      batch.set_trial_id(1);
+      batch.set_agent_id("node-17.cluster.example.com");
+      Declare(batch, gpus);
+      for (int64_t i = r; i < std::min(last, r + kReportsPerBatch); ++i) {
+        AddReport(batch, start_s, i, random);
+      }
+      streams[s].push_back(std::move(batch));
+    }
+  }
+  std::printf("loading %" PRId64 " reports of 25 values through gRPC ingest ...\n",
+              reports);
+  std::fflush(stdout);
+  const absl::Time t0 = absl::Now();
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> results(kStreams);
+  for (int s = 0; s < kStreams; ++s) {
+    threads.emplace_back([&, s] {
+      StreamerOptions options;
+      options.stream_id = absl::StrCat("storage-bench/", s);
+      options.trial_id = 1;
+      options.window = 4;
+      options.timeout = absl::Minutes(30);
+      ResendingStreamer streamer([&] { return target; }, options);
+      results[s] = streamer.SendAll(std::move(streams[s]));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const double load_s = absl::ToDoubleSeconds(absl::Now() - t0);
+  for (const absl::Status& r : results) {
+    if (!r.ok()) {
+      std::fprintf(stderr, "bench: load: %s\n", r.ToString().c_str());
+      return 1;
+    }
+  }
+  (*metricsd)->Signal(SIGTERM);
+  (void)(*metricsd)->Wait(absl::Seconds(60));
+
+  auto sizes = storage::pg::test_util::MeasureStorage((*db)->url());
+  if (!sizes.ok()) {
+    std::fprintf(stderr, "bench: %s\n", sizes.status().ToString().c_str());
+    return 1;
+  }
+  const double values = static_cast<double>(sizes->raw_rows) * (9 + 2 * kGpus);
+  const auto per = [&](int64_t bytes) { return bytes / values; };
+  const int64_t raw = sizes->raw_heap + sizes->raw_toast + sizes->raw_indexes;
+  const int64_t total = raw + sizes->rollups + sizes->registry;
+  const int64_t baseline = sizes->baseline_heap + sizes->baseline_toast +
+                           sizes->baseline_indexes;
+  std::printf("\n%.0f values (%" PRId64 " reports), loaded in %.1f s: %.0f values/s\n\n",
+              values, sizes->raw_rows, load_s, values / load_s);
+  std::printf("  %-34s %14s %12s\n", "part", "bytes", "bytes/value");
+  const auto row = [&](const char* part, int64_t bytes) {
+    std::printf("  %-34s %14" PRId64 " %12.2f\n", part, bytes, per(bytes));
+  };
+  row("raw partition: heap", sizes->raw_heap);
+  row("  of it, the metrics column", sizes->raw_values_bytes);
+  row("raw partition: TOAST", sizes->raw_toast);
+  row("raw partition: indexes", sizes->raw_indexes);
+  row("raw partition: total", raw);
+  row("rollups (6 widths)", sizes->rollups);
+  row("registry", sizes->registry);
+  row("total", total);
+  row("baseline (uncompressed): heap", sizes->baseline_heap);
+  row("baseline (uncompressed): TOAST", sizes->baseline_toast);
+  row("baseline (uncompressed): indexes", sizes->baseline_indexes);
+  row("baseline (uncompressed): total", baseline);
+  std::printf(
+      "{\"values\":%.0f,\"raw_bytes_per_value\":%.2f,"
+      "\"rollup_bytes_per_value\":%.2f,\"total_bytes_per_value\":%.2f,"
+      "\"baseline_bytes_per_value\":%.2f,\"ingest_samples_per_s\":%.0f}\n",
+      values, per(raw), per(sizes->rollups), per(total), per(baseline),
+      values / load_s);
+  return 0;
+}
+
+}  // namespace
+}  // namespace metrics::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return metrics::bench::Run();
+}

@@ -1,0 +1,38 @@
+// For bench/storage.sh: what the system metrics take on disk, by part, after
+// VACUUM ANALYZE, next to a baseline: the same raw rows in a table of the
+// layout as it was before storage was optimised (issue 19): one jsonb per
+// report, stored uncompressed, with the same primary key.
+//
+// Thread-safety: functions of their arguments; each opens its connection.
+#ifndef METRICS_STORAGE_PG_TESTING_STORAGE_SIZES_H_
+#define METRICS_STORAGE_PG_TESTING_STORAGE_SIZES_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace metrics::storage::pg::test_util {
+
+// Bytes on disk (every fork but the free space and visibility maps).
+struct StorageSizes {
+  int64_t raw_rows = 0;        // reports in the profiling partition
+  int64_t raw_values_bytes = 0;  // of the heap: the `metrics` column's
+  int64_t raw_heap = 0;        // the profiling partition's table
+  int64_t raw_toast = 0;       // its TOAST table and index
+  int64_t raw_indexes = 0;     // its indexes
+  int64_t rollups = 0;         // system_rollups: table, TOAST, indexes
+  int64_t registry = 0;        // series, trial_series_counts, ingest_positions
+  int64_t baseline_heap = 0;   // the baseline's table, TOAST and index, alike
+  int64_t baseline_toast = 0;
+  int64_t baseline_indexes = 0;
+};
+
+// Vacuums and analyses the database, copies the profiling partition's rows
+// into the baseline table (made and vacuumed here, dropped after) and
+// measures both.
+absl::StatusOr<StorageSizes> MeasureStorage(const std::string& url);
+
+}  // namespace metrics::storage::pg::test_util
+
+#endif  // METRICS_STORAGE_PG_TESTING_STORAGE_SIZES_H_
