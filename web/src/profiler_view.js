@@ -138,13 +138,17 @@ export class ProfilerView {
     this.fillAgents();
   }
 
-  // The agent selector, each agent marked when it is stale.
+  // The agent selector, each agent marked when it is stale; left alone
+  // when nothing changed (an open selector stays open).
   fillAgents() {
-    this.agentSelect.innerHTML = '';
-    for (const agent of this.agents()) {
+    const texts = this.agents().map((agent) => {
       const activity = this.activityOf(agent);
-      this.agentSelect.append(option(agent, activity && activity.stale ? `${agent} (stale)` : agent));
-    }
+      return [agent, activity && activity.stale ? `${agent} (stale)` : agent];
+    });
+    const shown = [...this.agentSelect.options].map((o) => o.textContent);
+    if (shown.join('\n') === texts.map(([, text]) => text).join('\n')) return;
+    this.agentSelect.innerHTML = '';
+    for (const [agent, text] of texts) this.agentSelect.append(option(agent, text));
     if (this.agent !== undefined) this.agentSelect.value = this.agent;
   }
 
