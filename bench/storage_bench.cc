@@ -213,6 +213,11 @@ int Run() {
   row("raw partition: indexes", sizes->raw_indexes);
   row("raw partition: total", raw);
   row("rollups (6 widths)", sizes->rollups);
+  for (const auto& width : sizes->rollup_widths) {
+    row(absl::StrCat("  of it, ", width.width_s, " s stats (", width.rows,
+                     " rows)").c_str(),
+        width.stats_bytes);
+  }
   row("registry", sizes->registry);
   row("total", total);
   row("baseline (uncompressed): heap", sizes->baseline_heap);

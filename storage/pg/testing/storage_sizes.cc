@@ -59,6 +59,12 @@ absl::StatusOr<StorageSizes> MeasureStorage(const std::string& url) {
             sizes.baseline_indexes);
     sizes.rollups =
         Scalar(tx, "SELECT pg_total_relation_size('system_rollups')");
+    for (const auto& row : tx.exec(
+             "SELECT width_s, count(*), sum(pg_column_size(stats)) FROM "
+             "system_rollups GROUP BY width_s ORDER BY width_s")) {
+      sizes.rollup_widths.push_back({row[0].as<int>(), row[1].as<int64_t>(),
+                                     row[2].as<int64_t>()});
+    }
     sizes.registry = Scalar(
         tx,
         "SELECT pg_total_relation_size('series') + "

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -22,6 +23,14 @@ struct StorageSizes {
   int64_t raw_toast = 0;       // its TOAST table and index
   int64_t raw_indexes = 0;     // its indexes
   int64_t rollups = 0;         // system_rollups: table, TOAST, indexes
+  // The packed stats of each rollup width (their column's bytes, not the
+  // rows' overhead or free space): {width_s, rows, bytes}, finest first.
+  struct Width {
+    int width_s = 0;
+    int64_t rows = 0;
+    int64_t stats_bytes = 0;
+  };
+  std::vector<Width> rollup_widths;
   int64_t registry = 0;        // series, trial_series_counts, ingest_positions
   int64_t baseline_heap = 0;   // the baseline's table, TOAST and index, alike
   int64_t baseline_toast = 0;
