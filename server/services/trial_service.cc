@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
@@ -29,25 +30,28 @@ grpc::ServerUnaryReactor* RunTrialCall(grpc::CallbackServerContext* context,
       });
 }
 
-// Adds each trial's agents and when they last reported; `trials` are
-// the protos of `ids`, in the same order.
+// Adds to each of `trials` its agents and when they last reported.
 absl::Status AddAgentActivity(storage::MetricStore* store,
-                              const std::vector<int32_t>& ids,
                               const std::vector<v1::Trial*>& trials,
                               absl::Duration stale_after, absl::Time deadline) {
+  absl::flat_hash_map<int32_t, v1::Trial*> by_id;
+  std::vector<int32_t> ids;
+  for (v1::Trial* trial : trials) {
+    by_id[trial->id()] = trial;
+    ids.push_back(trial->id());
+  }
   absl::StatusOr<std::vector<storage::AgentActivity>> agents =
       store->AgentActivityOfTrials(ids, deadline);
   if (!agents.ok()) return agents.status();
   const int64_t stale_before_us = absl::ToUnixMicros(absl::Now() - stale_after);
   for (const storage::AgentActivity& agent : *agents) {
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (ids[i] != agent.trial_id) continue;
-      v1::AgentActivity* proto = trials[i]->add_agents();
-      proto->set_agent_id(agent.agent_id);
-      common::MicrosToProto(agent.last_sample_us, proto->mutable_last_sample_at());
-      proto->set_stale(trials[i]->state() == v1::Trial::ACTIVE &&
-                       agent.last_sample_us < stale_before_us);
-    }
+    auto it = by_id.find(agent.trial_id);
+    if (it == by_id.end()) continue;
+    v1::AgentActivity* proto = it->second->add_agents();
+    proto->set_agent_id(agent.agent_id);
+    common::MicrosToProto(agent.last_sample_us, proto->mutable_last_sample_at());
+    proto->set_stale(it->second->state() == v1::Trial::ACTIVE &&
+                     agent.last_sample_us < stale_before_us);
   }
   return absl::OkStatus();
 }
@@ -83,7 +87,7 @@ grpc::ServerUnaryReactor* TrialService::GetTrial(
                     store->GetTrial(id, deadline);
                 if (!trial.ok()) return trial.status();
                 TrialToProto(*trial, response);
-                return AddAgentActivity(store, {id}, {response}, stale_after,
+                return AddAgentActivity(store, {response}, stale_after,
                                         deadline);
               }));
 }
@@ -117,14 +121,12 @@ grpc::ServerUnaryReactor* TrialService::ListTrials(
         absl::StatusOr<std::vector<storage::Trial>> trials =
             store->ListTrials(filter, deadline);
         if (!trials.ok()) return trials.status();
-        std::vector<int32_t> ids;
         std::vector<v1::Trial*> protos;
         for (const storage::Trial& trial : *trials) {
           protos.push_back(response->add_trials());
           TrialToProto(trial, protos.back());
-          ids.push_back(trial.id);
         }
-        return AddAgentActivity(store, ids, protos, stale_after, deadline);
+        return AddAgentActivity(store, protos, stale_after, deadline);
       }));
 }
 
