@@ -19,6 +19,7 @@ export const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd',
   '#8c564b', '#e377c2', '#17becf'];
 const AGENT_COLOR = '#5a6275';
 const HEIGHT = 200;
+export const VALUE_AXIS_PX = 84;  // the y axis's width, left of the plot
 const TICK_SPACE_PX = 90;  // "21:57:49" and a gap: labels never overlap
 const KNOWN_UNITS = ['percent', 'bytes', 'bytes/s'];
 const MANY_LINES = 3;  // beyond this, legend entries are short
@@ -260,7 +261,7 @@ export class FamilyChart {
             formatTimeTicks(splits.map((s) => s * 1000), incr * 1000),
         },
         {
-          size: 84,
+          size: VALUE_AXIS_PX,
           // Units the ticks do not carry name the axis.
           ...(KNOWN_UNITS.includes(unit) || !unit ? {} : { label: unit, labelSize: 18 }),
           values: (u, splits, axis, space, incr) => formatTicks(splits, unit, incr),

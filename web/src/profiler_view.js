@@ -8,7 +8,7 @@
 // the zoom, down to raw samples. "Reset zoom" returns to the whole run.
 
 import { followSeries, getTrial, listSeries, querySeries } from './api.js';
-import { FamilyChart } from './chart.js';
+import { FamilyChart, VALUE_AXIS_PX } from './chart.js';
 import { familiesFor, gpuIndexes } from './families.js';
 import { formatDuration, formatTime } from './format.js';
 import { sentence, showError } from './messages.js';
@@ -16,7 +16,6 @@ import { sentence, showError } from './messages.js';
 const RETRY_MS = 3000;
 const ACTIVITY_POLL_MS = 5000;  // how often an ACTIVE trial's agents are checked
 const MIN_WINDOW_MS = 1000;
-const AXIS_PX = 80;  // chart.js's value axis
 
 function extentOf(series) {
   let start = Infinity;
@@ -297,7 +296,10 @@ export class ProfilerView {
     }).then((answer) => {
       if (generation !== this.generation) return;
       const byFamily = new Map(families.map((f) => [f.id, []]));
-      for (const sb of answer.series || []) byFamily.get(familyOf.get(sb.series.name)).push(sb);
+      for (const sb of answer.series || []) {
+        const list = byFamily.get(familyOf.get(sb.series.name));
+        if (list) list.push(sb);
+      }
       for (const [id, list] of byFamily) this.charts.get(id).setData(list);
     }, (e) => {
       if (generation !== this.generation) return;
@@ -321,7 +323,7 @@ export class ProfilerView {
   // value axis), within the API's bounds.
   maxPoints() {
     const body = this.chartsElement.querySelector('.chart-body');
-    const width = (body ? body.clientWidth : 800) - AXIS_PX;
+    const width = (body ? body.clientWidth : 800) - VALUE_AXIS_PX;
     return Math.max(100, Math.min(2000, Math.round(width)));
   }
 
