@@ -23,7 +23,7 @@
 #include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/realistic_batch.h"
 #include "tests/testing/resending_streamer.h"
-#include "tests/testing/subprocess.h"
+#include "tests/testing/metricsd_process.h"
 #include "tests/testing/test_database.h"
 
 ABSL_FLAG(int64_t, largest, 10000000,
@@ -147,19 +147,15 @@ int Run() {
     std::fprintf(stderr, "bench: %s\n", db.status().ToString().c_str());
     return 1;
   }
-  auto metricsd = test_util::Subprocess::Start(
+  auto metricsd = test_util::StartMetricsd(
       {METRICSD_PATH, "--database-url=" + (*db)->url(),
        "--grpc-address=127.0.0.1:0", "--http-address=127.0.0.1:0",
        "--max-future=87600h", "--auth=off"});
-  auto line = metricsd.ok() ? (*metricsd)->WaitForLine("gRPC listening on",
-                                                       absl::Seconds(30))
-                            : absl::StatusOr<std::string>(metricsd.status());
-  if (!line.ok()) {
-    std::fprintf(stderr, "bench: %s\n", line.status().ToString().c_str());
+  if (!metricsd.ok()) {
+    std::fprintf(stderr, "bench: %s\n", metricsd.status().ToString().c_str());
     return 1;
   }
-  const std::string target =
-      absl::StrCat("127.0.0.1:", line->substr(line->rfind(':') + 1));
+  const std::string target = metricsd->grpc_target;
   auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   auto trials = v1::TrialService::NewStub(channel);
   auto query = v1::QueryService::NewStub(channel);
@@ -249,8 +245,8 @@ int Run() {
                 naive_p50.back(), static_cast<long long>(buckets),
                 naive_p50.back() / timings[i].p50);
   }
-  (*metricsd)->Signal(SIGTERM);
-  (void)(*metricsd)->Wait(absl::Seconds(60));
+  metricsd->process->Signal(SIGTERM);
+  (void)metricsd->process->Wait(absl::Seconds(60));
 
   std::printf(
       "{\"p50_ms_100k\": %.2f, \"p95_ms_100k\": %.2f, \"p50_ms_1m\": %.2f, "

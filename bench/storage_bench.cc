@@ -27,7 +27,7 @@
 #include "proto/metrics/v1/trials.grpc.pb.h"
 #include "storage/pg/testing/storage_sizes.h"
 #include "tests/testing/resending_streamer.h"
-#include "tests/testing/subprocess.h"
+#include "tests/testing/metricsd_process.h"
 #include "tests/testing/test_database.h"
 
 ABSL_FLAG(int64_t, values, 10000000,
@@ -119,19 +119,15 @@ int Run() {
     std::fprintf(stderr, "bench: %s\n", db.status().ToString().c_str());
     return 1;
   }
-  auto metricsd = test_util::Subprocess::Start(
+  auto metricsd = test_util::StartMetricsd(
       {METRICSD_PATH, "--database-url=" + (*db)->url(),
        "--grpc-address=127.0.0.1:0", "--http-address=127.0.0.1:0",
        "--max-future=87600h", "--auth=off"});
-  auto line = metricsd.ok() ? (*metricsd)->WaitForLine("gRPC listening on",
-                                                       absl::Seconds(30))
-                            : absl::StatusOr<std::string>(metricsd.status());
-  if (!line.ok()) {
-    std::fprintf(stderr, "bench: %s\n", line.status().ToString().c_str());
+  if (!metricsd.ok()) {
+    std::fprintf(stderr, "bench: %s\n", metricsd.status().ToString().c_str());
     return 1;
   }
-  const std::string target =
-      absl::StrCat("127.0.0.1:", line->substr(line->rfind(':') + 1));
+  const std::string target = metricsd->grpc_target;
   {
     auto trials = v1::TrialService::NewStub(
         grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
@@ -187,8 +183,8 @@ int Run() {
       return 1;
     }
   }
-  (*metricsd)->Signal(SIGTERM);
-  (void)(*metricsd)->Wait(absl::Seconds(60));
+  metricsd->process->Signal(SIGTERM);
+  (void)metricsd->process->Wait(absl::Seconds(60));
 
   auto sizes = storage::pg::test_util::MeasureStorage((*db)->url());
   if (!sizes.ok()) {
