@@ -67,7 +67,7 @@ export function formatTicks(values, unit, step) {
   if (unit === 'percent') return values.map((v) => `${fixed(v, decimalsFor(step))}%`);
   const [scale, suffix] = step >= 1e9 ? [1e9, 'G'] : step >= 1e6 ? [1e6, 'M']
     : step >= 1e3 ? [1e3, 'k'] : [1, ''];
-  return values.map((v) => fixed(v / scale, decimalsFor(step / scale)) + suffix);
+  return values.map((v) => (v === 0 ? '0' : fixed(v / scale, decimalsFor(step / scale)) + suffix));
 }
 
 // Tick steps for byte axes: powers of two of each binary prefix, so ticks
