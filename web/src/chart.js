@@ -325,12 +325,11 @@ export class FamilyChart {
     });
   }
 
+  // A GPU chart's highlight goes to the owner, which passes it to every GPU
+  // chart; another chart's stays its own.
   announce(target) {
-    if (this.family.perGpu && (target === null || !target.includes('\u0000'))) {
-      this.onHighlight(target);
-    } else {
-      this.setHighlight(target);
-    }
+    if (this.family.perGpu) this.onHighlight(target);
+    else this.setHighlight(target);
   }
 
   resize() {
