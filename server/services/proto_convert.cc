@@ -1,5 +1,6 @@
 #include "server/services/proto_convert.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/proto_time.h"
 
 namespace metrics::server {
@@ -76,6 +77,12 @@ query::QueryRequest QueryFromProto(const v1::QuerySeriesRequest& proto) {
   if (proto.has_end()) request.end = TimeFromProto(proto.end());
   if (proto.has_max_points()) request.max_points = proto.max_points();
   return request;
+}
+
+absl::Status CheckView(v1::QuerySeriesRequest::View view) {
+  if (v1::QuerySeriesRequest::View_IsValid(view)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "view: ", static_cast<int>(view), " is not FULL or CHART"));
 }
 
 void QueryResultToProto(const query::QueryResult& result,

@@ -7,6 +7,8 @@
 
 #include <optional>
 
+#include "absl/status/status.h"
+
 #include "proto/metrics/v1/ingest.pb.h"
 #include "proto/metrics/v1/query.pb.h"
 #include "query/query_engine.h"
@@ -23,6 +25,10 @@ void TrialToProto(const storage::Trial& trial, v1::Trial* proto);
 void SeriesToProto(const storage::SeriesInfo& series, v1::Series* proto);
 
 query::QueryRequest QueryFromProto(const v1::QuerySeriesRequest& proto);
+
+// INVALID_ARGUMENT naming the field for a view that is neither FULL nor
+// CHART (proto3 enums take any number).
+absl::Status CheckView(v1::QuerySeriesRequest::View view);
 
 // `view` CHART leaves out the columns a chart does not draw.
 void QueryResultToProto(const query::QueryResult& result,

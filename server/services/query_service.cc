@@ -44,6 +44,9 @@ grpc::ServerUnaryReactor* QueryService::QuerySeries(
               [engine = engine_, query = QueryFromProto(*request),
                view = request->view(),
                response](absl::Time deadline) -> absl::Status {
+                if (absl::Status valid = CheckView(view); !valid.ok()) {
+                  return valid;
+                }
                 absl::StatusOr<query::QueryResult> result =
                     engine->Query(query, deadline);
                 if (!result.ok()) return result.status();
@@ -56,11 +59,19 @@ grpc::ServerUnaryReactor* QueryService::QuerySeries(
 grpc::ServerWriteReactor<v1::QuerySeriesResponse>* QueryService::FollowSeries(
     grpc::CallbackServerContext* context,
     const v1::QuerySeriesRequest* request) {
-  // The reactor checks the caller in its first round, on the executor.
+  // The reactor checks the caller, then the view, in its first round, on
+  // the executor (a stranger learns nothing of the request).
   std::function<absl::Status(absl::Time)> check;
-  if (guard_ != nullptr) {
-    check = [guard = guard_, context, request = *request](absl::Time deadline) {
-      return guard->Check(*context, Method("FollowSeries"), request, deadline);
+  const absl::Status view = CheckView(request->view());
+  if (guard_ != nullptr || !view.ok()) {
+    check = [guard = guard_, context, request = *request,
+             view](absl::Time deadline) {
+      if (guard != nullptr) {
+        absl::Status allowed =
+            guard->Check(*context, Method("FollowSeries"), request, deadline);
+        if (!allowed.ok()) return allowed;
+      }
+      return view;
     };
   }
   return new FollowReactor(context, engine_, store_, executor_,

@@ -20,6 +20,7 @@ namespace {
 
 using ::metrics::test_util::TestServer;
 using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
 const int64_t kNow = absl::ToUnixSeconds(absl::Now());
@@ -115,6 +116,60 @@ TEST_F(QueryServiceTest, ListsSeriesAndAnswersQueries) {
   EXPECT_EQ(answer.series(0).count(0), 3);
   EXPECT_EQ(answer.series(0).max(0), 90);
   EXPECT_DOUBLE_EQ(answer.series(0).mean(0), 130.0 / 3);
+}
+
+// The page's view: the same buckets and values, only the columns a chart
+// draws, and the view named in the answer; follow honours it too. A view
+// that is neither FULL nor CHART is refused, naming the field.
+TEST_F(QueryServiceTest, TheChartViewSendsWhatAChartDrawsAndAnUnknownViewIsRefused) {
+  Report(1, kNow - 300, 10);
+  Report(1, kNow - 200, 90);
+  v1::QuerySeriesRequest query;
+  query.set_trial_id(1);
+  v1::QuerySeriesResponse full;
+  ASSERT_TRUE(query_->QuerySeries(Context(absl::Seconds(30)).get(), query, &full).ok());
+  query.set_view(v1::QuerySeriesRequest::CHART);
+  v1::QuerySeriesResponse chart;
+  ASSERT_TRUE(query_->QuerySeries(Context(absl::Seconds(30)).get(), query, &chart).ok());
+  EXPECT_EQ(full.view(), v1::QuerySeriesRequest::FULL);
+  EXPECT_EQ(chart.view(), v1::QuerySeriesRequest::CHART);
+  ASSERT_EQ(chart.series_size(), 1);
+  const v1::SeriesBuckets& f = full.series(0);
+  const v1::SeriesBuckets& c = chart.series(0);
+  EXPECT_THAT(c.bucket_start_us(), ElementsAreArray(f.bucket_start_us()));
+  EXPECT_THAT(c.min(), ElementsAreArray(f.min()));
+  EXPECT_THAT(c.max(), ElementsAre(10, 90));
+  EXPECT_THAT(c.mean(), ElementsAreArray(f.mean()));
+  EXPECT_THAT(c.last_time_us(), ElementsAreArray(f.last_time_us()));
+  EXPECT_EQ(c.count_size(), 0);
+  EXPECT_EQ(c.first_time_us_size(), 0);
+  EXPECT_EQ(c.first_value_size(), 0);
+  EXPECT_EQ(c.last_value_size(), 0);
+
+  auto context = Context(absl::Seconds(30));
+  auto follow = query_->FollowSeries(context.get(), query);
+  v1::QuerySeriesResponse first;
+  ASSERT_TRUE(follow->Read(&first));
+  EXPECT_EQ(first.view(), v1::QuerySeriesRequest::CHART);
+  ASSERT_EQ(first.series_size(), 1);
+  EXPECT_EQ(first.series(0).count_size(), 0);
+  context->TryCancel();
+  while (follow->Read(&first)) {
+  }
+  (void)follow->Finish();
+
+  query.set_view(static_cast<v1::QuerySeriesRequest::View>(7));
+  grpc::Status status =
+      query_->QuerySeries(Context(absl::Seconds(30)).get(), query, &chart);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("view: 7 is not FULL or CHART"));
+  auto refused_context = Context(absl::Seconds(30));
+  auto refused = query_->FollowSeries(refused_context.get(), query);
+  while (refused->Read(&first)) {
+  }
+  status = refused->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("view: 7"));
 }
 
 TEST_F(QueryServiceTest, BadQueriesAreRefusedWithTheirCodes) {
