@@ -41,9 +41,9 @@
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
 #include "server/services/proto_convert.h"
+#include "storage/packed_report.h"
 #include "storage/pg/pg_token_store.h"
 #include "storage/pg/testing/pg_checks.h"
-#include "storage/report_json.h"
 #include "tests/testing/realistic_batch.h"
 #include "tests/testing/resending_streamer.h"
 #include "tests/testing/subprocess.h"
@@ -69,11 +69,17 @@ using test_util::StreamerOptions;
 using test_util::Subprocess;
 using test_util::TestDatabase;
 
-// The raw row the server stores for a report (same jsonb text).
+// The raw row the server stores for a report (the same packed values; the
+// series' registry ids stand in as their indexes + 1).
 RawRow RowOf(const v1::SystemMetricsBatch& proto, int report) {
   const storage::MetricBatch batch = server::BatchFromProto(proto);
-  return {batch.agent_id, batch.reports[report].time_us,
-          storage::ReportJson(batch, batch.reports[report])};
+  const storage::Report& r = batch.reports[report];
+  std::vector<storage::SeriesValue> values;
+  for (size_t v = 0; v < r.values.size(); ++v) {
+    values.emplace_back(int64_t{r.series[v]} + 1, r.values[v]);
+  }
+  std::sort(values.begin(), values.end());
+  return {batch.agent_id, r.time_us, storage::PackReport(values)};
 }
 
 double Percentile(std::vector<double> values, double p) {

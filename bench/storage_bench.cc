@@ -16,6 +16,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <random>
 #include <thread>
 
@@ -26,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
 #include "storage/pg/testing/storage_sizes.h"
+#include "storage/rollup.h"
 #include "tests/testing/resending_streamer.h"
 #include "tests/testing/metricsd_process.h"
 #include "tests/testing/test_database.h"
@@ -86,7 +88,11 @@ void AddReport(v1::SystemMetricsBatch& batch, int64_t start_s, int64_t i,
   std::uniform_real_distribution<double> noise(-1, 1);
   const double wave = std::sin(static_cast<double>(i) / 13751);
   v1::SystemMetricsReport* report = batch.add_reports();
+  // The agent's clock: a sub-second phase and a few milliseconds of
+  // scheduling jitter, to the nanosecond (stored to the microsecond).
   report->mutable_time()->set_seconds(start_s + i);
+  report->mutable_time()->set_nanos(
+      static_cast<int32_t>(412345678 + random() % 3000000));
   // A sampling interval of a little over a second, as the agent measures it.
   const double seconds = 1 + std::abs(noise(random)) * 0.003;
   const double values[] = {
@@ -200,15 +206,18 @@ int Run() {
   std::printf("\n%.0f values (%" PRId64 " reports), loaded in %.1f s: %.0f values/s\n\n",
               values, sizes->raw_rows, load_s, values / load_s);
   std::printf("  %-34s %14s %12s\n", "part", "bytes", "bytes/value");
-  const auto row = [&](const char* part, int64_t bytes) {
-    std::printf("  %-34s %14" PRId64 " %12.2f\n", part, bytes, per(bytes));
+  const auto row = [&](const std::string& part, int64_t bytes) {
+    std::printf("  %-34s %14" PRId64 " %12.2f\n", part.c_str(), bytes, per(bytes));
   };
   row("raw partition: heap", sizes->raw_heap);
-  row("  of it, the metrics column", sizes->raw_values_bytes);
+  row("  of it, the values", sizes->raw_values_bytes);
   row("raw partition: TOAST", sizes->raw_toast);
   row("raw partition: indexes", sizes->raw_indexes);
   row("raw partition: total", raw);
-  row("rollups (6 widths)", sizes->rollups);
+  row(absl::StrCat("rollups (", std::size(storage::kRollupWidthsSeconds),
+                   " widths)"),
+      sizes->rollups);
+  row("  of it, the index", sizes->rollup_indexes);
   for (const auto& width : sizes->rollup_widths) {
     row(absl::StrCat("  of it, ", width.width_s, " s stats (", width.rows,
                      " rows)").c_str(),

@@ -142,13 +142,21 @@ TEST_F(MigratorTest, UpCreatesTheSchemaOfTheDesign) {
                              "IN \\('",
                              partition, "'\\)")));
   }
-  // trial_id leads the primary key of every per-trial table.
-  for (const char* table : {"metrics", "series", "system_rollups",
-                            "ingest_positions"}) {
+  // trial_id leads the primary key of every per-trial table, and the
+  // indexes of each partition of metrics (which has no primary key since
+  // 0004).
+  for (const char* table : {"series", "system_rollups", "ingest_positions"}) {
     EXPECT_THAT(catalog, ContainsRegex(absl::StrCat(
                              "constraint ", table,
                              " [a-z_]+ PRIMARY KEY \\(trial_id")))
         << table;
+  }
+  for (const char* partition : {"training", "validation", "generic",
+                                "profiling"}) {
+    EXPECT_THAT(catalog, ContainsRegex(absl::StrCat(
+                             "INDEX [a-z_]+ ON public.metrics_", partition,
+                             " USING btree \\(trial_id")))
+        << partition;
   }
   EXPECT_THAT(catalog,
               HasSubstr("USING gin (labels)"));  // the legacy table's index

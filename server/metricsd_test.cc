@@ -77,8 +77,9 @@ TEST(MetricsdTest, RefusesToStartWhenMigrationsArePending) {
   EXPECT_EQ(code, 1);
   EXPECT_THAT(metricsd->stderr_text(),
               HasSubstr("metricsd: error: the database schema is not current: "
-                        "3 migration(s) pending (0001_init, "
-                        "0002_packed_rollups, 0003_api_tokens); run "
+                        "4 migration(s) pending (0001_init, "
+                        "0002_packed_rollups, 0003_api_tokens, "
+                        "0004_packed_values); run "
                         "\"metricsctl migrate up\" "
                         "or start metricsd with --migrate"));
 }

@@ -5,7 +5,7 @@
 // from stored buckets with the same result as a scan of the raw rows.
 //
 // The store keeps one row per (trial, agent, width, bucket) holding the
-// stats of every series of that agent, packed by EncodeRollup: one row per
+// stats of every series of that agent, packed (rollup_codec.h): one row per
 // agent instead of one per series keeps the upkeep within the ingest
 // transaction cheap (25 series of an agent cost one row write, not 25).
 //
@@ -17,12 +17,8 @@
 #define METRICS_STORAGE_ROLLUP_H_
 
 #include <cstdint>
-#include <string>
-#include <vector>
 
 #include "absl/container/btree_map.h"
-#include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 
 namespace metrics::storage {
 
@@ -65,15 +61,6 @@ int64_t AlignDown(int64_t time_us, int64_t width_us);
 inline int64_t BucketStartMicros(int64_t time_us, int width_s) {
   return AlignDown(time_us, int64_t{width_s} * 1000000);
 }
-
-// A compact binary form (a version byte, then 72 bytes per series in
-// series-id order, little-endian).
-std::string EncodeAgentRollup(const AgentRollup& rollup);
-// DATA_LOSS for bytes that are not EncodeAgentRollup's output.
-absl::StatusOr<AgentRollup> DecodeAgentRollup(absl::string_view bytes);
-// The same, keeping only the series in `wanted` (sorted ascending).
-absl::StatusOr<AgentRollup> DecodeAgentRollup(
-    absl::string_view bytes, const std::vector<int64_t>& wanted);
 
 }  // namespace metrics::storage
 

@@ -1,13 +1,10 @@
 #include "storage/rollup.h"
 
-#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace metrics::storage {
 namespace {
-
-using ::metrics::test_util::StatusIs;
 
 TEST(RollupTest, AddKeepsExtremesAndFirstAndLastByTime) {
   RollupStats s;
@@ -45,20 +42,6 @@ TEST(RollupTest, BucketsAlignToTheEpochAndFloorNegativeTimes) {
   EXPECT_EQ(BucketStartMicros(20'000'000, 10), 20'000'000);
   EXPECT_EQ(BucketStartMicros(3'599'999'999, 3600), 0);
   EXPECT_EQ(BucketStartMicros(-1, 10), -10'000'000);
-}
-
-TEST(RollupTest, EncodeDecodeRoundTripsAndRejectsGarbage) {
-  AgentRollup rollup;
-  rollup[42].Add(1'000'000, 3.25);
-  rollup[42].Add(2'000'000, -7.5);
-  rollup[7].Add(5, 1e300);
-  ASSERT_OK_AND_ASSIGN(AgentRollup decoded,
-                       DecodeAgentRollup(EncodeAgentRollup(rollup)));
-  EXPECT_EQ(decoded, rollup);
-  EXPECT_EQ(EncodeAgentRollup(rollup).size(), 1u + 2 * 72);
-  EXPECT_THAT(DecodeAgentRollup("x"), StatusIs(absl::StatusCode::kDataLoss));
-  EXPECT_THAT(DecodeAgentRollup(EncodeAgentRollup(rollup).substr(0, 50)),
-              StatusIs(absl::StatusCode::kDataLoss));
 }
 
 TEST(RollupTest, MergeAgentRollupMergesPerSeries) {

@@ -17,8 +17,9 @@
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/sql_arrays.h"
 #include "storage/pg/sql_time.h"
-#include "storage/report_json.h"
+#include "storage/packed_report.h"
 #include "storage/rollup.h"
+#include "storage/rollup_codec.h"
 
 namespace metrics::storage::pg {
 
@@ -354,13 +355,20 @@ class GroupTransaction {
                          std::vector<std::string>{
                              "trial_id", "partition_type", "metric_group",
                              "agent_id", "end_time", "total_batches",
-                             "metrics"});
+                             "packed_values"});
+    std::vector<SeriesValue> values;
     for (const Accepted& a : accepted_) {
       for (const Report& report : a.batch->reports) {
+        values.clear();
+        for (size_t v = 0; v < report.values.size(); ++v) {
+          values.emplace_back(a.series_ids[report.series[v]],
+                              report.values[v]);
+        }
+        std::sort(values.begin(), values.end());
         copy << std::make_tuple(a.batch->trial_id, "PROFILING",
                                 a.batch->metric_group, a.batch->agent_id,
                                 TimestampText(report.time_us), report.batch,
-                                ReportJson(*a.batch, report));
+                                ByteaHex(PackReport(values)));
       }
     }
     copy.complete();
@@ -396,7 +404,8 @@ class GroupTransaction {
       const RollupKey key{row[0].as<int32_t>(), row[1].as<std::string>(),
                           row[2].as<int>(), row[3].as<int64_t>()};
       absl::StatusOr<AgentRollup> stored =
-          DecodeAgentRollup(DecodeByteaHex(row[4].as<std::string>()));
+          DecodeAgentRollup(DecodeByteaHex(row[4].as<std::string>()),
+                            std::get<3>(key));
       if (!stored.ok()) throw std::runtime_error(stored.status().ToString());
       MergeAgentRollup(*stored, fresh[key]);
       fresh[key] = *std::move(stored);
@@ -404,7 +413,7 @@ class GroupTransaction {
     std::vector<std::string> stats;
     stats.reserve(fresh.size());
     for (const auto& [key, rollup] : fresh) {
-      stats.push_back(EncodeAgentRollup(rollup));
+      stats.push_back(EncodeAgentRollup(rollup, std::get<3>(key)));
     }
     tx_.exec_prepared(Sql().write_rollups.name, IntArray(trials), TextArray(agents), IntArray(widths),
         IntArray(buckets), ByteaArray(stats));

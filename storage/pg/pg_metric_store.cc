@@ -12,11 +12,14 @@
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "common/status_macros.h"
+#include "storage/packed_report.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/pooled_transaction.h"
+#include "storage/pg/raw_values.h"
 #include "storage/pg/sql_arrays.h"
 #include "storage/pg/sql_time.h"
 #include "storage/report_json.h"
+#include "storage/rollup_codec.h"
 
 namespace metrics::storage::pg {
 
@@ -92,26 +95,35 @@ struct Statements {
   // bucket_start), one per agent.
   PreparedStatement rollups_of_agents{
       "rollups_of_agents",
-      "SELECT stats FROM system_rollups WHERE trial_id = $1 "
-      "AND agent_id = ANY($2::text[]) AND width_s = $3"};
-  // A range scan of the primary key (trial_id, metric_group, agent_id,
-  // end_time, id) from the cursor on; rows without the series ($7, GPU $8)
-  // are skipped by the filter.
-  PreparedStatement readings_after{
-      "readings_after",
-      absl::StrCat(
-          "SELECT t, id, total_batches, v FROM (SELECT ",
-          EpochMicrosSql("end_time"), " AS t, id, total_batches, end_time, ",
-          ReportValueSql("metrics", "$7::text", "$8::text"),
-          " AS v FROM metrics_profiling WHERE trial_id = $1 "
-          "AND metric_group = $2 AND agent_id = $3 AND (end_time, id) > (",
-          TimestampFromMicrosSql("$4"),
-          ", $5)) r WHERE v IS NOT NULL ORDER BY end_time, id LIMIT $6")};
+      absl::StrCat("SELECT stats, ", EpochMicrosSql("bucket_start"),
+                   " FROM system_rollups WHERE trial_id = $1 "
+                   "AND agent_id = ANY($2::text[]) AND width_s = $3")};
+  // Raw rows of an agent from a cursor ($3 time, $4 row id) on, in ingest
+  // order: a range scan of metrics_profiling_system_idx. The
+  // value of the series (name $6, GPU $7) is decoded by the caller from a
+  // packed row, or read here from the jsonb of an older one.
+  PreparedStatement system_rows_after{
+      "system_rows_after", RowsAfterSql(SystemRowsOfAgentSql("$2"))};
+  // The same for the other groups ($8), over metrics_profiling_other_idx.
+  PreparedStatement other_rows_after{
+      "other_rows_after",
+      RowsAfterSql("metric_group = $8 AND metric_group <> 'system' AND "
+                   "agent_id = $2")};
+
+  static std::string RowsAfterSql(absl::string_view rows_of_agent) {
+    return absl::StrCat(
+        "SELECT ", EpochMicrosSql("end_time"), ", id, total_batches, "
+        "packed_values, ", ReportValueSql("metrics", "$6::text", "$7::text"),
+        " FROM metrics_profiling WHERE trial_id = $1 AND ", rows_of_agent,
+        " AND end_time >= ", TimestampFromMicrosSql("$3"),
+        " AND (end_time, id) > (", TimestampFromMicrosSql("$3"),
+        ", $4) ORDER BY end_time, id LIMIT $5");
+  }
 
   std::vector<PreparedStatement> All() const {
     return {trial_exists,      trial_by_id,       list_trials,
             stream_position,   series_of_group,   series_of_every_group,
-            rollups_of_agents, readings_after};
+            rollups_of_agents, system_rows_after, other_rows_after};
   }
 };
 
@@ -126,6 +138,24 @@ absl::Status CheckTrialExists(pqxx::transaction_base& tx, int32_t trial_id) {
         absl::StrCat("trial ", trial_id, " does not exist"));
   }
   return absl::OkStatus();
+}
+
+// The value of series `id` in a raw row: decoded from `packed`, or read
+// from `json` (the row's jsonb value of the series) in an older row.
+absl::StatusOr<std::optional<double>> ValueOf(const pqxx::field& packed,
+                                              const pqxx::field& json,
+                                              int64_t id) {
+  if (packed.is_null()) {
+    if (json.is_null()) return std::nullopt;
+    return json.as<double>();
+  }
+  ASSIGN_OR_RETURN(std::vector<SeriesValue> values,
+                   UnpackReport(DecodeByteaHex(packed.c_str())));
+  const auto it = std::lower_bound(
+      values.begin(), values.end(), id,
+      [](const SeriesValue& v, int64_t wanted) { return v.first < wanted; });
+  if (it == values.end() || it->first != id) return std::nullopt;
+  return it->second;
 }
 
 }  // namespace
@@ -268,8 +298,9 @@ namespace {
 std::string NewestFinestBucketsSql(absl::string_view agents_sql,
                                    absl::string_view width_param) {
   return absl::StrCat(
-      "SELECT a.trial_id, a.agent_id, r.stats FROM (", agents_sql,
-      ") a CROSS JOIN LATERAL (SELECT stats FROM system_rollups r WHERE "
+      "SELECT a.trial_id, a.agent_id, r.stats, r.start_us FROM (", agents_sql,
+      ") a CROSS JOIN LATERAL (SELECT stats, ", EpochMicrosSql("bucket_start"),
+      " AS start_us FROM system_rollups r WHERE "
       "r.trial_id = a.trial_id AND r.agent_id = a.agent_id AND r.width_s = ",
       width_param, " ORDER BY r.bucket_start DESC LIMIT 1) r");
 }
@@ -332,7 +363,8 @@ absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeries(
                  Sql().rollups_of_agents.name, trial_id, TextArray(agents),
                  kRollupWidthsSeconds[std::size(kRollupWidthsSeconds) - 1])) {
           absl::StatusOr<AgentRollup> rollup =
-              DecodeAgentRollup(DecodeByteaHex(row[0].as<std::string>()));
+              DecodeAgentRollup(DecodeByteaHex(row[0].as<std::string>()),
+                                row[1].as<int64_t>());
           if (!rollup.ok()) return rollup.status();
           for (const auto& [id, stats] : *rollup) {
             auto it = by_id.find(id);
@@ -382,7 +414,8 @@ absl::StatusOr<std::vector<LatestValue>> PgMetricStore::LatestValuesOfActiveTria
                  std::string(kSystemGroup), kRollupWidthsSeconds[0])) {
           const int32_t trial_id = row[0].as<int32_t>();
           absl::StatusOr<AgentRollup> rollup =
-              DecodeAgentRollup(DecodeByteaHex(row[2].as<std::string>()));
+              DecodeAgentRollup(DecodeByteaHex(row[2].as<std::string>()),
+                                row[3].as<int64_t>());
           if (!rollup.ok()) return rollup.status();
           for (const auto& [id, stats] : *rollup) {
             auto it = series.find(std::pair(trial_id, id));
@@ -422,7 +455,8 @@ absl::StatusOr<std::vector<AgentActivity>> PgMetricStore::AgentActivityOfTrials(
                  IntArray({trial_ids.begin(), trial_ids.end()}),
                  std::string(kSystemGroup), kRollupWidthsSeconds[0])) {
           absl::StatusOr<AgentRollup> rollup =
-              DecodeAgentRollup(DecodeByteaHex(row[2].as<std::string>()));
+              DecodeAgentRollup(DecodeByteaHex(row[2].as<std::string>()),
+                                row[3].as<int64_t>());
           if (!rollup.ok()) return rollup.status();
           AgentActivity activity{row[0].as<int32_t>(),
                                  row[1].as<std::string>(), INT64_MIN};
@@ -460,21 +494,40 @@ absl::StatusOr<std::vector<Reading>> PgMetricStore::ReadReadings(
       deadline,
       [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<Reading>> {
         std::vector<Reading> readings;
+        if (limit == 0) return readings;
         // The earliest time timestamptz takes, for a cursor at the start.
         constexpr int64_t kYearOne = -62135596800000000;
-        for (const auto& row : tx.exec_prepared(
-                 Sql().readings_after.name, trial_id, series.metric_group,
-                 series.agent_id, std::max(after.time_us, kYearOne),
-                 after.row_id, static_cast<int64_t>(limit), series.name,
-                 series.gpu_uuid)) {
-          Reading r;
-          r.time_us = row[0].as<int64_t>();
-          r.row_id = row[1].as<int64_t>();
-          if (!row[2].is_null()) r.batch = row[2].as<int32_t>();
-          r.value = row[3].as<double>();
-          readings.push_back(r);
+        ReadingCursor cursor{std::max(after.time_us, kYearOne), after.row_id};
+        const bool system = series.metric_group == kSystemGroup;
+        // Rows without the series are skipped here, so a page of rows may
+        // give fewer readings than asked: read pages until enough.
+        for (;;) {
+          const pqxx::result rows =
+              system ? tx.exec_prepared(Sql().system_rows_after.name, trial_id,
+                                        series.agent_id, cursor.time_us,
+                                        cursor.row_id,
+                                        static_cast<int64_t>(limit),
+                                        series.name, series.gpu_uuid)
+                     : tx.exec_prepared(Sql().other_rows_after.name, trial_id,
+                                        series.agent_id, cursor.time_us,
+                                        cursor.row_id,
+                                        static_cast<int64_t>(limit),
+                                        series.name, series.gpu_uuid,
+                                        series.metric_group);
+          for (const auto& row : rows) {
+            Reading r;
+            r.time_us = cursor.time_us = row[0].as<int64_t>();
+            r.row_id = cursor.row_id = row[1].as<int64_t>();
+            if (!row[2].is_null()) r.batch = row[2].as<int32_t>();
+            ASSIGN_OR_RETURN(std::optional<double> value,
+                             ValueOf(row[3], row[4], series.series_id));
+            if (!value) continue;
+            r.value = *value;
+            readings.push_back(r);
+            if (readings.size() == limit) return readings;
+          }
+          if (rows.size() < limit) return readings;
         }
-        return readings;
       });
 }
 
@@ -512,7 +565,8 @@ absl::Status PgMetricStore::ReadRollups(
             r.agent_id = row[0].as<std::string>();
             r.bucket_start_us = row[1].as<int64_t>();
             absl::StatusOr<AgentRollup> stats =
-                DecodeAgentRollup(DecodeByteaHex(row[2].c_str()), wanted);
+                DecodeAgentRollup(DecodeByteaHex(row[2].c_str()),
+                                  r.bucket_start_us, wanted);
             if (!stats.ok()) return stats.status();
             r.stats = *std::move(stats);
             sink.Take(r);
@@ -531,31 +585,31 @@ absl::StatusOr<std::vector<std::vector<Sample>>> PgMetricStore::ReadRawSamples(
       [&](pqxx::transaction_base& tx)
           -> absl::StatusOr<std::vector<std::vector<Sample>>> {
         std::vector<std::vector<Sample>> result(series.size());
-        // One scan per agent, extracting every wanted series of it from the
-        // jsonb in SQL (a statement of its own, so not prepared). Relies on
-        // the primary key (trial_id, metric_group, agent_id, end_time, id):
-        // a range scan in time, then ingest order.
+        // One scan per agent, decoding every wanted series of it (a
+        // statement of its own, so not prepared). Relies on the index
+        // metrics_profiling_system_idx: a range scan in time, then ingest
+        // order.
         absl::btree_map<std::string, std::vector<size_t>> by_agent;
         for (size_t i = 0; i < series.size(); ++i) {
           by_agent[series[i].agent_id].push_back(i);
         }
         for (const auto& [agent, indexes] : by_agent) {
-          std::string columns;
+          std::vector<RawValueColumns::Series> wanted;
           for (size_t i : indexes) {
-            absl::StrAppend(&columns, ", ",
-                            ReportValueSql("metrics", tx.quote(series[i].name),
-                                           tx.quote(series[i].gpu_uuid)));
+            wanted.push_back(
+                {series[i].series_id, series[i].name, series[i].gpu_uuid});
           }
+          const RawValueColumns columns(tx, wanted);
           // One row past the limit tells that there are more.
           const pqxx::result rows = tx.exec_params(
-              absl::StrCat("SELECT ", EpochMicrosSql("end_time"), columns,
-                           " FROM metrics_profiling WHERE trial_id = $1 "
-                           "AND metric_group = $2 AND agent_id = $3 "
-                           "AND end_time >= ", TimestampFromMicrosSql("$4"),
-                           " AND end_time < ", TimestampFromMicrosSql("$5"),
-                           " ORDER BY end_time, id LIMIT $6"),
-              trial_id, std::string(kSystemGroup), agent, from_us, to_us,
-              max_reports + 1);
+              absl::StrCat("SELECT ", EpochMicrosSql("end_time"), ", ",
+                           columns.sql(),
+                           " FROM metrics_profiling WHERE trial_id = $1 AND ",
+                           SystemRowsOfAgentSql("$2"),
+                           " AND end_time >= ", TimestampFromMicrosSql("$3"),
+                           " AND end_time < ", TimestampFromMicrosSql("$4"),
+                           " ORDER BY end_time, id LIMIT $5"),
+              trial_id, agent, from_us, to_us, max_reports + 1);
           if (static_cast<int64_t>(rows.size()) > max_reports) {
             return absl::ResourceExhaustedError(absl::StrCat(
                 "agent ", agent, " has more than ", max_reports,
@@ -563,11 +617,9 @@ absl::StatusOr<std::vector<std::vector<Sample>>> PgMetricStore::ReadRawSamples(
           }
           for (const auto& row : rows) {
             const int64_t t = row[0].as<int64_t>();
-            for (size_t c = 0; c < indexes.size(); ++c) {
-              const pqxx::field value = row[static_cast<int>(c + 1)];
-              if (value.is_null()) continue;
-              result[indexes[c]].push_back({t, value.as<double>()});
-            }
+            RETURN_IF_ERROR(columns.Read(row, 1, [&](size_t c, double value) {
+              result[indexes[c]].push_back({t, value});
+            }));
           }
         }
         return result;

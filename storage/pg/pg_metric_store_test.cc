@@ -199,7 +199,13 @@ TEST_F(PgMetricStoreTest, StoresRawRowRegistryRollupsAndPosition) {
                    "metric_group, agent_id, end_time AT TIME ZONE 'UTC') "
                    "FROM metrics_profiling"),
             "7|PROFILING|system|agent-1|2025-11-22 08:26:41");
-  EXPECT_EQ(Scalar("SELECT metrics::text FROM metrics"),
+  // Packed: a version byte, then a byte of series id step and kind and one
+  // of digits for each of the 3 values. Generic readers see the jsonb
+  // through the view.
+  EXPECT_EQ(Scalar("SELECT format('%s|%s', metrics IS NULL, "
+                   "length(packed_values)) FROM metrics"),
+            "t|7");
+  EXPECT_EQ(Scalar("SELECT metrics::text FROM metrics_unpacked"),
             "{\"gpu_util\": {\"GPU-1\": 50, \"GPU-2\": 60}, "
             "\"cpu_util_simple\": 11}");
   EXPECT_EQ(Scalar("SELECT string_agg(format('%s/%s/%s', agent_id, "
@@ -375,9 +381,10 @@ TEST_F(PgMetricStoreTest, RollupCheckSpotsARawRowThatDisagrees) {
   ASSERT_EQ(Submit(Batch(7, 1)).kind, BatchOutcome::Kind::kStored);
   ASSERT_EQ(Submit(Batch(7, 2)).kind, BatchOutcome::Kind::kStored);
   ASSERT_OK(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
-  Exec("UPDATE metrics_profiling SET metrics = jsonb_set(metrics, "
-       "'{cpu_util_simple}', '99') WHERE end_time = (SELECT min(end_time) "
-       "FROM metrics_profiling)");
+  // The first report's values replaced by the last one's.
+  Exec("UPDATE metrics_profiling SET packed_values = (SELECT packed_values "
+       "FROM metrics_profiling ORDER BY end_time DESC LIMIT 1) "
+       "WHERE end_time = (SELECT min(end_time) FROM metrics_profiling)");
   EXPECT_THAT(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7),
               StatusIs(absl::StatusCode::kInternal,
                        HasSubstr("rollup differs at agent agent-1")));

@@ -16,10 +16,11 @@
 #include "storage/pg/connection.h"
 #include "storage/pg/lock_keys.h"
 #include "storage/pg/pg_errors.h"
+#include "storage/pg/raw_values.h"
 #include "storage/pg/sql_arrays.h"
 #include "storage/pg/sql_time.h"
-#include "storage/report_json.h"
 #include "storage/rollup.h"
+#include "storage/rollup_codec.h"
 
 namespace metrics::storage::pg {
 
@@ -61,7 +62,7 @@ class AgentRebuild {
   void Close(size_t w) {
     widths_.push_back(kRollupWidthsSeconds[w]);
     starts_.push_back(*open_[w]);
-    blobs_.push_back(EncodeAgentRollup(stats_[w]));
+    blobs_.push_back(EncodeAgentRollup(stats_[w], *open_[w]));
     stats_[w].clear();
     open_[w].reset();
     if (blobs_.size() >= kBucketsPerInsert) Flush();
@@ -133,31 +134,27 @@ absl::StatusOr<RebuildSummary> RebuildRollups(
           pqxx::work tx(*conn);
           tx.exec_params("SELECT pg_advisory_xact_lock($1)",
                          RollupLockKey(trial_id, agent));
-          std::vector<std::pair<int64_t, std::string>> series;  // id, expression
+          std::vector<RawValueColumns::Series> series;
           for (const auto& row : tx.exec_params(
                    "SELECT series_id, gpu_uuid, name FROM series "
                    "WHERE trial_id = $1 AND metric_group = 'system' "
                    "AND agent_id = $2 ORDER BY series_id",
                    trial_id, agent)) {
-            series.emplace_back(
-                row[0].as<int64_t>(),
-                ReportValueSql("metrics", tx.quote(row[2].as<std::string>()),
-                               tx.quote(row[1].as<std::string>())));
+            series.push_back({row[0].as<int64_t>(), row[2].as<std::string>(),
+                              row[1].as<std::string>()});
           }
+          const RawValueColumns columns(tx, series);
           tx.exec_params(
               "DELETE FROM system_rollups WHERE trial_id = $1 AND agent_id = $2",
               trial_id, agent);
-          std::string columns;
-          for (const auto& [id, expression] : series) {
-            absl::StrAppend(&columns, ", ", expression);
-          }
           // (time, id) order: the order ingest merged in.
           pqxx::icursorstream rows(
               tx,
-              absl::StrCat("SELECT ", EpochMicrosSql("end_time"), columns,
+              absl::StrCat("SELECT ", EpochMicrosSql("end_time"), ", ",
+                           columns.sql(),
                            " FROM metrics_profiling WHERE trial_id = ",
-                           trial_id, " AND metric_group = 'system' "
-                           "AND agent_id = ", tx.quote(agent),
+                           trial_id, " AND ",
+                           SystemRowsOfAgentSql(tx.quote(agent)),
                            " ORDER BY end_time, id"),
               "rollup_rebuild", kRowsPerFetch);
           AgentRebuild rebuild(tx, trial_id, agent);
@@ -166,12 +163,9 @@ absl::StatusOr<RebuildSummary> RebuildRollups(
             if (block.empty()) break;
             for (const auto& row : block) {
               const int64_t t = row[0].as<int64_t>();
-              for (size_t s = 0; s < series.size(); ++s) {
-                const pqxx::field value = row[static_cast<int>(s + 1)];
-                if (!value.is_null()) {
-                  rebuild.Add(t, series[s].first, value.as<double>());
-                }
-              }
+              RETURN_IF_ERROR(columns.Read(row, 1, [&](size_t s, double v) {
+                rebuild.Add(t, series[s].id, v);
+              }));
             }
             state.rows_done += static_cast<int64_t>(block.size());
             summary.rows += static_cast<int64_t>(block.size());

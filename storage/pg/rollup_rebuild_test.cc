@@ -15,6 +15,7 @@
 #include "storage/pg/pg_metric_store.h"
 #include "storage/pg/sql_arrays.h"
 #include "storage/pg/testing/pg_checks.h"
+#include "storage/rollup_codec.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
 
@@ -82,7 +83,7 @@ class RollupRebuildTest : public ::testing::Test {
     for (absl::string_view row : absl::StrSplit(*rows, ',')) {
       std::vector<std::string> f = absl::StrSplit(row, '|');
       absl::StatusOr<AgentRollup> r =
-          DecodeAgentRollup(DecodeByteaHex("\\x" + f[3]));
+          DecodeAgentRollup(DecodeByteaHex("\\x" + f[3]), std::stoll(f[2]));
       EXPECT_OK(r);
       out[{f[0], std::stoi(f[1]), f[2]}] = *r;
     }

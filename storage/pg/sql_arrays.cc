@@ -45,6 +45,16 @@ std::string TextArray(const std::vector<std::string>& values) {
   return out + "}";
 }
 
+std::string ByteaHex(absl::string_view bytes) {
+  std::string out = "\\x";
+  out.reserve(2 + 2 * bytes.size());
+  for (unsigned char c : bytes) {
+    out += kHex[c >> 4];
+    out += kHex[c & 0xf];
+  }
+  return out;
+}
+
 std::string ByteaArray(const std::vector<std::string>& values) {
   std::string out = "{";
   for (size_t i = 0; i < values.size(); ++i) {

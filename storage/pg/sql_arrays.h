@@ -18,6 +18,8 @@ namespace metrics::storage::pg {
 
 std::string IntArray(const std::vector<int64_t>& values);
 std::string TextArray(const std::vector<std::string>& values);
+// Bytes as bytea's hex input ("\x0a0b"), for COPY and parameters.
+std::string ByteaHex(absl::string_view bytes);
 // Each element written as bytea hex ("\x0a0b").
 std::string ByteaArray(const std::vector<std::string>& values);
 

@@ -23,16 +23,26 @@
 #include "storage/pg/sql_time.h"
 #include "storage/report_json.h"
 #include "storage/rollup.h"
+#include "storage/rollup_codec.h"
 
 namespace metrics::storage::pg::test_util {
 
 namespace {
 
 // Every (agent, series, width, bucket) of a trial aggregated by plain SQL
-// over the raw rows; first and last by (time, id), id being ingest order.
+// over the raw rows, packed ones decoded by the SQL decoder of migration
+// 0004, older ones read from their jsonb; first and last by (time, id), id
+// being ingest order.
 std::string RawAggregatesSql() {
   return absl::StrCat(R"sql(
 WITH samples AS (
+  SELECT m.id, m.agent_id, s.series_id, )sql", EpochMicrosSql("m.end_time"),
+                      R"sql( AS t, u.value AS v
+    FROM metrics_profiling m CROSS JOIN LATERAL metrics_unpack(m.packed_values) u
+    JOIN series s ON s.trial_id = m.trial_id AND s.series_id = u.series_id
+                 AND s.agent_id = m.agent_id AND s.metric_group = 'system'
+   WHERE m.trial_id = $1 AND m.metric_group = 'system'
+  UNION ALL
   SELECT m.id, m.agent_id, s.series_id, )sql", EpochMicrosSql("m.end_time"),
                       " AS t, ",
                       ReportValueSql("m.metrics", "s.name", "s.gpu_uuid"),
@@ -40,7 +50,7 @@ WITH samples AS (
     FROM metrics_profiling m
     JOIN series s ON s.trial_id = m.trial_id AND s.agent_id = m.agent_id
    WHERE m.trial_id = $1 AND m.metric_group = 'system'
-     AND s.metric_group = 'system'
+     AND s.metric_group = 'system' AND m.metrics IS NOT NULL
 )
 SELECT agent_id, series_id, w,
        t - (((t % (w * 1000000)) + w * 1000000) % (w * 1000000)) AS bucket,
@@ -75,7 +85,8 @@ absl::StatusOr<int64_t> CheckRollupsMatchRawRows(const std::string& url,
                           ", stats FROM system_rollups WHERE trial_id = $1"),
              trial_id)) {
       ASSIGN_OR_RETURN(AgentRollup rollup,
-                       DecodeAgentRollup(DecodeByteaHex(row[3].as<std::string>())));
+                       DecodeAgentRollup(DecodeByteaHex(row[3].as<std::string>()),
+                                         row[2].as<int64_t>()));
       for (const auto& [series_id, stats] : rollup) {
         stored[{row[0].as<std::string>(), series_id, row[1].as<int>(),
                 row[2].as<int64_t>()}] = stats;
@@ -131,13 +142,14 @@ absl::StatusOr<int64_t> CheckRollupsMatchRawRows(const std::string& url,
 
 namespace {
 
-// The value of one series in a raw row, as plain SQL: $2 agent, $3 GPU,
-// $4 name; samples of the series are the rows where it is not NULL.
+// The value of one series in a raw row, as a generic reader gets it: the
+// view metrics_unpacked; $2 agent, $3 GPU, $4 name; samples of the series
+// are the rows where it is not NULL.
 std::string SeriesSamplesSql() {
   return absl::StrCat(
       "SELECT t, v, id FROM (SELECT m.id, ", EpochMicrosSql("m.end_time"),
       " AS t, ", ReportValueSql("m.metrics", "$4::text", "$3::text"),
-      " AS v FROM metrics m WHERE m.trial_id = $1 AND m.metric_group = "
+      " AS v FROM metrics_unpacked m WHERE m.trial_id = $1 AND m.metric_group = "
       "'system' AND m.agent_id = $2) s WHERE v IS NOT NULL AND t >= $5 "
       "AND t < $6");
 }
@@ -208,7 +220,7 @@ absl::StatusOr<int64_t> CountRawValues(const std::string& url,
             "SELECT coalesce(sum(CASE jsonb_typeof(e.value) WHEN 'object' "
             "  THEN (SELECT count(*) FROM jsonb_object_keys(e.value)) "
             "  ELSE 1 END), 0)::bigint "
-            "FROM metrics_profiling m, jsonb_each(m.metrics) e "
+            "FROM metrics_unpacked m, jsonb_each(m.metrics) e "
             "WHERE m.trial_id = $1 AND m.metric_group = 'system'",
             trial_id)[0][0]
         .as<int64_t>();
@@ -309,10 +321,11 @@ absl::StatusOr<absl::Duration> CopyRawRows(const std::string& url,
     pqxx::stream_to copy(tx, "metrics_profiling",
                          std::vector<std::string>{"trial_id", "partition_type",
                                                   "metric_group", "agent_id",
-                                                  "end_time", "metrics"});
+                                                  "end_time", "packed_values"});
     for (const RawRow& row : rows) {
       copy << std::make_tuple(trial_id, "PROFILING", "system", row.agent_id,
-                              TimestampText(row.time_us), row.json);
+                              TimestampText(row.time_us),
+                              ByteaHex(row.packed_values));
     }
     copy.complete();
     tx.commit();
@@ -338,7 +351,7 @@ absl::StatusOr<std::pair<absl::Duration, int64_t>> TimeNaiveBucketQuery(
             "       (array_agg(v ORDER BY end_time, id))[1], "
             "       (array_agg(v ORDER BY end_time DESC, id DESC))[1] "
             "FROM (SELECT end_time, id, (metrics ->> $3)::float8 AS v "
-            "        FROM metrics_profiling WHERE trial_id = $1 "
+            "        FROM metrics_unpacked WHERE trial_id = $1 "
             "         AND metric_group = 'system' AND agent_id = $2 "
             "         AND end_time >= timestamptz 'epoch' + $4 * interval '1 microsecond' "
             "         AND end_time < timestamptz 'epoch' + $5 * interval '1 microsecond') s "

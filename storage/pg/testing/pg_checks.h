@@ -73,13 +73,13 @@ absl::StatusOr<int> TerminateBackends(const std::string& url,
 // pg_virtualenv.
 absl::Status RestartServer(const std::string& url);
 
-// For benchmarks: COPYs `rows` (agent id, time, jsonb text) of `trial_id`
+// For benchmarks: COPYs `rows` (agent id, time, packed values) of `trial_id`
 // into the profiling partition in one transaction, the way the ingest
 // writer stores raw rows, and returns how long it took.
 struct RawRow {
   std::string agent_id;
   int64_t time_us = 0;
-  std::string json;
+  std::string packed_values;  // PackReport's bytes
 };
 absl::StatusOr<absl::Duration> CopyRawRows(const std::string& url,
                                            int32_t trial_id,

@@ -38,27 +38,36 @@ absl::StatusOr<StorageSizes> MeasureStorage(const std::string& url) {
     pqxx::nontransaction tx(conn);
     const std::string baseline = kBaseline;
     tx.exec(absl::StrCat("DROP TABLE IF EXISTS ", baseline));
-    // Today's layout as it was: the row as the partition has it, jsonb
-    // never compressed (EXTERNAL), the same primary key.
+    // The layout as it was before migration 0004: the row with its values
+    // as jsonb (as metrics_unpacked gives them), never compressed
+    // (EXTERNAL), under the primary key of then.
     tx.exec(absl::StrCat("CREATE TABLE ", baseline,
                          " (LIKE metrics_profiling INCLUDING DEFAULTS)"));
     tx.exec(absl::StrCat("ALTER TABLE ", baseline,
-                         " ALTER COLUMN metrics SET STORAGE EXTERNAL, "
+                         " DROP COLUMN packed_values, "
+                         "ALTER COLUMN metrics SET NOT NULL, "
+                         "ALTER COLUMN metrics SET STORAGE EXTERNAL, "
                          "ADD PRIMARY KEY (trial_id, metric_group, agent_id, "
                          "end_time, id, partition_type)"));
-    tx.exec(absl::StrCat("INSERT INTO ", baseline,
-                         " SELECT * FROM metrics_profiling"));
+    tx.exec(absl::StrCat(
+        "INSERT INTO ", baseline,
+        " SELECT trial_id, id, partition_type, metric_group, agent_id, "
+        "end_time, total_batches, metrics FROM metrics_unpacked "
+        "WHERE partition_type = 'PROFILING'"));
     tx.exec("VACUUM ANALYZE");
     StorageSizes sizes;
     sizes.raw_rows = Scalar(tx, "SELECT count(*) FROM metrics_profiling");
     sizes.raw_values_bytes = Scalar(
-        tx, "SELECT sum(pg_column_size(metrics)) FROM metrics_profiling");
+        tx, "SELECT sum(coalesce(pg_column_size(packed_values), "
+            "pg_column_size(metrics))) FROM metrics_profiling");
     Measure(tx, "metrics_profiling", sizes.raw_heap, sizes.raw_toast,
             sizes.raw_indexes);
     Measure(tx, baseline, sizes.baseline_heap, sizes.baseline_toast,
             sizes.baseline_indexes);
     sizes.rollups =
         Scalar(tx, "SELECT pg_total_relation_size('system_rollups')");
+    sizes.rollup_indexes =
+        Scalar(tx, "SELECT pg_indexes_size('system_rollups')");
     for (const auto& row : tx.exec(
              "SELECT width_s, count(*), sum(pg_column_size(stats)) FROM "
              "system_rollups GROUP BY width_s ORDER BY width_s")) {

@@ -18,11 +18,12 @@ namespace metrics::storage::pg::test_util {
 // Bytes on disk (every fork but the free space and visibility maps).
 struct StorageSizes {
   int64_t raw_rows = 0;        // reports in the profiling partition
-  int64_t raw_values_bytes = 0;  // of the heap: the `metrics` column's
+  int64_t raw_values_bytes = 0;  // of the heap: the values (packed_values or metrics)
   int64_t raw_heap = 0;        // the profiling partition's table
   int64_t raw_toast = 0;       // its TOAST table and index
   int64_t raw_indexes = 0;     // its indexes
   int64_t rollups = 0;         // system_rollups: table, TOAST, indexes
+  int64_t rollup_indexes = 0;  // of it, the indexes
   // The packed stats of each rollup width (their column's bytes, not the
   // rows' overhead or free space): {width_s, rows, bytes}, finest first.
   struct Width {
