@@ -1,6 +1,7 @@
 // metricsctl: the operator CLI of the metrics service. Applies, reverts and
-// lists schema migrations, rebuilds rollups from raw rows, moves the legacy
-// profiler's data into the new storage, and manages API tokens. Subcommands
+// lists schema migrations, rebuilds rollups from raw rows, applies raw-data
+// retention, moves the legacy profiler's data into the new storage, and
+// manages API tokens. Subcommands
 // parse their own options so each has a --help of its own.
 //
 // Exit codes: 0 success, 1 the operation failed, 2 bad usage.
@@ -21,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/database_url.h"
+#include "ctl/retention_command.h"
 #include "ctl/tokens_command.h"
 #include "migrations/migration.h"
 #include "migrations/migrator.h"
@@ -52,6 +54,9 @@ Commands:
                           move the old profiler's trial_profiler_metrics rows
                           into the new storage (lossless, idempotent,
                           resumable)
+  retention apply --raw-retention=DURATION [--dry-run]
+                          remove raw system rows older than DURATION ("30d");
+                          their rollups stay
   tokens create --role=admin|viewer|reporter [--trial=ID] [--ttl=DURATION]
                 [--name=NAME]
                           create an API token; prints it as the last line
@@ -153,6 +158,7 @@ struct Args {
   std::optional<std::string> role;
   std::optional<std::string> ttl;
   std::optional<std::string> name;
+  std::optional<std::string> raw_retention;
   bool dry_run = false;
   bool help = false;
 };
@@ -188,7 +194,8 @@ std::string Parse(int argc, char** argv, Args& args) {
     }
     if (name != "--database-url" && name != "--migrations-dir" &&
         name != "--to" && name != "--trial" && name != "--chunk-rows" &&
-        name != "--role" && name != "--ttl" && name != "--name") {
+        name != "--role" && name != "--ttl" && name != "--name" &&
+        name != "--raw-retention") {
       return absl::StrCat("unknown option ", name);
     }
     if (!has_value) {
@@ -203,6 +210,8 @@ std::string Parse(int argc, char** argv, Args& args) {
       args.ttl = value;
     } else if (name == "--name") {
       args.name = value;
+    } else if (name == "--raw-retention") {
+      args.raw_retention = value;
     } else if (name == "--migrations-dir") {
       args.migrations_dir = value;
     } else if (name == "--trial") {
@@ -410,6 +419,10 @@ int Run(int argc, char** argv) {
   }
   if (w[0] == "rollups") return Rollups(args);
   if (w[0] == "legacy") return Legacy(args);
+  if (w[0] == "retention") {
+    return RunRetentionCommand({w, common::ResolveDatabaseUrl(args.database_url),
+                                args.raw_retention, args.dry_run, args.help});
+  }
   if (w[0] == "tokens") {
     return RunTokensCommand({w, common::ResolveDatabaseUrl(args.database_url),
                              args.role, args.trial, args.ttl, args.name,

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/time_format.h"
 #include "storage/pg/pg_token_store.h"
 
 namespace metrics::ctl {
@@ -47,21 +48,6 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-// absl's durations, plus days ("90d").
-std::optional<absl::Duration> ParseTtl(const std::string& text) {
-  if (!text.empty() && text.back() == 'd') {
-    int64_t days = 0;
-    if (!absl::SimpleAtoi(text.substr(0, text.size() - 1), &days) ||
-        days <= 0 || days > 100 * 365) {
-      return std::nullopt;
-    }
-    return absl::Hours(24 * days);
-  }
-  absl::Duration d;
-  if (!absl::ParseDuration(text, &d)) return std::nullopt;
-  return d;
-}
-
 std::string When(std::optional<int64_t> us) {
   if (!us) return "-";
   return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromUnixMicros(*us),
@@ -98,7 +84,7 @@ int Create(const TokensArgs& args, storage::pg::PgTokenStore& store) {
   request.trial_id = args.trial;
   if (args.name) request.name = *args.name;
   if (args.ttl) {
-    request.ttl = ParseTtl(*args.ttl);
+    request.ttl = common::ParseDurationWithDays(*args.ttl);
     if (!request.ttl) {
       return Usage(absl::StrCat(
           "--ttl ", *args.ttl, ": must be a duration such as 90d, 12h or 30m"));

@@ -244,11 +244,14 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
       AnswerFromRawSamples(request, plan, max_points, *samples, result);
       return result;
     }
-    // Too dense to read raw: the finest rollup, unless the caller holds us
-    // to a resolution.
-    if (!absl::IsResourceExhausted(samples.status()) || request.resolution_us) {
+    // Too dense to read raw, or raw data expired: the finest rollup,
+    // unless the caller holds us to a resolution.
+    const bool expired = absl::IsOutOfRange(samples.status());
+    if ((!absl::IsResourceExhausted(samples.status()) && !expired) ||
+        request.resolution_us) {
       return samples.status();
     }
+    result.raw_expired = expired;
   }
   if (plan.stored_width_s == 0) {
     plan = PlanAtResolution(result.start_us, result.end_us,

@@ -67,6 +67,9 @@ struct QueryResult {
   int64_t start_us = 0;
   int64_t end_us = 0;
   std::vector<SeriesData> series;
+  // Raw points were wanted but retention removed them: the finest rollup
+  // answered instead.
+  bool raw_expired = false;
 };
 
 class QueryEngine {

@@ -5,6 +5,7 @@
 // point) with the test's own SQL over the raw `metrics` rows.
 #include "query/query_engine.h"
 
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -16,6 +17,7 @@
 #include "common/status_macros.h"
 #include "storage/metric_store_wrapper.h"
 #include "storage/pg/pg_metric_store.h"
+#include "storage/pg/raw_retention.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/test_database.h"
 
@@ -487,6 +489,83 @@ TEST_F(QueryEngineTest, BadRequestsAreRefusedAndEmptyAnswersAreNotErrors) {
   ASSERT_OK_AND_ASSIGN(empty, engine_.Query(request, Deadline()));
   ASSERT_FALSE(empty.series.empty());
   for (const SeriesData& d : empty.series) EXPECT_TRUE(d.count.empty());
+}
+
+// Raw-data retention is database-wide: a database of its own.
+TEST(RawRetentionQueryTest, AnExpiredWindowIsChartedFromRollupsAndSaysSo) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<TestDatabase> db, TestDatabase::Create());
+  storage::pg::PgMetricStoreOptions options;
+  options.database_url = db->url();
+  options.clock = [] { return kT0 + absl::Hours(24 * 365); };
+  std::unique_ptr<storage::pg::PgMetricStore> store =
+      storage::pg::PgMetricStore::Create(options);
+  ASSERT_OK(store->CreateTrial(1, Deadline()));
+  // Two hours at 1 Hz, with a spike a minute.
+  for (int64_t seq = 0; seq < 24; ++seq) {
+    MetricBatch batch;
+    batch.stream_id = "s";
+    batch.sequence = seq + 1;
+    batch.trial_id = 1;
+    batch.agent_id = "agent-a";
+    batch.series = {{"gpu_util", "GPU-0", "percent"}};
+    for (int64_t i = seq * 300; i < (seq + 1) * 300; ++i) {
+      batch.reports.push_back({absl::ToUnixMicros(kT0) + i * kSecond + 1234,
+                               {0},
+                               {i % 60 == 7 ? 100.0 : 20.0 + (i % 13) / 4.0},
+                               std::nullopt});
+    }
+    absl::Notification done;
+    ASSERT_OK(store->SubmitBatch(std::move(batch), [&](BatchOutcome o) {
+      EXPECT_EQ(o.kind, BatchOutcome::Kind::kStored) << o.status;
+      done.Notify();
+    }));
+    ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  }
+  QueryEngine engine(store.get(), QueryOptions{});
+  QueryRequest five_minutes;
+  five_minutes.trial_id = 1;
+  five_minutes.start = kT0 + absl::Minutes(10);
+  five_minutes.end = kT0 + absl::Minutes(15);
+  ASSERT_OK_AND_ASSIGN(QueryResult raw, engine.Query(five_minutes, Deadline()));
+  ASSERT_EQ(raw.series.size(), 1u);
+  EXPECT_EQ(raw.series[0].resolution_us, 0);  // raw points
+  EXPECT_FALSE(raw.raw_expired);
+  QueryRequest at_10s = five_minutes;
+  at_10s.resolution_us = 10 * kSecond;
+  ASSERT_OK_AND_ASSIGN(QueryResult buckets, engine.Query(at_10s, Deadline()));
+
+  storage::pg::RetentionOptions retention;
+  retention.database_url = db->url();
+  retention.raw_retention = absl::Hours(1);
+  retention.now = kT0 + absl::Hours(2);
+  ASSERT_OK_AND_ASSIGN(storage::pg::RetentionSummary removed,
+                       storage::pg::ApplyRawRetention(retention));
+  EXPECT_EQ(removed.rows, 3600);
+
+  ASSERT_OK_AND_ASSIGN(QueryResult expired,
+                       engine.Query(five_minutes, Deadline()));
+  EXPECT_TRUE(expired.raw_expired);
+  ASSERT_EQ(expired.series.size(), 1u);
+  const SeriesData& e = expired.series[0];
+  const SeriesData& b = buckets.series[0];
+  EXPECT_EQ(e.resolution_us, 10 * kSecond);
+  EXPECT_EQ(e.bucket_start_us, b.bucket_start_us);
+  EXPECT_EQ(e.count, b.count);
+  EXPECT_EQ(e.min, b.min);
+  EXPECT_EQ(e.max, b.max);  // the spikes are still there
+  EXPECT_EQ(e.mean, b.mean);
+  EXPECT_EQ(e.last_time_us, b.last_time_us);
+  EXPECT_EQ(*std::max_element(e.max.begin(), e.max.end()), 100.0);
+
+  // After the horizon, raw points as before.
+  QueryRequest recent = five_minutes;
+  recent.start = kT0 + absl::Minutes(70);
+  recent.end = kT0 + absl::Minutes(75);
+  ASSERT_OK_AND_ASSIGN(QueryResult fresh, engine.Query(recent, Deadline()));
+  EXPECT_FALSE(fresh.raw_expired);
+  EXPECT_EQ(fresh.series[0].resolution_us, 0);
+  EXPECT_EQ(fresh.series[0].count.size(), 300u);
+  store->Shutdown(absl::Now() + absl::Seconds(5));
 }
 
 }  // namespace

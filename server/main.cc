@@ -20,6 +20,7 @@
 #include "common/database_url.h"
 #include "common/logging.h"
 #include "common/stop_signals.h"
+#include "common/time_format.h"
 #include "server/metrics_server.h"
 
 ABSL_FLAG(std::string, database_url, "",
@@ -80,6 +81,12 @@ ABSL_FLAG(int64_t, prometheus_max_series, 10000,
 ABSL_FLAG(absl::Duration, stale_after, absl::Seconds(15),
           "An agent of an active trial that has sent nothing for this long "
           "is marked stale on the page and its series leave GET /metrics.");
+ABSL_FLAG(std::string, raw_retention, "",
+          "Remove raw system rows older than this (\"30d\", \"720h\") at "
+          "start and every hour; their rollups stay, so charts of those "
+          "windows load from 10 s buckets up, marked \"raw data expired\". "
+          "Default: keep raw rows forever. metricsctl retention apply does "
+          "the same on demand.");
 ABSL_FLAG(absl::Duration, max_future, absl::Minutes(10),
           "How far ahead of the server's clock a report's time may be.");
 ABSL_FLAG(int, db_pool_size, 4,
@@ -141,6 +148,17 @@ int Run() {
               << absl::FormatDuration(options.stale_after)
               << ": must be positive\n";
     return 2;
+  }
+  if (const std::string retention = absl::GetFlag(FLAGS_raw_retention);
+      !retention.empty()) {
+    const std::optional<absl::Duration> d =
+        metrics::common::ParseDurationWithDays(retention);
+    if (!d || *d <= absl::ZeroDuration() || *d == absl::InfiniteDuration()) {
+      std::cerr << "metricsd: error: --raw-retention " << retention
+                << ": must be a positive duration such as 30d or 720h\n";
+      return 2;
+    }
+    options.raw_retention = *d;
   }
   options.prometheus_max_series =
       static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_prometheus_max_series)));

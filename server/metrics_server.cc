@@ -151,6 +151,14 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
       server->query_engine_.get(), server->store_.get(),
       server->executor_.get(), options.follow, &server->figures_, guard);
 
+  if (options.raw_retention != absl::InfiniteDuration()) {
+    storage::pg::RetentionOptions retention;
+    retention.database_url = options.database_url;
+    retention.raw_retention = options.raw_retention;
+    server->retention_ = std::make_unique<storage::pg::RetentionLoop>(
+        std::move(retention), options.retention_every,
+        [log](const std::string& event) { log(event); });
+  }
   server->prometheus_max_series_ = options.prometheus_max_series;
   server->stale_after_ = options.stale_after;
   server->legacy_service_ = std::make_unique<LegacyProfilerService>(
@@ -236,6 +244,7 @@ void MetricsServer::Shutdown(absl::Duration grace) {
     grpc_->Wait();
   }
   if (http_ != nullptr) http_->Shutdown();
+  retention_.reset();
   // In-flight store calls hold pointers into the store: stop them first.
   if (executor_ != nullptr) executor_->Shutdown();
   if (store_ != nullptr) store_->Shutdown(absl::Now() + grace);

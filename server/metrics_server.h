@@ -39,6 +39,7 @@
 #include "server/services/trial_service.h"
 #include "server/web/web_assets.h"
 #include "storage/pg/pg_metric_store.h"
+#include "storage/pg/raw_retention.h"
 
 namespace metrics::server {
 
@@ -98,6 +99,7 @@ class MetricsServer {
   std::unique_ptr<WebAssets> web_;  // null when no page is served
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<storage::pg::RetentionLoop> retention_;  // with --raw-retention
   int grpc_port_ = 0;
   size_t prometheus_max_series_ = 0;
   absl::Duration stale_after_;

@@ -51,6 +51,10 @@ struct ServerOptions {
   // exporting its last values. A few times an agent's interval and batch
   // age (1 s each by default), plus a reconnect.
   absl::Duration stale_after = absl::Seconds(15);
+  // Raw system rows older than this are removed (their rollups stay), at
+  // start and then every `retention_every`; infinite keeps them forever.
+  absl::Duration raw_retention = absl::InfiniteDuration();
+  absl::Duration retention_every = absl::Hours(1);
   // Memory gRPC may use for calls in progress before it pushes back.
   size_t grpc_memory_bytes = size_t{1} << 30;
   // Whether callers must present an API token (see the README's

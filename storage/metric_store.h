@@ -273,7 +273,9 @@ class MetricStore {
   // in time order (ties in ingest order); result[i] belongs to series[i].
   // RESOURCE_EXHAUSTED when an agent has more than `max_reports` reports in
   // the window: the memory of a read is bounded whatever the data's density
-  // (the caller answers from rollups instead).
+  // (the caller answers from rollups instead). OUT_OF_RANGE when the window
+  // starts before the raw data horizon: raw-data retention removed what was
+  // before it (the rollups are kept).
   virtual absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
       int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
       int64_t to_us, int64_t max_reports, absl::Time deadline) = 0;

@@ -1,7 +1,9 @@
 -- Reverses 0004: packed rows get their values back as jsonb, the primary
--- key returns. Rollups are emptied: this release writes a packed format the
+-- key returns, the raw data horizon is forgotten (what retention removed
+-- stays removed). Rollups are emptied: this release writes a packed format the
 -- one before cannot read; they are derived data, rebuild them with
 -- `metricsctl rollups rebuild` of that release.
+DROP TABLE raw_retention;
 ALTER TABLE system_rollups SET (fillfactor = 70);
 TRUNCATE system_rollups;
 

@@ -139,6 +139,14 @@ CREATE VIEW metrics_unpacked AS
            AS metrics
   FROM metrics;
 
+-- Raw-data retention (metricsctl retention apply, metricsd --raw-retention):
+-- raw system rows before `horizon` have been removed; their windows chart
+-- from the rollups, which stay. Written before any row goes.
+CREATE TABLE raw_retention (
+  singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  horizon timestamptz NOT NULL
+);
+
 -- Closed buckets are never updated again: fill their pages. The live
 -- bucket's updates find room in the last pages, where new rows go.
 ALTER TABLE system_rollups SET (fillfactor = 100);

@@ -174,6 +174,7 @@ void AppendChartJson(std::string& out, const v1::QuerySeriesResponse& answer) {
   }
   const bool chart = answer.view() == v1::QuerySeriesRequest::CHART;
   if (chart) out += "\"view\":\"CHART\",";
+  if (answer.raw_expired()) out += "\"rawExpired\":true,";
   out += "\"series\":[";
   for (int i = 0; i < answer.series_size(); ++i) {
     const v1::SeriesBuckets& b = answer.series(i);

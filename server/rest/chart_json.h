@@ -18,7 +18,9 @@
 // where bucket i starts at firstBucketMs + i * resolutionMs and null marks
 // an empty bucket; raw points (resolutionMs 0) carry "bucketStartMs"
 // instead of "firstBucketMs"; lastSampleMs is the newest sample in the
-// answer's buckets. Values have 6 significant digits (the page
+// answer's buckets. Either view carries "rawExpired": true when raw points
+// were wanted but retention removed them (the finest stored buckets answer
+// instead). Values have 6 significant digits (the page
 // shows 3; a spike of 100 still reads 100).
 // bench/chart_json_bench compares it with protobuf's JSON printer.
 //

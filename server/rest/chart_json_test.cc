@@ -70,6 +70,15 @@ TEST(ChartJsonTest, TheChartViewIsCompact) {
   std::string json;
   AppendChartJson(json, answer);
   EXPECT_THAT(json, HasSubstr("\"view\":\"CHART\""));
+  EXPECT_THAT(json, Not(HasSubstr("rawExpired")));
+  // Retention removed the raw points: said in either view.
+  answer.set_raw_expired(true);
+  for (auto view : {v1::QuerySeriesRequest::CHART, v1::QuerySeriesRequest::FULL}) {
+    answer.set_view(view);
+    std::string expired;
+    AppendChartJson(expired, answer);
+    EXPECT_THAT(expired, HasSubstr("\"rawExpired\":true,")) << view;
+  }
   EXPECT_THAT(json, HasSubstr(
       "\"resolutionMs\":10000,\"firstBucketMs\":1705610860000,"
       "\"min\":[0.333333,0.333333,null,0.333333],\"max\":[100,100,null,100],"

@@ -89,6 +89,7 @@ void QueryResultToProto(const query::QueryResult& result,
                         v1::QuerySeriesRequest::View view,
                         v1::QuerySeriesResponse* proto) {
   proto->set_view(view);
+  proto->set_raw_expired(result.raw_expired);
   if (result.end_us > result.start_us) {
     MicrosToProto(result.start_us, proto->mutable_start());
     MicrosToProto(result.end_us, proto->mutable_end());

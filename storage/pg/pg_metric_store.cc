@@ -585,6 +585,18 @@ absl::StatusOr<std::vector<std::vector<Sample>>> PgMetricStore::ReadRawSamples(
       [&](pqxx::transaction_base& tx)
           -> absl::StatusOr<std::vector<std::vector<Sample>>> {
         std::vector<std::vector<Sample>> result(series.size());
+        // One snapshot for the horizon and the rows: retention records its
+        // horizon before it removes a row, so rows after a horizon this
+        // snapshot has not seen are all still here.
+        tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+        if (const pqxx::result horizon = tx.exec(absl::StrCat(
+                "SELECT ", EpochMicrosSql("horizon"), " FROM raw_retention"));
+            !horizon.empty() && from_us < horizon[0][0].as<int64_t>()) {
+          return absl::OutOfRangeError(absl::StrCat(
+              "raw samples before ",
+              absl::FormatTime(absl::FromUnixMicros(horizon[0][0].as<int64_t>())),
+              " have expired (raw retention)"));
+        }
         // One scan per agent, decoding every wanted series of it (a
         // statement of its own, so not prepared). Relies on the index
         // metrics_profiling_system_idx: a range scan in time, then ingest

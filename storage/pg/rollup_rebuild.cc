@@ -111,6 +111,18 @@ absl::StatusOr<RebuildSummary> RebuildRollups(
       return absl::NotFoundError(
           absl::StrCat("trial ", trial_id, " does not exist"));
     }
+    // Rebuilding buckets whose raw rows retention removed would lose them.
+    if (const pqxx::result expired = tx.exec_params(
+            "SELECT horizon FROM raw_retention WHERE EXISTS (SELECT 1 FROM "
+            "system_rollups WHERE trial_id = $1 AND bucket_start < horizon)",
+            trial_id);
+        !expired.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "trial ", trial_id, " has data from before ",
+          expired[0][0].as<std::string>(),
+          ", whose raw rows raw-data retention removed; rebuilding its "
+          "rollups would lose those windows"));
+    }
     for (const auto& row : tx.exec_params(
              "SELECT DISTINCT agent_id FROM series WHERE trial_id = $1 "
              "AND metric_group = 'system' ORDER BY 1",

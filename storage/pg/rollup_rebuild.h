@@ -35,7 +35,8 @@ struct RebuildSummary {
   int64_t buckets = 0;  // rollup rows written
 };
 
-// NOT_FOUND for an unknown trial. `progress` (optional) is called after
+// NOT_FOUND for an unknown trial; FAILED_PRECONDITION for one with rollups
+// before the raw data horizon (raw-data retention removed their rows). `progress` (optional) is called after
 // each block of rows and at each agent's end, on the caller's thread.
 absl::StatusOr<RebuildSummary> RebuildRollups(
     const std::string& database_url, int32_t trial_id,

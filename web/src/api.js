@@ -89,7 +89,7 @@ export function listSeries(trialId) {
   return request(`/api/v1/trials/${trialId}/metrics/system/series`);
 }
 
-// Chart data: {start, end, view, series: [{series, resolutionMs,
+// Chart data: {start, end, view, rawExpired (when true), series: [{series, resolutionMs,
 // lastSampleMs, firstBucketMs or bucketStartMs, min, max, mean}]} (see
 // server/rest/chart_json.h).
 export function querySeries(trialId, query, signal) {

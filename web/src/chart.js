@@ -58,6 +58,7 @@ export class FamilyChart {
     this.lines = new Map();  // series key -> {series, buckets: Map(ms -> {min,max,mean})}
     this.shown = [];  // the plotted lines, in legend order
     this.lastSampleMs = null;  // the newest sample charted
+    this.rawExpired = false;  // the answer's raw points were removed by retention
     this.resolutionMs = null;
     this.unit = '';
     this.plot = null;
@@ -89,8 +90,11 @@ export class FamilyChart {
     this.element.dataset.state = isError ? 'error' : 'loading';
   }
 
-  // Replaces the chart's data with a QuerySeries answer's series.
-  setData(seriesBuckets) {
+  // Replaces the chart's data with a QuerySeries answer's series;
+  // rawExpired: the answer's rawExpired (raw points were removed by
+  // retention, so these are the finest stored buckets).
+  setData(seriesBuckets, rawExpired = false) {
+    this.rawExpired = rawExpired;
     this.lines.clear();
     this.resolutionMs = null;
     this.lastSampleMs = null;
@@ -153,8 +157,10 @@ export class FamilyChart {
       this.element.dataset.state = 'empty';
       return;
     }
-    this.detailElement.textContent = formatResolution(this.resolutionMs);
+    this.detailElement.textContent = formatResolution(this.resolutionMs) +
+      (this.rawExpired ? ' (raw data expired)' : '');
     this.element.dataset.resolutionMs = String(this.resolutionMs);
+    this.element.dataset.rawExpired = String(this.rawExpired === true);
     const xs = [...times].sort((a, b) => a - b);
     const data = [xs.map((t) => t / 1000)];
     for (const line of lines) {

@@ -300,7 +300,7 @@ export class ProfilerView {
         const list = byFamily.get(familyOf.get(sb.series.name));
         if (list) list.push(sb);
       }
-      for (const [id, list] of byFamily) this.charts.get(id).setData(list);
+      for (const [id, list] of byFamily) this.charts.get(id).setData(list, answer.rawExpired === true);
     }, (e) => {
       if (generation !== this.generation) return;
       const text = `The charts could not be loaded: ${sentence(e.message)}`;
@@ -380,7 +380,7 @@ export class ProfilerView {
       let newest = Number(this.windowText.dataset.endMs) || this.span.endMs;
       for (const [id, list] of byFamily) {
         const chart = this.charts.get(id);
-        if (first) chart.setData(list);
+        if (first) chart.setData(list, result.rawExpired === true);
         else chart.merge(list);
         if (chart.lastSampleMs !== null) newest = Math.max(newest, chart.lastSampleMs + 1);
       }

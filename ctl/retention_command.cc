@@ -1,0 +1,104 @@
+#include "ctl/retention_command.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/time_format.h"
+#include "storage/pg/raw_retention.h"
+
+namespace metrics::ctl {
+
+const char kRetentionHelp[] =
+    R"(Usage: metricsctl retention apply --raw-retention=DURATION [--dry-run] [--database-url URL]
+
+Removes raw system rows (the metrics table's profiling partition, metric
+group "system") older than DURATION ("30d", "720h"), agent by agent, in
+steps of 10 000 rows, each a short transaction of its own: ingest and
+queries go on meanwhile. The rollups stay: charts of those windows load from
+the stored buckets (10 s and coarser) and say "raw data expired". Nothing
+else is touched. The time before which raw rows are gone (the horizon) is
+recorded first and never moves back. Ends with a VACUUM of the partition,
+so new rows reuse the space. metricsd --raw-retention=DURATION does the same
+at start and every hour.
+
+  --raw-retention=DURATION  how long raw rows are kept
+  --dry-run                 count the rows that would go; change nothing
+
+Shows progress, then a summary.
+)";
+
+int RunRetentionCommand(const RetentionArgs& args) {
+  const std::vector<std::string>& w = args.words;
+  if (w.size() < 2 || w[1] != "apply" || args.help) {
+    std::cout << kRetentionHelp;
+    return args.help ? 0 : 2;
+  }
+  const auto usage = [](const std::string& message) {
+    std::cerr << "metricsctl: " << message
+              << "\nRun \"metricsctl retention apply --help\" for usage.\n";
+    return 2;
+  };
+  if (w.size() > 2) return usage(absl::StrCat("unexpected argument \"", w[2], "\""));
+  if (!args.raw_retention) {
+    return usage("retention apply needs --raw-retention=DURATION");
+  }
+  const std::optional<absl::Duration> retention =
+      common::ParseDurationWithDays(*args.raw_retention);
+  if (!retention || *retention <= absl::ZeroDuration() ||
+      *retention == absl::InfiniteDuration()) {
+    return usage(absl::StrCat("--raw-retention ", *args.raw_retention,
+                              ": must be a positive duration such as 30d "
+                              "or 720h"));
+  }
+  storage::pg::RetentionOptions options;
+  options.database_url = args.database_url;
+  options.raw_retention = *retention;
+  options.dry_run = args.dry_run;
+  const bool tty = ::isatty(STDERR_FILENO);
+  const absl::Time start = absl::Now();
+  absl::Time last_line = absl::InfinitePast();
+  options.progress = [&](const storage::pg::RetentionProgress& p) {
+    const std::string line = absl::StrFormat(
+        "%s: agent %d/%d (%s of trial %d), %d rows %s, %.1f s",
+        args.dry_run ? "counting" : "removing",
+        std::min(p.agents_done + 1, p.agents_total), p.agents_total,
+        p.agent_id, p.trial_id, p.rows, args.dry_run ? "found" : "removed",
+        absl::ToDoubleSeconds(absl::Now() - start));
+    if (tty) {
+      std::cerr << "\r" << line << "\x1b[K" << std::flush;
+    } else if (absl::Now() - last_line > absl::Seconds(2) ||
+               p.agents_done == p.agents_total) {
+      last_line = absl::Now();
+      std::cerr << line << "\n";
+    }
+  };
+  absl::StatusOr<storage::pg::RetentionSummary> summary =
+      storage::pg::ApplyRawRetention(options);
+  if (tty) std::cerr << "\n";
+  if (!summary.ok()) {
+    std::cerr << "metricsctl: error: " << summary.status().message()
+              << "\nWhat was removed stays removed; run it again to go on.\n";
+    return 1;
+  }
+  const std::string horizon = common::Rfc3339(summary->horizon);
+  if (args.dry_run) {
+    std::cout << absl::StrFormat(
+        "dry run: %d raw rows of %d agents are before %s and would be "
+        "removed; nothing changed\n",
+        summary->rows, summary->agents, horizon);
+    return 0;
+  }
+  std::cout << absl::StrFormat(
+      "removed %d raw rows before %s (%d agents) in %.1f s%s; rollups kept\n",
+      summary->rows, horizon, summary->agents,
+      absl::ToDoubleSeconds(absl::Now() - start),
+      summary->vacuumed ? ", partition vacuumed" : "");
+  return 0;
+}
+
+}  // namespace metrics::ctl
