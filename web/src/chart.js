@@ -157,8 +157,7 @@ export class FamilyChart {
       this.element.dataset.state = 'empty';
       return;
     }
-    this.detailElement.textContent = formatResolution(this.resolutionMs) +
-      (this.rawExpired ? ' (raw data expired)' : '');
+    this.detailElement.textContent = formatResolution(this.resolutionMs, this.rawExpired);
     this.element.dataset.resolutionMs = String(this.resolutionMs);
     this.element.dataset.rawExpired = String(this.rawExpired === true);
     const xs = [...times].sort((a, b) => a - b);

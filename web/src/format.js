@@ -80,8 +80,11 @@ export function byteTickSteps() {
   return steps;
 }
 
-// "raw points" for 0, else the bucket width: "10 s", "1 min", "6 h", "1 d".
-export function formatResolution(ms) {
+// "raw points" for 0, else the bucket width: "10 s", "1 min", "6 h", "1 d";
+// rawExpired (the answer's flag) says why buckets stand where raw points
+// would be.
+export function formatResolution(ms, rawExpired = false) {
+  if (rawExpired) return `${formatResolution(ms)} (raw data expired)`;
   if (!ms) return 'raw points';
   const units = [
     [86400000, 'd'],

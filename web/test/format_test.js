@@ -25,6 +25,7 @@ test('bucket widths and durations', () => {
   assert.equal(formatResolution(600000), '10 min buckets');
   assert.equal(formatResolution(7200000), '2 h buckets');
   assert.equal(formatResolution(1500), '1500 ms buckets');
+  assert.equal(formatResolution(10000, true), '10 s buckets (raw data expired)');
   assert.equal(formatDuration(45000), '45 s');
   assert.equal(formatDuration(7 * 86400000), '7 d');
 });
