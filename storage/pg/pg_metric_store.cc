@@ -627,10 +627,11 @@ absl::StatusOr<std::vector<std::vector<Sample>>> PgMetricStore::ReadRawSamples(
                 "agent ", agent, " has more than ", max_reports,
                 " reports in the window"));
           }
+          const std::vector<size_t>& of_agent = indexes;  // capturable
           for (const auto& row : rows) {
             const int64_t t = row[0].as<int64_t>();
             RETURN_IF_ERROR(columns.Read(row, 1, [&](size_t c, double value) {
-              result[indexes[c]].push_back({t, value});
+              result[of_agent[c]].push_back({t, value});
             }));
           }
         }

@@ -59,7 +59,10 @@ absl::StatusOr<RetentionSummary> ApplyRawRetention(
 
   RetentionProgress progress;
   progress.agents_total = static_cast<int>(agents.size());
-  for (const auto& [trial, agent] : agents) {
+  for (const auto& pair : agents) {
+    // Named copies: lambdas cannot capture structured bindings in C++17.
+    const int32_t trial = pair.first;
+    const std::string& agent = pair.second;
     progress.trial_id = trial;
     progress.agent_id = agent;
     RETURN_IF_ERROR(GuardPg(
