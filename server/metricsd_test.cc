@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "proto/grpc/health/v1/health.grpc.pb.h"
 #include "tests/testing/http_client.h"
+#include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
 
@@ -140,6 +141,50 @@ TEST(MetricsdTest, UnusableAddressIsOneClearLine) {
   EXPECT_EQ(metricsd->stderr_text(),
             "metricsd: error: --grpc-address \"localhost\": no port "
             "(expected host:port)\n");
+}
+
+TEST(MetricsdTest, RawRetentionFlagRemovesOldRawRowsAtStart) {
+  std::unique_ptr<TestDatabase> db = NewDatabase(/*migrate=*/true);
+  ASSERT_NE(db, nullptr);
+  const auto sql = [&](const std::string& statement) {
+    absl::StatusOr<std::string> r =
+        storage::pg::test_util::QueryScalar(db->url(), statement);
+    EXPECT_OK(r);
+    return r.ok() ? *r : "";
+  };
+  sql("INSERT INTO trials (id) VALUES (1)");
+  ASSERT_EQ(sql("INSERT INTO series (trial_id, metric_group, agent_id, name) "
+                "VALUES (1, 'system', 'a', 'cpu_util_simple') "
+                "RETURNING series_id"),
+            "1");
+  // Packed rows of one value (series 1, 9.8) 40, 35 and 1 days old.
+  sql("INSERT INTO metrics_profiling (trial_id, partition_type, metric_group, "
+      "agent_id, end_time, packed_values) SELECT 1, 'PROFILING', 'system', "
+      "'a', now() - d * interval '1 day', '\\x011162'::bytea "
+      "FROM unnest(ARRAY[40, 35, 1]) d");
+  ASSERT_OK_AND_ASSIGN(auto metricsd,
+                       StartMetricsd(*db, {"--raw-retention=30d", "--auth=off"}));
+  ASSERT_OK(metricsd->WaitForLine("HTTP listening on", absl::Seconds(30)).status());
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (sql("SELECT count(*) FROM metrics_profiling") != "1" &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(sql("SELECT count(*) FROM metrics_profiling WHERE end_time > "
+                "now() - interval '2 days'"),
+            "1");
+  metricsd->Signal(SIGTERM);
+  ASSERT_OK_AND_ASSIGN(int code, metricsd->Wait(absl::Seconds(30)));
+  EXPECT_EQ(code, 0) << metricsd->stderr_text();
+  EXPECT_THAT(metricsd->stderr_text(),
+              HasSubstr("raw retention: removed 2 raw rows before"));
+
+  ASSERT_OK_AND_ASSIGN(auto bad, StartMetricsd(*db, {"--raw-retention=0d"}));
+  ASSERT_OK_AND_ASSIGN(code, bad->Wait(absl::Seconds(30)));
+  EXPECT_EQ(code, 2);
+  EXPECT_THAT(bad->stderr_text(),
+              HasSubstr("metricsd: error: --raw-retention 0d: must be a "
+                        "positive duration such as 30d or 720h"));
 }
 
 }  // namespace

@@ -572,6 +572,31 @@ describe('profiler page', { timeout: 180000 }, () => {
     assert.match(await status.innerText(), /^Last sample [A-Z][a-z]{2} \d+, /);
   });
 
+  it('charts a window whose raw rows retention removed from buckets, and says so', async () => {
+    // Retention back to a day after the run's start: its first day's raw rows
+    // go (the other trials are all newer).
+    const hours = Math.floor((Date.now() - (runStartMs + DAY_MS)) / 3600000);
+    execFileSync(metricsctlPath, ['retention', 'apply', `--raw-retention=${hours}h`,
+      '--database-url', `dbname=${server.db}`], { encoding: 'utf8' });
+    await page.evaluate((id) => { location.hash = `#/trials/${id}`; }, RUN_TRIAL);
+    await page.waitForFunction((n) => window.profiler && window.profiler.trialId === n &&
+      window.profiler.charts.size === 7, RUN_TRIAL);
+    await allChartsReady(page);
+    const detail = page.locator('section[data-family="cpu"] .chart-detail');
+    assert.doesNotMatch(await detail.innerText(), /expired/);  // the week: rollups anyway
+    // The first 17 hours, then 50 minutes of them: raw points before
+    // retention.
+    await dragAcross(page, 'cpu', 0, 0.1);
+    await page.waitForFunction(() => window.profiler.charts.get('cpu').resolutionMs < 600000);
+    await allChartsReady(page);
+    await dragAcross(page, 'cpu', 0.2, 0.25);
+    await page.waitForFunction(() => window.profiler.charts.get('cpu').rawExpired === true,
+      null, { timeout: 15000 });
+    await allChartsReady(page);
+    assert.equal(await detail.innerText(), '10 s buckets (raw data expired)');
+    assert.ok((await chartFacts(page, 'cpu')).xs.length > 10);
+  });
+
   it('says so when a trial is missing, a token revoked, or the service down', async () => {
     await page.evaluate(() => { location.hash = '#/trials/999999'; });
     await page.locator('.error-box h1').waitFor();

@@ -333,6 +333,25 @@ absl::StatusOr<absl::Duration> CopyRawRows(const std::string& url,
   });
 }
 
+absl::Status MakeNaiveJsonRows(const std::string& url,
+                               const std::string& rows_sql) {
+  return GuardPg("making the naive query's jsonb rows", [&]() -> absl::Status {
+    pqxx::connection conn(url);
+    pqxx::nontransaction tx(conn);
+    tx.exec(
+        "CREATE TABLE IF NOT EXISTS naive_json_rows (trial_id integer NOT "
+        "NULL, id bigserial, metric_group text NOT NULL DEFAULT 'system', "
+        "agent_id text NOT NULL, end_time timestamptz NOT NULL, metrics "
+        "jsonb NOT NULL, PRIMARY KEY (trial_id, metric_group, agent_id, "
+        "end_time, id))");
+    tx.exec(absl::StrCat("INSERT INTO naive_json_rows (trial_id, agent_id, "
+                         "end_time, metrics) ",
+                         rows_sql));
+    tx.exec("VACUUM ANALYZE naive_json_rows");
+    return absl::OkStatus();
+  });
+}
+
 absl::StatusOr<std::pair<absl::Duration, int64_t>> TimeNaiveBucketQuery(
     const std::string& url, int32_t trial_id, const std::string& agent_id,
     const std::string& name, int64_t from_us, int64_t to_us,
@@ -351,7 +370,7 @@ absl::StatusOr<std::pair<absl::Duration, int64_t>> TimeNaiveBucketQuery(
             "       (array_agg(v ORDER BY end_time, id))[1], "
             "       (array_agg(v ORDER BY end_time DESC, id DESC))[1] "
             "FROM (SELECT end_time, id, (metrics ->> $3)::float8 AS v "
-            "        FROM metrics_unpacked WHERE trial_id = $1 "
+            "        FROM naive_json_rows WHERE trial_id = $1 "
             "         AND metric_group = 'system' AND agent_id = $2 "
             "         AND end_time >= timestamptz 'epoch' + $4 * interval '1 microsecond' "
             "         AND end_time < timestamptz 'epoch' + $5 * interval '1 microsecond') s "

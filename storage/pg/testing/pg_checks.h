@@ -85,9 +85,17 @@ absl::StatusOr<absl::Duration> CopyRawRows(const std::string& url,
                                            int32_t trial_id,
                                            const std::vector<RawRow>& rows);
 
+// For benchmarks: the table TimeNaiveBucketQuery reads, rows in the layout
+// before migration 0004 (values as jsonb, the old primary key), made by the
+// caller's INSERT ... SELECT `rows_sql` of (trial_id, agent_id, end_time,
+// metrics).
+absl::Status MakeNaiveJsonRows(const std::string& url,
+                               const std::string& rows_sql);
+
 // For benchmarks: runs the naive answer to a chart query, a date_bin
-// GROUP BY over the raw rows of one agent-wide series computing count, min,
-// max, mean, first and last per bucket, and returns (elapsed, buckets).
+// GROUP BY over the jsonb rows of one agent-wide series (MakeNaiveJsonRows)
+// computing count, min, max, mean, first and last per bucket, and returns
+// (elapsed, buckets).
 absl::StatusOr<std::pair<absl::Duration, int64_t>> TimeNaiveBucketQuery(
     const std::string& url, int32_t trial_id, const std::string& agent_id,
     const std::string& name, int64_t from_us, int64_t to_us,
