@@ -4,6 +4,7 @@
 // they decode must encode and decode again to the same values, bit for bit.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -34,7 +35,11 @@ void CheckRollup(absl::string_view bytes, int64_t start_us) {
   if (!rollup.ok()) return;
   auto again = metrics::storage::DecodeAgentRollup(
       metrics::storage::EncodeAgentRollup(*rollup, start_us), start_us);
-  if (!again.ok() || again->size() != rollup->size()) __builtin_trap();
+  if (!again.ok() || again->size() != rollup->size()) {
+    std::fprintf(stderr, "re-encoded rollup of %zu series: %s\n",
+                 rollup->size(), again.status().ToString().c_str());
+    __builtin_trap();
+  }
   for (const auto& [id, s] : *rollup) {
     const auto it = again->find(id);
     if (it == again->end()) __builtin_trap();
@@ -44,6 +49,19 @@ void CheckRollup(absl::string_view bytes, int64_t start_us) {
         !Same(s.min, t.min) || !Same(s.max, t.max) ||
         !Same(s.first_value, t.first_value) ||
         !Same(s.last_value, t.last_value)) {
+      // Show what changed, then stop.
+      std::fprintf(stderr,
+                   "series %lld changed: count %lld/%lld, times %lld..%lld / "
+                   "%lld..%lld, sum %a/%a, min %a/%a, max %a/%a, first %a/%a, "
+                   "last %a/%a\n",
+                   static_cast<long long>(id), static_cast<long long>(s.count),
+                   static_cast<long long>(t.count),
+                   static_cast<long long>(s.first_time_us),
+                   static_cast<long long>(s.last_time_us),
+                   static_cast<long long>(t.first_time_us),
+                   static_cast<long long>(t.last_time_us), s.sum, t.sum, s.min,
+                   t.min, s.max, t.max, s.first_value, t.first_value,
+                   s.last_value, t.last_value);
       __builtin_trap();
     }
   }

@@ -40,15 +40,14 @@ bool ReadOffset(absl::string_view& in, int64_t& offset_us) {
   uint64_t v;
   if (!ReadVarint(in, v)) return false;
   const uint64_t n = v >> 2;
-  constexpr uint64_t kMax = uint64_t{INT64_MAX} / 1000000;
   switch (v & 3) {
     case kMicros: offset_us = static_cast<int64_t>(n); return true;
     case kMillis:
-      if (n > kMax) return false;
+      if (n > uint64_t{INT64_MAX} / 1000) return false;
       offset_us = static_cast<int64_t>(n) * 1000;
       return true;
     case kSeconds:
-      if (n > kMax) return false;
+      if (n > uint64_t{INT64_MAX} / 1000000) return false;
       offset_us = static_cast<int64_t>(n) * 1000000;
       return true;
     default: offset_us = -static_cast<int64_t>(n); return true;
@@ -61,6 +60,10 @@ bool Same(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 // from being undefined behaviour (the result is then garbage, not a crash).
 int64_t Add(int64_t a, int64_t b) {
   return static_cast<int64_t>(static_cast<uint64_t>(a) +
+                              static_cast<uint64_t>(b));
+}
+int64_t Diff(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) -
                               static_cast<uint64_t>(b));
 }
 
@@ -77,8 +80,8 @@ void EncodeStats(std::string& out, const RollupStats& s, int64_t start_us,
                  bool same_shape) {
   if (!same_shape) {
     AppendVarint(out, static_cast<uint64_t>(s.count));
-    AppendOffset(out, Add(s.first_time_us, -start_us));
-    if (s.count > 1) AppendOffset(out, Add(s.last_time_us, -s.first_time_us));
+    AppendOffset(out, Diff(s.first_time_us, start_us));
+    if (s.count > 1) AppendOffset(out, Diff(s.last_time_us, s.first_time_us));
   }
   if (s.count == 1) {
     const EncodedValue v = EncodeValue(s.first_value);
@@ -167,6 +170,7 @@ T Get(const char*& in) {
 }
 
 absl::StatusOr<AgentRollup> DecodeFormat1(absl::string_view bytes,
+                                          int64_t start_us,
                                           const std::vector<int64_t>* wanted) {
   if ((bytes.size() - 1) % kFormat1EntryBytes != 0) {
     return absl::DataLossError(absl::StrCat(
@@ -184,6 +188,23 @@ absl::StatusOr<AgentRollup> DecodeFormat1(absl::string_view bytes,
     s.first_value = Get<double>(in);
     s.last_time_us = Get<int64_t>(in);
     s.last_value = Get<double>(in);
+    // Registry ids are positive; Add and Merge make at least one sample,
+    // and for one sample all fields alike; a bucket's times are near its
+    // start (format 2 stores offsets of up to 2^62 microseconds).
+    constexpr int64_t kFar = int64_t{1} << 62;
+    const int64_t from_start = Diff(s.first_time_us, start_us);
+    const int64_t span = Diff(s.last_time_us, s.first_time_us);
+    if (id < 1 || s.count < 1 || from_start <= -kFar || from_start >= kFar ||
+        span < 0 || span >= kFar ||
+        (s.count == 1 &&
+         (s.first_time_us != s.last_time_us || !Same(s.sum, s.first_value) ||
+          !Same(s.min, s.first_value) || !Same(s.max, s.first_value) ||
+          !Same(s.last_value, s.first_value)))) {
+      return absl::DataLossError(absl::StrCat(
+          "rollup row of ", bytes.size(),
+          " bytes is not in packed format 1: series ", id, " (count ",
+          s.count, ") is not a registry id with stats samples give"));
+    }
     if (wanted == nullptr ||
         std::binary_search(wanted->begin(), wanted->end(), id)) {
       rollup[id] = s;
@@ -195,7 +216,7 @@ absl::StatusOr<AgentRollup> DecodeFormat1(absl::string_view bytes,
 absl::StatusOr<AgentRollup> Decode(absl::string_view bytes, int64_t start_us,
                                    const std::vector<int64_t>* wanted) {
   if (!bytes.empty() && bytes[0] == kFormat1) {
-    return DecodeFormat1(bytes, wanted);
+    return DecodeFormat1(bytes, start_us, wanted);
   }
   const auto corrupt = [&] {
     return absl::DataLossError(absl::StrCat(
