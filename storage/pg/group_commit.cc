@@ -12,12 +12,12 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/strings/str_cat.h"
+#include "storage/packed_report.h"
 #include "storage/pg/change_notifier.h"
 #include "storage/pg/lock_keys.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/sql_arrays.h"
 #include "storage/pg/sql_time.h"
-#include "storage/packed_report.h"
 #include "storage/rollup.h"
 #include "storage/rollup_codec.h"
 
