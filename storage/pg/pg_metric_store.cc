@@ -12,7 +12,6 @@
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "common/status_macros.h"
-#include "storage/packed_report.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/pooled_transaction.h"
 #include "storage/pg/raw_values.h"
@@ -99,9 +98,8 @@ struct Statements {
                    " FROM system_rollups WHERE trial_id = $1 "
                    "AND agent_id = ANY($2::text[]) AND width_s = $3")};
   // Raw rows of an agent from a cursor ($3 time, $4 row id) on, in ingest
-  // order: a range scan of metrics_profiling_system_idx. The
-  // value of the series (name $6, GPU $7) is decoded by the caller from a
-  // packed row, or read here from the jsonb of an older one.
+  // order: a range scan of metrics_profiling_system_idx. The value columns
+  // are RawValueColumns' for the series (name $6, GPU $7).
   PreparedStatement system_rows_after{
       "system_rows_after", RowsAfterSql(SystemRowsOfAgentSql("$2"))};
   // The same for the other groups ($8), over metrics_profiling_other_idx.
@@ -138,24 +136,6 @@ absl::Status CheckTrialExists(pqxx::transaction_base& tx, int32_t trial_id) {
         absl::StrCat("trial ", trial_id, " does not exist"));
   }
   return absl::OkStatus();
-}
-
-// The value of series `id` in a raw row: decoded from `packed`, or read
-// from `json` (the row's jsonb value of the series) in an older row.
-absl::StatusOr<std::optional<double>> ValueOf(const pqxx::field& packed,
-                                              const pqxx::field& json,
-                                              int64_t id) {
-  if (packed.is_null()) {
-    if (json.is_null()) return std::nullopt;
-    return json.as<double>();
-  }
-  ASSIGN_OR_RETURN(std::vector<SeriesValue> values,
-                   UnpackReport(DecodeByteaHex(packed.c_str())));
-  const auto it = std::lower_bound(
-      values.begin(), values.end(), id,
-      [](const SeriesValue& v, int64_t wanted) { return v.first < wanted; });
-  if (it == values.end() || it->first != id) return std::nullopt;
-  return it->second;
 }
 
 }  // namespace
@@ -499,6 +479,10 @@ absl::StatusOr<std::vector<Reading>> PgMetricStore::ReadReadings(
         constexpr int64_t kYearOne = -62135596800000000;
         ReadingCursor cursor{std::max(after.time_us, kYearOne), after.row_id};
         const bool system = series.metric_group == kSystemGroup;
+        // Decodes the columns from packed_values on (as RawValueColumns
+        // lays them out, here with parameters for the name and GPU).
+        const RawValueColumns columns(
+            tx, {{series.series_id, series.name, series.gpu_uuid}});
         // Rows without the series are skipped here, so a page of rows may
         // give fewer readings than asked: read pages until enough.
         for (;;) {
@@ -519,10 +503,12 @@ absl::StatusOr<std::vector<Reading>> PgMetricStore::ReadReadings(
             r.time_us = cursor.time_us = row[0].as<int64_t>();
             r.row_id = cursor.row_id = row[1].as<int64_t>();
             if (!row[2].is_null()) r.batch = row[2].as<int32_t>();
-            ASSIGN_OR_RETURN(std::optional<double> value,
-                             ValueOf(row[3], row[4], series.series_id));
-            if (!value) continue;
-            r.value = *value;
+            bool found = false;
+            RETURN_IF_ERROR(columns.Read(row, 3, [&](size_t, double value) {
+              r.value = value;
+              found = true;
+            }));
+            if (!found) continue;
             readings.push_back(r);
             if (readings.size() == limit) return readings;
           }

@@ -376,6 +376,69 @@ TEST_F(PgMetricStoreTest, RollupsEqualAggregatesOfTheRawRows) {
   EXPECT_EQ(raw_values, stored_values);
 }
 
+// Rows written before migration 0004 keep their jsonb: raw reads and
+// readings see them beside packed rows, in time order.
+TEST_F(PgMetricStoreTest, RowsOfTheOldJsonFormAreReadBesidePackedOnes) {
+  MakeTrial(7);
+  ASSERT_EQ(Submit(Batch(7, 1)).kind, BatchOutcome::Kind::kStored);
+  ASSERT_EQ(Submit(Batch(7, 2)).kind, BatchOutcome::Kind::kStored);
+  // At kT0 + 1.5 s, between the two, as the old writer stored it.
+  Exec(absl::StrCat(
+      "INSERT INTO metrics_profiling (trial_id, partition_type, metric_group, "
+      "agent_id, end_time, total_batches, metrics) VALUES (7, 'PROFILING', "
+      "'system', 'agent-1', to_timestamp(", absl::ToUnixSeconds(kT0),
+      " + 1.5), 9, '{\"cpu_util_simple\": 12.5, \"gpu_util\": {\"GPU-2\": 61}}')"));
+  ASSERT_OK_AND_ASSIGN(std::vector<SeriesInfo> series,
+                       store_->ListSeries(7, false, Deadline()));
+  ASSERT_EQ(series.size(), 3u);  // cpu, GPU-1, GPU-2 (by name, then GPU)
+  ASSERT_OK_AND_ASSIGN(
+      std::vector<std::vector<Sample>> raw,
+      store_->ReadRawSamples(7, series, absl::ToUnixMicros(kT0),
+                             absl::ToUnixMicros(kT0 + absl::Seconds(10)), 100,
+                             Deadline()));
+  const auto values = [](const std::vector<Sample>& samples) {
+    std::vector<double> v;
+    for (const Sample& s : samples) v.push_back(s.value);
+    return v;
+  };
+  EXPECT_THAT(values(raw[0]), ElementsAre(11, 12.5, 12));
+  EXPECT_THAT(values(raw[1]), ElementsAre(50, 50));  // GPU-1: not in the old row
+  EXPECT_THAT(values(raw[2]), ElementsAre(60, 61, 60));
+  ASSERT_OK_AND_ASSIGN(std::vector<Reading> readings,
+                       store_->ReadReadings(7, series[2], {}, 10, Deadline()));
+  ASSERT_EQ(readings.size(), 3u);
+  EXPECT_EQ(readings[1].value, 61);
+  EXPECT_EQ(readings[1].batch, 9);
+}
+
+// A page of raw rows may hold none of a series' values: readings read on
+// until they have as many as asked, and stop at the end.
+TEST_F(PgMetricStoreTest, ReadingsPageOnPastRowsWithoutTheSeries) {
+  MakeTrial(7);
+  for (int64_t seq = 1; seq <= 7; ++seq) {
+    MetricBatch batch = Batch(7, seq);
+    if (seq % 3 != 0) {  // GPU-2 only in reports 3 and 6
+      batch.reports[0].series = {0, 1};
+      batch.reports[0].values = {1.0 * seq, 2.0 * seq};
+    }
+    ASSERT_EQ(Submit(std::move(batch)).kind, BatchOutcome::Kind::kStored);
+  }
+  ASSERT_OK_AND_ASSIGN(std::vector<SeriesInfo> series,
+                       store_->ListSeries(7, false, Deadline()));
+  const SeriesInfo& gpu2 = series[2];
+  ASSERT_EQ(gpu2.gpu_uuid, "GPU-2");
+  ASSERT_OK_AND_ASSIGN(std::vector<Reading> first,
+                       store_->ReadReadings(7, gpu2, {}, 1, Deadline()));
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].time_us, absl::ToUnixMicros(kT0 + absl::Seconds(3)));
+  ASSERT_OK_AND_ASSIGN(
+      std::vector<Reading> rest,
+      store_->ReadReadings(7, gpu2, {first[0].time_us, first[0].row_id}, 2,
+                           Deadline()));
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].time_us, absl::ToUnixMicros(kT0 + absl::Seconds(6)));
+}
+
 TEST_F(PgMetricStoreTest, RollupCheckSpotsARawRowThatDisagrees) {
   MakeTrial(7);
   ASSERT_EQ(Submit(Batch(7, 1)).kind, BatchOutcome::Kind::kStored);

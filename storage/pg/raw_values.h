@@ -40,6 +40,8 @@ class RawValueColumns {
   RawValueColumns(pqxx::transaction_base& tx, const std::vector<Series>& series);
 
   // The select list to add ("packed_values, <one jsonb value per series>").
+  // A prepared statement may write the same columns with parameters in
+  // place of the quoted names; Read reads either.
   const std::string& sql() const { return sql_; }
 
   // Calls found(i, value) for each series i of the constructor's list that
