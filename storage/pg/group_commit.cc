@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <tuple>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "storage/pg/change_notifier.h"
 #include "storage/pg/lock_keys.h"
 #include "storage/pg/pg_errors.h"
+#include "storage/pg/series_resolver.h"
 #include "storage/pg/sql_arrays.h"
 #include "storage/pg/sql_time.h"
 #include "storage/rollup.h"
@@ -30,13 +32,6 @@ using StreamKey = std::pair<int32_t, std::string>;  // (trial, stream id)
 // (trial, agent, width, bucket start in microseconds)
 using RollupKey = std::tuple<int32_t, std::string, int, int64_t>;
 
-std::string SeriesCacheKey(int32_t trial, absl::string_view group,
-                           absl::string_view agent, absl::string_view gpu,
-                           absl::string_view name) {
-  return absl::StrCat(trial, "\x1f", group, "\x1f", agent, "\x1f", gpu,
-                      "\x1f", name);
-}
-
 // The writer's statements, prepared on each writer connection.
 struct Statements {
   PreparedStatement read_positions{
@@ -50,31 +45,6 @@ struct Statements {
       "read_trials",
       "SELECT id, state FROM trials WHERE id = ANY($1::int[]) "
       "ORDER BY id FOR SHARE"};
-  PreparedStatement count_series{
-      "count_series",
-      "INSERT INTO trial_series_counts AS c (trial_id, series_count) "
-      "VALUES ($1, 0) ON CONFLICT (trial_id) "
-      "DO UPDATE SET series_count = c.series_count "
-      "RETURNING series_count"};
-  PreparedStatement insert_series{
-      "insert_series",
-      "INSERT INTO series (trial_id, metric_group, agent_id, gpu_uuid, "
-      "name, unit) "
-      "SELECT $1, $6, $2, g, n, u "
-      "FROM unnest($3::text[], $4::text[], $5::text[]) AS k(g, n, u) "
-      "ON CONFLICT (trial_id, metric_group, agent_id, gpu_uuid, name) "
-      "DO NOTHING RETURNING 1"};
-  PreparedStatement add_series_count{
-      "add_series_count",
-      "UPDATE trial_series_counts SET series_count = series_count + $2 "
-      "WHERE trial_id = $1"};
-  PreparedStatement look_up_series{
-      "look_up_series",
-      "SELECT s.series_id, s.gpu_uuid, s.name, s.unit FROM series s "
-      "JOIN unnest($3::text[], $4::text[]) AS k(gpu_uuid, name) "
-      "USING (gpu_uuid, name) "
-      "WHERE s.trial_id = $1 AND s.metric_group = $5 "
-      "AND s.agent_id = $2"};
   PreparedStatement lock_rollups{
       "lock_rollups",
       "SELECT pg_advisory_xact_lock(k) FROM "
@@ -110,7 +80,7 @@ struct Statements {
       "SET last_sequence = excluded.last_sequence, updated_at = now()"};
 
   std::vector<PreparedStatement> All() const {
-    return {read_positions, read_trials, count_series, insert_series, add_series_count, look_up_series, lock_rollups, read_rollups, write_rollups, notify, write_positions};
+    return {read_positions, read_trials, lock_rollups, read_rollups, write_rollups, notify, write_positions};
   }
 };
 
@@ -124,29 +94,43 @@ const Statements& Sql() {
 // The state of one Commit: what it read, decided and will write.
 class GroupTransaction {
  public:
-  GroupTransaction(GroupCommitter& committer, pqxx::work& tx)
-      : committer_(committer), tx_(tx) {}
+  // `lock_counts_early`: see SeriesResolver.
+  GroupTransaction(GroupCommitter& committer, pqxx::work& tx,
+                   bool lock_counts_early)
+      : committer_(committer),
+        tx_(tx),
+        series_(tx, committer.series_cache_, committer.max_series_per_trial_,
+                lock_counts_early) {}
 
-  std::vector<BatchOutcome> Run(const std::vector<PendingBatch*>& group) {
+  // Empty when a trial's series count passed its limit through another
+  // transaction meanwhile (see SeriesResolver): the transaction must not
+  // commit.
+  std::optional<std::vector<BatchOutcome>> Run(
+      const std::vector<PendingBatch*>& group) {
     ReadPositions(group);
     ReadTrials(group);
+    LookUpSeries(group);
     std::vector<BatchOutcome> outcomes;
-    for (PendingBatch* pending : group) outcomes.push_back(Decide(*pending));
+    for (PendingBatch* pending : group) {
+      outcomes.push_back(Decide(*pending, outcomes.size()));
+    }
+    RegisterSeries(outcomes);
     WriteRawRows();
     WriteRollups();
     WritePositions();
     Notify();
+    if (!series_.AddCounts()) return std::nullopt;
     return outcomes;
   }
 
-  // Series registered by this transaction, for the cache once it commits.
-  absl::flat_hash_map<std::string, GroupCommitter::RegisteredSeries>& new_series() {
-    return new_series_;
-  }
+  // Series read or registered by this transaction, for the cache once it
+  // commits.
+  SeriesCache& found_series() { return series_.found(); }
 
  private:
   struct Accepted {
     const MetricBatch* batch;
+    size_t outcome;                   // its index in the group
     std::vector<int64_t> series_ids;  // parallel to batch->series
   };
 
@@ -178,7 +162,25 @@ class GroupTransaction {
     }
   }
 
-  BatchOutcome Decide(const PendingBatch& pending) {
+  // One look-up of the series the cache lacks, for the batches that may be
+  // stored (not refused already, not duplicates).
+  void LookUpSeries(const std::vector<PendingBatch*>& group) {
+    std::vector<const MetricBatch*> batches;
+    for (const PendingBatch* p : group) {
+      if (!p->rejection.ok()) continue;
+      const MetricBatch& batch = p->batch;
+      if (!batch.stream_id.empty()) {
+        const auto found = positions_.find({batch.trial_id, batch.stream_id});
+        if (found != positions_.end() && batch.sequence <= found->second) {
+          continue;
+        }
+      }
+      batches.push_back(&batch);
+    }
+    series_.LookUp(batches);
+  }
+
+  BatchOutcome Decide(const PendingBatch& pending, size_t index) {
     const MetricBatch& batch = pending.batch;
     BatchOutcome outcome;
     outcome.sequence = batch.sequence;
@@ -206,9 +208,9 @@ class GroupTransaction {
       }
     }
     absl::Status refusal = pending.rejection;
-    Accepted accepted{&batch, {}};
+    Accepted accepted{&batch, index, {}};
     if (refusal.ok()) refusal = CheckTrial(batch.trial_id, batch.backfill);
-    if (refusal.ok()) refusal = ResolveSeries(batch, accepted.series_ids);
+    if (refusal.ok()) refusal = series_.Resolve(batch, accepted.series_ids);
     if (streamed) {
       positions_[key] = batch.sequence;
       advanced_[key] = batch.sequence;
@@ -233,118 +235,22 @@ class GroupTransaction {
     return CheckTrialTakesMetrics("batch.trial_id", trial_id, found->second);
   }
 
-  const GroupCommitter::RegisteredSeries* FindSeries(const std::string& key) const {
-    if (auto it = new_series_.find(key); it != new_series_.end()) {
-      return &it->second;
-    }
-    if (auto it = committer_.series_cache_.find(key);
-        it != committer_.series_cache_.end()) {
-      return &it->second;
-    }
-    return nullptr;
-  }
-
-  // Fills `ids` with the registry id of each declared series, registering
-  // new ones. Refuses (nothing registered) a unit that differs from the
-  // registered one, or new series past the trial's limit.
-  absl::Status ResolveSeries(const MetricBatch& batch,
-                             std::vector<int64_t>& ids) {
-    const size_t n = batch.series.size();
-    ids.assign(n, 0);
-    std::vector<std::string> keys(n);
-    std::vector<size_t> missing;
-    for (size_t i = 0; i < n; ++i) {
-      const SeriesDeclaration& s = batch.series[i];
-      keys[i] = SeriesCacheKey(batch.trial_id, batch.metric_group,
-                               batch.agent_id, s.gpu_uuid, s.name);
-      if (FindSeries(keys[i]) == nullptr) missing.push_back(i);
-    }
-    if (!missing.empty()) {
-      LookUpRegistry(batch, missing);
-      std::vector<size_t> still_missing;
-      for (size_t i : missing) {
-        if (FindSeries(keys[i]) == nullptr) still_missing.push_back(i);
+  // Registers the planned series, then gives the accepted batches their
+  // ids; refuses those whose series another transaction registered
+  // meanwhile with another unit.
+  void RegisterSeries(std::vector<BatchOutcome>& outcomes) {
+    series_.Register();
+    std::vector<Accepted> kept;
+    for (Accepted& a : accepted_) {
+      absl::Status complete = series_.Complete(*a.batch, a.series_ids);
+      if (complete.ok()) {
+        kept.push_back(std::move(a));
+        continue;
       }
-      missing.swap(still_missing);
+      outcomes[a.outcome].kind = BatchOutcome::Kind::kRejected;
+      outcomes[a.outcome].status = std::move(complete);
     }
-    for (size_t i = 0; i < n; ++i) {
-      const GroupCommitter::RegisteredSeries* info = FindSeries(keys[i]);
-      if (info == nullptr) continue;
-      if (absl::Status same = SameUnit(batch, i, *info); !same.ok()) {
-        return same;
-      }
-      ids[i] = info->id;
-    }
-    if (missing.empty()) return absl::OkStatus();
-
-    // The trial's counter row, locked until commit, serialises registrations
-    // in one trial (across lanes and instances): the limit is exact, and
-    // checking it costs O(1).
-    const int64_t registered =
-        tx_.exec_prepared(Sql().count_series.name, batch.trial_id)[0][0]
-            .as<int64_t>();
-    if (registered + static_cast<int64_t>(missing.size()) >
-        committer_.max_series_per_trial_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "batch.series: trial ", batch.trial_id, " has ", registered,
-          " series and this batch adds ", missing.size(),
-          "; the limit per trial is ", committer_.max_series_per_trial_));
-    }
-    std::vector<std::string> gpus, names, units;
-    for (size_t i : missing) {
-      gpus.push_back(batch.series[i].gpu_uuid);
-      names.push_back(batch.series[i].name);
-      units.push_back(batch.series[i].unit);
-    }
-    // A concurrent insert of the same series (another metricsd) makes ON
-    // CONFLICT skip it; the look-up below then finds the committed row.
-    const pqxx::result inserted = tx_.exec_prepared(Sql().insert_series.name, batch.trial_id, batch.agent_id, TextArray(gpus), TextArray(names),
-        TextArray(units), batch.metric_group);
-    tx_.exec_prepared(Sql().add_series_count.name, batch.trial_id, static_cast<int64_t>(inserted.size()));
-    LookUpRegistry(batch, missing);
-    for (size_t i : missing) {
-      const GroupCommitter::RegisteredSeries* info = FindSeries(keys[i]);
-      if (info == nullptr) {
-        throw std::logic_error(absl::StrCat("series \"", batch.series[i].name,
-                                            "\" missing after its insert"));
-      }
-      // Another metricsd may have registered it meanwhile, with its unit.
-      if (absl::Status same = SameUnit(batch, i, *info); !same.ok()) {
-        return same;
-      }
-      ids[i] = info->id;
-    }
-    return absl::OkStatus();
-  }
-
-  static absl::Status SameUnit(const MetricBatch& batch, size_t i,
-                               const GroupCommitter::RegisteredSeries& info) {
-    const SeriesDeclaration& s = batch.series[i];
-    if (info.unit == s.unit) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "batch.series[", i, "].unit: \"", s.unit, "\" differs from \"",
-        info.unit, "\", the unit series \"", s.name, "\"",
-        s.gpu_uuid.empty() ? "" : " of GPU ", s.gpu_uuid, " of agent ",
-        batch.agent_id, " was registered with"));
-  }
-
-  // Reads the registry rows of the given series into new_series_. Relies on
-  // the unique key (trial_id, metric_group, agent_id, gpu_uuid, name).
-  void LookUpRegistry(const MetricBatch& batch,
-                      const std::vector<size_t>& which) {
-    std::vector<std::string> gpus, names;
-    for (size_t i : which) {
-      gpus.push_back(batch.series[i].gpu_uuid);
-      names.push_back(batch.series[i].name);
-    }
-    for (const auto& row : tx_.exec_prepared(Sql().look_up_series.name, batch.trial_id, batch.agent_id, TextArray(gpus),
-             TextArray(names), batch.metric_group)) {
-      new_series_[SeriesCacheKey(batch.trial_id, batch.metric_group,
-                                 batch.agent_id,
-                                 row[1].as<std::string>(),
-                                 row[2].as<std::string>())] = {
-          row[0].as<int64_t>(), row[3].as<std::string>()};
-    }
+    accepted_.swap(kept);
   }
 
   void WriteRawRows() {
@@ -469,10 +375,10 @@ class GroupTransaction {
 
   GroupCommitter& committer_;
   pqxx::work& tx_;
+  SeriesResolver series_;
   std::map<StreamKey, int64_t> positions_;
   std::map<StreamKey, int64_t> advanced_;
   absl::flat_hash_map<int32_t, TrialState> trials_;
-  absl::flat_hash_map<std::string, GroupCommitter::RegisteredSeries> new_series_;
   std::vector<Accepted> accepted_;
 };
 
@@ -481,25 +387,34 @@ absl::StatusOr<std::vector<BatchOutcome>> GroupCommitter::Commit(
   return GuardPg(
       "committing ingest batches",
       [&]() -> absl::StatusOr<std::vector<BatchOutcome>> {
-        pqxx::work tx(conn);
-        GroupTransaction work(*this, tx);
-        std::vector<BatchOutcome> outcomes = work.Run(group);
-        tx.commit();
-        // A cache, not a registry: dropping it costs one look-up per series
-        // when next seen, and keeps a long-running server's memory bounded.
-        if (series_cache_.size() + work.new_series().size() >
-            kMaxCachedSeries) {
-          series_cache_.clear();
+        for (bool lock_counts_early : {false, true}) {
+          pqxx::work tx(conn);
+          GroupTransaction work(*this, tx, lock_counts_early);
+          std::optional<std::vector<BatchOutcome>> outcomes = work.Run(group);
+          if (!outcomes.has_value()) continue;  // `tx` rolls back
+          tx.commit();
+          // A cache, not a registry: dropping it costs one look-up per
+          // series when next seen, and keeps a long-running server's memory
+          // bounded.
+          if (series_cache_.size() + work.found_series().size() >
+              kMaxCachedSeries) {
+            series_cache_.clear();
+          }
+          for (auto& [key, info] : work.found_series()) {
+            series_cache_.insert_or_assign(key, std::move(info));
+          }
+          return *std::move(outcomes);
         }
-        for (auto& [key, info] : work.new_series()) {
-          series_cache_.insert_or_assign(key, std::move(info));
-        }
-        return outcomes;
+        throw std::logic_error("a series limit race with the count locked");
       });
 }
 
 std::vector<PreparedStatement> GroupCommitter::Statements() {
-  return Sql().All();
+  std::vector<PreparedStatement> all = Sql().All();
+  for (PreparedStatement& s : SeriesResolver::Statements()) {
+    all.push_back(std::move(s));
+  }
+  return all;
 }
 
 size_t FinestRollupBuckets(const MetricBatch& batch) {

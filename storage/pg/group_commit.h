@@ -6,7 +6,11 @@
 // partition of `metrics` by COPY, new series into the registry, the packed
 // rollups of every width merged with what is stored, and the stream's
 // position. A batch whose sequence number leaves a gap fails without using
-// its number.
+// its number. The series of all the group's batches are looked up and
+// registered with a fixed number of statements (SeriesResolver); the
+// trials' series counters are locked only just before the commit, and the
+// group is decided again with them locked early if another transaction's
+// registrations passed a limit meanwhile.
 //
 // Runs on a writer thread; the committer keeps a bounded cache of series
 // ids (they never change once registered), filled only from committed
@@ -21,11 +25,11 @@
 
 #include <pqxx/connection>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "storage/metric_store.h"
 #include "storage/pg/prepared.h"
+#include "storage/pg/series_resolver.h"
 
 namespace metrics::storage::pg {
 
@@ -61,14 +65,8 @@ class GroupCommitter {
   static std::vector<PreparedStatement> Statements();
 
  private:
-  // A registry entry as the writer needs it.
-  struct RegisteredSeries {
-    int64_t id;
-    std::string unit;
-  };
-
   const int max_series_per_trial_;
-  absl::flat_hash_map<std::string, RegisteredSeries> series_cache_;
+  SeriesCache series_cache_;
 
   friend class GroupTransaction;
 };
