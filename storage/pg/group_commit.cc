@@ -125,7 +125,9 @@ class GroupTransaction {
 
   // Series read or registered by this transaction, for the cache once it
   // commits.
-  SeriesCache& found_series() { return series_.found(); }
+  const absl::flat_hash_map<std::string, FoundSeries>& found_series() const {
+    return series_.found();
+  }
 
  private:
   struct Accepted {
@@ -393,15 +395,8 @@ absl::StatusOr<std::vector<BatchOutcome>> GroupCommitter::Commit(
           std::optional<std::vector<BatchOutcome>> outcomes = work.Run(group);
           if (!outcomes.has_value()) continue;  // `tx` rolls back
           tx.commit();
-          // A cache, not a registry: dropping it costs one look-up per
-          // series when next seen, and keeps a long-running server's memory
-          // bounded.
-          if (series_cache_.size() + work.found_series().size() >
-              kMaxCachedSeries) {
-            series_cache_.clear();
-          }
-          for (auto& [key, info] : work.found_series()) {
-            series_cache_.insert_or_assign(key, std::move(info));
+          for (const auto& [key, found] : work.found_series()) {
+            series_cache_.Insert(found.labels(), found.id, found.unit);
           }
           return *std::move(outcomes);
         }

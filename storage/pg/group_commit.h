@@ -50,7 +50,7 @@ size_t FinestRollupBuckets(const MetricBatch& batch);
 
 class GroupCommitter {
  public:
-  // Series ids cached per committer at most (about 100 bytes each).
+  // Series ids cached per committer at most (about 35 bytes each).
   static constexpr size_t kMaxCachedSeries = 200000;
 
   explicit GroupCommitter(int max_series_per_trial)
@@ -66,7 +66,7 @@ class GroupCommitter {
 
  private:
   const int max_series_per_trial_;
-  SeriesCache series_cache_;
+  SeriesIdCache series_cache_{kMaxCachedSeries};
 
   friend class GroupTransaction;
 };

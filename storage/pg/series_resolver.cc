@@ -64,22 +64,27 @@ absl::Status DifferentUnit(const MetricBatch& batch, size_t i,
       batch.agent_id, " was registered with"));
 }
 
-std::string KeyOf(const MetricBatch& batch, size_t i) {
-  return SeriesCacheKey(batch.trial_id, batch.metric_group, batch.agent_id,
-                        batch.series[i].gpu_uuid, batch.series[i].name);
-}
-
-}  // namespace
-
-std::string SeriesCacheKey(int32_t trial, absl::string_view group,
-                           absl::string_view agent, absl::string_view gpu,
-                           absl::string_view name) {
-  // Labels are printable (batch validation), so the separator is unambiguous.
+// Labels are printable (batch validation), so the separator is unambiguous.
+std::string SeriesKey(int32_t trial, absl::string_view group,
+                      absl::string_view agent, absl::string_view gpu,
+                      absl::string_view name) {
   return absl::StrCat(trial, "\x1f", group, "\x1f", agent, "\x1f", gpu,
                       "\x1f", name);
 }
 
-SeriesResolver::SeriesResolver(pqxx::work& tx, const SeriesCache& cache,
+std::string KeyOf(const MetricBatch& batch, size_t i) {
+  return SeriesKey(batch.trial_id, batch.metric_group, batch.agent_id,
+                   batch.series[i].gpu_uuid, batch.series[i].name);
+}
+
+SeriesLabels LabelsOf(const MetricBatch& batch, size_t i) {
+  return {batch.trial_id, batch.metric_group, batch.agent_id,
+          batch.series[i].gpu_uuid, batch.series[i].name};
+}
+
+}  // namespace
+
+SeriesResolver::SeriesResolver(pqxx::work& tx, const SeriesIdCache& cache,
                                int max_series_per_trial,
                                bool lock_counts_early)
     : tx_(tx),
@@ -92,10 +97,13 @@ std::vector<PreparedStatement> SeriesResolver::Statements() {
   return {s.look_up, s.insert, s.lock_count, s.peek_count, s.add_count};
 }
 
-const RegisteredSeries* SeriesResolver::Find(const std::string& key) const {
-  if (auto it = found_.find(key); it != found_.end()) return &it->second;
-  if (auto it = cache_.find(key); it != cache_.end()) return &it->second;
-  return nullptr;
+std::optional<SeriesIdCache::Entry> SeriesResolver::Find(
+    const MetricBatch& batch, size_t i) const {
+  if (auto cached = cache_.Find(LabelsOf(batch, i))) return cached;
+  if (found_.empty()) return std::nullopt;
+  const auto it = found_.find(KeyOf(batch, i));
+  if (it == found_.end()) return std::nullopt;
+  return SeriesIdCache::Entry{it->second.id, it->second.unit};
 }
 
 void SeriesResolver::Read(const std::vector<int64_t>& trials,
@@ -107,10 +115,18 @@ void SeriesResolver::Read(const std::vector<int64_t>& trials,
   for (const auto& row : tx_.exec_prepared(
            Sql().look_up.name, IntArray(trials), TextArray(groups),
            TextArray(agents), TextArray(gpus), TextArray(names))) {
-    found_[SeriesCacheKey(row[1].as<int32_t>(), row[2].c_str(),
-                          row[3].c_str(), row[4].c_str(), row[5].c_str())] = {
-        row[0].as<int64_t>(), row[6].as<std::string>()};
+    Remember(row);
   }
+}
+
+void SeriesResolver::Remember(const pqxx::row& row) {
+  FoundSeries f{row[1].as<int32_t>(),      row[2].as<std::string>(),
+                row[3].as<std::string>(),  row[4].as<std::string>(),
+                row[5].as<std::string>(),  row[6].as<std::string>(),
+                row[0].as<int64_t>()};
+  std::string key =
+      SeriesKey(f.trial_id, f.metric_group, f.agent_id, f.gpu_uuid, f.name);
+  found_.insert_or_assign(std::move(key), std::move(f));
 }
 
 void SeriesResolver::LookUp(const std::vector<const MetricBatch*>& batches) {
@@ -119,8 +135,8 @@ void SeriesResolver::LookUp(const std::vector<const MetricBatch*>& batches) {
   absl::flat_hash_set<std::string> asked;
   for (const MetricBatch* batch : batches) {
     for (size_t i = 0; i < batch->series.size(); ++i) {
-      std::string key = KeyOf(*batch, i);
-      if (Find(key) != nullptr || !asked.insert(std::move(key)).second) {
+      if (cache_.Find(LabelsOf(*batch, i)).has_value() ||
+          !asked.insert(KeyOf(*batch, i)).second) {
         continue;
       }
       trials.push_back(batch->trial_id);
@@ -156,14 +172,15 @@ absl::Status SeriesResolver::Resolve(const MetricBatch& batch,
   ids.assign(n, 0);
   std::vector<std::pair<size_t, std::string>> missing;
   for (size_t i = 0; i < n; ++i) {
-    std::string key = KeyOf(batch, i);
-    if (const RegisteredSeries* known = Find(key)) {
+    if (const auto known = Find(batch, i)) {
       if (known->unit != batch.series[i].unit) {
         return DifferentUnit(batch, i, known->unit);
       }
       ids[i] = known->id;
-    } else if (auto it = planned_index_.find(key);
-               it != planned_index_.end()) {
+      continue;
+    }
+    std::string key = KeyOf(batch, i);
+    if (auto it = planned_index_.find(key); it != planned_index_.end()) {
       const auto& [declarer, index] = planned_[it->second];
       if (declarer->series[index].unit != batch.series[i].unit) {
         return DifferentUnit(batch, i, declarer->series[index].unit);
@@ -208,11 +225,8 @@ void SeriesResolver::Register() {
            Sql().insert.name, IntArray(trials), TextArray(groups),
            TextArray(agents), TextArray(gpus), TextArray(names),
            TextArray(units))) {
-    const int32_t trial = row[1].as<int32_t>();
-    found_[SeriesCacheKey(trial, row[2].c_str(), row[3].c_str(),
-                          row[4].c_str(), row[5].c_str())] = {
-        row[0].as<int64_t>(), row[6].as<std::string>()};
-    ++inserted_per_trial_[trial];
+    Remember(row);
+    ++inserted_per_trial_[row[1].as<int32_t>()];
   }
   std::vector<int64_t> other_trials;
   std::vector<std::string> other_groups, other_agents, other_gpus, other_names;

@@ -19,9 +19,11 @@
 #ifndef METRICS_STORAGE_PG_SERIES_RESOLVER_H_
 #define METRICS_STORAGE_PG_SERIES_RESOLVER_H_
 
+#include <pqxx/row>
 #include <pqxx/transaction>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,26 +31,25 @@
 #include "absl/status/status.h"
 #include "storage/metric_store.h"
 #include "storage/pg/prepared.h"
+#include "storage/pg/series_id_cache.h"
 
 namespace metrics::storage::pg {
 
-// A registry entry as the writer needs it.
-struct RegisteredSeries {
+// A registry entry read or written by a transaction.
+struct FoundSeries {
+  int32_t trial_id;
+  std::string metric_group, agent_id, gpu_uuid, name, unit;
   int64_t id;
-  std::string unit;
+
+  SeriesLabels labels() const {
+    return {trial_id, metric_group, agent_id, gpu_uuid, name};
+  }
 };
-
-// Registry entries by SeriesCacheKey.
-using SeriesCache = absl::flat_hash_map<std::string, RegisteredSeries>;
-
-std::string SeriesCacheKey(int32_t trial, absl::string_view group,
-                           absl::string_view agent, absl::string_view gpu,
-                           absl::string_view name);
 
 class SeriesResolver {
  public:
   // `cache` holds committed entries and must outlive the resolver.
-  SeriesResolver(pqxx::work& tx, const SeriesCache& cache,
+  SeriesResolver(pqxx::work& tx, const SeriesIdCache& cache,
                  int max_series_per_trial, bool lock_counts_early);
 
   // Reads the registry entries of `batches`' series that the cache lacks.
@@ -74,16 +75,23 @@ class SeriesResolver {
   // not commit.
   bool AddCounts();
 
-  // Entries read or registered by this transaction, for the cache once it
-  // commits.
-  SeriesCache& found() { return found_; }
+  // Entries read or registered by this transaction, by SeriesKey, for the
+  // cache once it commits.
+  const absl::flat_hash_map<std::string, FoundSeries>& found() const {
+    return found_;
+  }
 
   static std::vector<PreparedStatement> Statements();
 
  private:
-  const RegisteredSeries* Find(const std::string& key) const;
+  // The id and unit of a committed or found series, if known.
+  std::optional<SeriesIdCache::Entry> Find(const MetricBatch& batch,
+                                           size_t i) const;
   int64_t Registered(int32_t trial_id);
   // Reads the entries of `keys` (parallel arrays) into found_.
+  // Adds a row of (series_id, trial_id, metric_group, agent_id, gpu_uuid,
+  // name, unit) to found_.
+  void Remember(const pqxx::row& row);
   void Read(const std::vector<int64_t>& trials,
             const std::vector<std::string>& groups,
             const std::vector<std::string>& agents,
@@ -91,10 +99,10 @@ class SeriesResolver {
             const std::vector<std::string>& names);
 
   pqxx::work& tx_;
-  const SeriesCache& cache_;
+  const SeriesIdCache& cache_;
   const int max_series_per_trial_;
   const bool lock_counts_early_;
-  SeriesCache found_;
+  absl::flat_hash_map<std::string, FoundSeries> found_;
   // Series to register, in the order declared (registry ids keep it: GPU
   // indexes are numbered by it): the batch and index, and by key.
   std::vector<std::pair<const MetricBatch*, size_t>> planned_;
