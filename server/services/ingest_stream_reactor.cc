@@ -124,7 +124,10 @@ void IngestStreamReactor::HandleBatch(Actions& actions) {
                  actions);
     return;
   }
-  storage::MetricBatch batch = BatchFromProto(request_.batch());
+  storage::MetricBatch batch =
+      BatchFromProto(std::move(*request_.mutable_batch()));
+  // Idle streams are most of a server's streams: none keeps its last batch.
+  request_.clear_message();
   if (batch.trial_id == 0) {
     batch.trial_id = trial_id_;
   } else if (batch.trial_id != trial_id_) {

@@ -9,13 +9,20 @@ using common::MicrosToProto;
 using common::TimeFromProto;
 
 storage::MetricBatch BatchFromProto(const v1::SystemMetricsBatch& proto) {
+  v1::SystemMetricsBatch copy = proto;
+  return BatchFromProto(std::move(copy));
+}
+
+storage::MetricBatch BatchFromProto(v1::SystemMetricsBatch&& proto) {
   storage::MetricBatch batch;
   batch.sequence = proto.sequence();
   batch.trial_id = proto.trial_id();
-  batch.agent_id = proto.agent_id();
+  batch.agent_id = std::move(*proto.mutable_agent_id());
   batch.series.reserve(proto.series_size());
-  for (const v1::SeriesDeclaration& s : proto.series()) {
-    batch.series.push_back({s.name(), s.gpu_uuid(), s.unit()});
+  for (v1::SeriesDeclaration& s : *proto.mutable_series()) {
+    batch.series.push_back({std::move(*s.mutable_name()),
+                            std::move(*s.mutable_gpu_uuid()),
+                            std::move(*s.mutable_unit())});
   }
   batch.reports.reserve(proto.reports_size());
   for (const v1::SystemMetricsReport& r : proto.reports()) {

@@ -19,6 +19,8 @@ namespace metrics::server {
 
 
 storage::MetricBatch BatchFromProto(const v1::SystemMetricsBatch& proto);
+// The same, taking the strings out of `proto` instead of copying them.
+storage::MetricBatch BatchFromProto(v1::SystemMetricsBatch&& proto);
 
 void TrialToProto(const storage::Trial& trial, v1::Trial* proto);
 
