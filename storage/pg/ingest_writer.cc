@@ -1,10 +1,10 @@
 #include "storage/pg/ingest_writer.h"
 
+#include <algorithm>
 #include <deque>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -127,6 +127,7 @@ class IngestWriter::Lane {
       for (size_t i = 0; i < group.size(); ++i) {
         const size_t values = group[i]->batch.ValueCount();
         writer_->queued_values_ -= values;
+        writer_->Release(group[i]->batch, index_, values);
         writer_->Count(outcomes[i], values,
                        absl::ToDoubleSeconds(now - group[i]->submitted));
         std::move(group[i]->done)(std::move(outcomes[i]));
@@ -199,9 +200,38 @@ class IngestWriter::Lane {
 };
 
 IngestWriter::IngestWriter(IngestWriterOptions options)
-    : options_(std::move(options)) {
+    : options_(std::move(options)),
+      lane_values_(static_cast<size_t>(std::max(1, options_.lanes)), 0) {
   for (int i = 0; i < std::max(1, options_.lanes); ++i) {
     lanes_.push_back(std::make_unique<Lane>(this, i));
+  }
+}
+
+IngestWriter::RouteKey IngestWriter::RouteOf(const MetricBatch& batch) {
+  return {batch.trial_id,
+          batch.stream_id.empty() ? batch.agent_id : batch.stream_id};
+}
+
+size_t IngestWriter::Assign(const MetricBatch& batch, size_t values) {
+  absl::MutexLock lock(&routes_mu_);
+  auto [route, added] = routes_.try_emplace(RouteOf(batch), Route{0, 0});
+  if (added) {
+    route->second.lane = static_cast<size_t>(
+        std::min_element(lane_values_.begin(), lane_values_.end()) -
+        lane_values_.begin());
+  }
+  ++route->second.batches;
+  lane_values_[route->second.lane] += values;
+  return route->second.lane;
+}
+
+void IngestWriter::Release(const MetricBatch& batch, size_t lane,
+                           size_t values) {
+  absl::MutexLock lock(&routes_mu_);
+  lane_values_[lane] -= values;
+  const auto route = routes_.find(RouteOf(batch));
+  if (route != routes_.end() && --route->second.batches == 0) {
+    routes_.erase(route);
   }
 }
 
@@ -221,12 +251,9 @@ absl::Status IngestWriter::Submit(std::unique_ptr<PendingBatch> batch) {
           "database); retry later"));
     }
   } while (!queued_values_.compare_exchange_weak(queued, queued + values));
-  const size_t lane =
-      absl::HashOf(batch->batch.trial_id, batch->batch.stream_id.empty()
-                                              ? batch->batch.agent_id
-                                              : batch->batch.stream_id) %
-      lanes_.size();
+  const size_t lane = Assign(batch->batch, values);
   if (!lanes_[lane]->Push(batch)) {
+    Release(batch->batch, lane, values);
     queued_values_ -= values;
     return absl::UnavailableError("metricsd is shutting down");
   }

@@ -1,8 +1,10 @@
 // The bounded group-commit writer (in the manner of osm2pgsql's db-copy):
 // batches queue in lanes, each lane a thread with its own connection, which
 // takes everything queued (up to a group size) and commits it in one
-// transaction (GroupCommitter). A stream always lands in the same lane, so
-// its batches commit in order.
+// transaction (GroupCommitter). While a stream has batches in a lane, its
+// next ones go there too, so they commit in order; a stream with none goes
+// to the lane with the fewest values in flight, so a few busy streams
+// spread over the lanes instead of sharing one by the luck of a hash.
 //
 // Backpressure: the queue is bounded by the number of values it holds;
 // Submit refuses (RESOURCE_EXHAUSTED) rather than grow it. Failures: a lane
@@ -21,7 +23,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/histogram.h"
 #include "storage/metric_store.h"
@@ -72,6 +77,19 @@ class IngestWriter {
 
  private:
   class Lane;
+  // Where a stream's (or, without one, an agent's) batches go.
+  using RouteKey = std::pair<int32_t, std::string>;
+  struct Route {
+    size_t lane;
+    int batches;  // in flight there
+  };
+  static RouteKey RouteOf(const MetricBatch& batch);
+  // The lane for `batch`, counted in flight there.
+  size_t Assign(const MetricBatch& batch, size_t values)
+      ABSL_LOCKS_EXCLUDED(routes_mu_);
+  // Undoes Assign once the batch's transaction ended (or it was not queued).
+  void Release(const MetricBatch& batch, size_t lane, size_t values)
+      ABSL_LOCKS_EXCLUDED(routes_mu_);
   // Counts a batch's outcome; runs on a lane thread.
   void Count(const BatchOutcome& outcome, size_t values, double seconds);
 
@@ -84,6 +102,9 @@ class IngestWriter {
   std::atomic<int64_t> failed_batches_{0};
   common::Histogram commit_seconds_{common::Histogram::LatencyBounds()};
   std::atomic<bool> accepting_{true};
+  absl::Mutex routes_mu_;
+  absl::flat_hash_map<RouteKey, Route> routes_ ABSL_GUARDED_BY(routes_mu_);
+  std::vector<size_t> lane_values_ ABSL_GUARDED_BY(routes_mu_);  // in flight
   std::vector<std::unique_ptr<Lane>> lanes_;
 };
 
