@@ -1,7 +1,6 @@
 #include "storage/pg/group_commit.h"
 
 #include <pqxx/result>
-#include <pqxx/stream_to>
 #include <pqxx/transaction>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "storage/packed_report.h"
 #include "storage/pg/change_notifier.h"
+#include "storage/pg/copy_rows.h"
 #include "storage/pg/lock_keys.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/series_resolver.h"
@@ -259,11 +259,9 @@ class GroupTransaction {
     if (accepted_.empty()) return;
     // Straight into the partition: COPY into the parent would route each
     // row through the partition key for nothing.
-    pqxx::stream_to copy(tx_, "metrics_profiling",
-                         std::vector<std::string>{
-                             "trial_id", "partition_type", "metric_group",
-                             "agent_id", "end_time", "total_batches",
-                             "packed_values"});
+    CopyRows copy(tx_, "metrics_profiling",
+                  {"trial_id", "partition_type", "metric_group", "agent_id",
+                   "end_time", "total_batches", "packed_values"});
     std::vector<SeriesValue> values;
     for (const Accepted& a : accepted_) {
       for (const Report& report : a.batch->reports) {
@@ -273,13 +271,21 @@ class GroupTransaction {
                               report.values[v]);
         }
         std::sort(values.begin(), values.end());
-        copy << std::make_tuple(a.batch->trial_id, "PROFILING",
-                                a.batch->metric_group, a.batch->agent_id,
-                                TimestampText(report.time_us), report.batch,
-                                ByteaHex(PackReport(values)));
+        copy.Int(a.batch->trial_id)
+            .Text("PROFILING")
+            .Text(a.batch->metric_group)
+            .Text(a.batch->agent_id)
+            .Timestamp(report.time_us);
+        if (report.batch.has_value()) {
+          copy.Int(*report.batch);
+        } else {
+          copy.Null();
+        }
+        copy.Bytea(PackReport(values));
+        copy.EndRow();
       }
     }
-    copy.complete();
+    copy.Complete();
   }
 
   void WriteRollups() {

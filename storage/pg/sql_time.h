@@ -24,6 +24,9 @@ std::string TimestampFromMicrosSql(absl::string_view micros);
 
 // "2026-11-22 05:30:00.123456+00": the timestamptz text COPY takes.
 std::string TimestampText(int64_t micros);
+// The same, appended to `out`; without absl::FormatTime's generality for
+// years 0 to 9999 (COPY formats one a report).
+void AppendTimestampText(int64_t micros, std::string& out);
 
 }  // namespace metrics::storage::pg
 

@@ -7,7 +7,6 @@
 #include <pqxx/connection>
 #include <pqxx/nontransaction>
 #include <pqxx/result>
-#include <pqxx/stream_to>
 #include <pqxx/transaction>
 
 #include <cmath>
@@ -18,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "storage/pg/copy_rows.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/sql_arrays.h"
 #include "storage/pg/sql_time.h"
@@ -318,16 +318,20 @@ absl::StatusOr<absl::Duration> CopyRawRows(const std::string& url,
     pqxx::connection conn(url);
     const absl::Time start = absl::Now();
     pqxx::work tx(conn);
-    pqxx::stream_to copy(tx, "metrics_profiling",
-                         std::vector<std::string>{"trial_id", "partition_type",
-                                                  "metric_group", "agent_id",
-                                                  "end_time", "packed_values"});
+    // As the ingest writer does (GroupTransaction::WriteRawRows).
+    CopyRows copy(tx, "metrics_profiling",
+                  {"trial_id", "partition_type", "metric_group", "agent_id",
+                   "end_time", "packed_values"});
     for (const RawRow& row : rows) {
-      copy << std::make_tuple(trial_id, "PROFILING", "system", row.agent_id,
-                              TimestampText(row.time_us),
-                              ByteaHex(row.packed_values));
+      copy.Int(trial_id)
+          .Text("PROFILING")
+          .Text("system")
+          .Text(row.agent_id)
+          .Timestamp(row.time_us)
+          .Bytea(row.packed_values);
+      copy.EndRow();
     }
-    copy.complete();
+    copy.Complete();
     tx.commit();
     return absl::Now() - start;
   });

@@ -1,0 +1,114 @@
+#include "storage/pg/copy_rows.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "storage/pg/sql_time.h"
+
+namespace metrics::storage::pg {
+
+namespace {
+
+constexpr size_t kSendBytes = 1 << 20;
+
+}  // namespace
+
+// tablewriter is deprecated in favour of stream_to, but only it can send a
+// line already formatted (stream_to's write_raw_line is private).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+CopyRows::CopyRows(pqxx::transaction_base& tx, const std::string& table,
+                   const std::vector<std::string>& columns)
+    : writer_(std::make_unique<pqxx::tablewriter>(tx, table, columns.begin(),
+                                                  columns.end())) {
+  buffer_.reserve(kSendBytes + 4096);
+}
+#pragma GCC diagnostic pop
+
+CopyRows::~CopyRows() = default;
+
+void CopyRows::StartField() {
+  if (!first_field_) buffer_ += '\t';
+  first_field_ = false;
+}
+
+CopyRows& CopyRows::Int(int64_t value) {
+  StartField();
+  absl::StrAppend(&buffer_, value);
+  return *this;
+}
+
+CopyRows& CopyRows::Text(absl::string_view text) {
+  StartField();
+  for (char c : text) {
+    switch (c) {
+      case '\\':
+        buffer_ += "\\\\";
+        break;
+      case '\t':
+        buffer_ += "\\t";
+        break;
+      case '\n':
+        buffer_ += "\\n";
+        break;
+      case '\r':
+        buffer_ += "\\r";
+        break;
+      default:
+        buffer_ += c;
+    }
+  }
+  return *this;
+}
+
+CopyRows& CopyRows::Null() {
+  StartField();
+  buffer_ += "\\N";
+  return *this;
+}
+
+CopyRows& CopyRows::Timestamp(int64_t micros) {
+  StartField();
+  AppendTimestampText(micros, buffer_);
+  return *this;
+}
+
+CopyRows& CopyRows::Bytea(absl::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  StartField();
+  // "\\x": COPY turns the doubled backslash into the one bytea's hex
+  // format starts with.
+  buffer_ += "\\\\x";
+  const size_t at = buffer_.size();
+  buffer_.resize(at + 2 * bytes.size());
+  char* out = &buffer_[at];
+  for (unsigned char c : bytes) {
+    *out++ = kHex[c >> 4];
+    *out++ = kHex[c & 0xf];
+  }
+  return *this;
+}
+
+void CopyRows::EndRow() {
+  first_field_ = true;
+  if (buffer_.size() >= kSendBytes) {
+    Send();
+  } else {
+    buffer_ += '\n';
+  }
+}
+
+void CopyRows::Send() {
+  // write_raw_line ends the piece with the last row's newline.
+  writer_->write_raw_line(buffer_);
+  buffer_.clear();
+}
+
+void CopyRows::Complete() {
+  if (!buffer_.empty()) {
+    buffer_.pop_back();  // the newline write_raw_line adds back
+    Send();
+  }
+  writer_->complete();
+}
+
+}  // namespace metrics::storage::pg
