@@ -192,6 +192,8 @@ class FanInStream : public grpc::ClientBidiReactor<
     done_ = true;
   }
 
+  void Cancel() { context_.TryCancel(); }
+
   bool WaitDone(absl::Duration timeout) {
     absl::MutexLock lock(&mu_);
     return mu_.AwaitWithTimeout(absl::Condition(&done_), timeout);
@@ -277,7 +279,19 @@ FanInResult RunFanIn(const std::string& target, const Subprocess& server,
   absl::SleepFor(absl::Seconds(2));  // let the last acknowledgements arrive
   for (auto& a : agents) a->Close();
   for (auto& a : agents) {
-    if (!a->WaitDone(absl::Seconds(30)) || !a->status().ok()) ++result.failed;
+    if (!a->WaitDone(absl::Seconds(30))) {
+      // Not finished: cancel it, and wait for OnDone before it is freed.
+      a->Cancel();
+      a->WaitDone(absl::InfiniteDuration());
+      if (result.failed++ == 0) {
+        std::fprintf(stderr, "bench: a fan-in stream did not end in 30 s\n");
+      }
+    } else if (!a->status().ok()) {
+      if (result.failed++ == 0) {
+        std::fprintf(stderr, "bench: a fan-in stream ended with %s\n",
+                     a->status().error_message().c_str());
+      }
+    }
     result.skipped += a->skipped();
   }
   sampling = false;
