@@ -97,8 +97,7 @@ class GroupTransaction {
   // `lock_counts_early`: see SeriesResolver.
   GroupTransaction(GroupCommitter& committer, pqxx::work& tx,
                    bool lock_counts_early)
-      : committer_(committer),
-        tx_(tx),
+      : tx_(tx),
         series_(tx, committer.series_cache_, committer.max_series_per_trial_,
                 lock_counts_early) {}
 
@@ -381,7 +380,6 @@ class GroupTransaction {
     tx_.exec_prepared(Sql().write_positions.name, IntArray(trials), TextArray(streams), IntArray(sequences));
   }
 
-  GroupCommitter& committer_;
   pqxx::work& tx_;
   SeriesResolver series_;
   std::map<StreamKey, int64_t> positions_;
