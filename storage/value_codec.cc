@@ -29,6 +29,14 @@ double FromDigits(uint64_t digits, int decimals, bool negative) {
   return negative ? -magnitude : magnitude;
 }
 
+// nearbyint in the default rounding mode (ties to even) for 0 <= x < 2^53,
+// without its library call: the encoder runs for every stored value and
+// rollup statistic. Past 2^52 every double is an integer already.
+double RoundToInteger(double x) {
+  constexpr double kNoFractionBits = 4503599627370496.0;  // 2^52
+  return x < kNoFractionBits ? (x + kNoFractionBits) - kNoFractionBits : x;
+}
+
 int VarintSize(uint64_t value) {
   int size = 1;
   while (value >= 0x80) {
@@ -46,7 +54,13 @@ EncodedValue EncodeValue(double value) {
   for (int k = 0; k <= kMaxDecimals; ++k) {
     const double scaled = magnitude * kPowersOfTen[k];
     if (!(scaled < kExactDigits)) break;  // also NaN
-    const uint64_t digits = static_cast<uint64_t>(std::nearbyint(scaled));
+    const double rounded = RoundToInteger(scaled);
+    // A decimal of k places scaled by 10^k lands within a few ulps of its
+    // digits; anything farther cannot pass the exact check below, and
+    // skipping it saves that check's division (most rollup sums are not
+    // decimals and try every k).
+    if (std::fabs(scaled - rounded) > scaled * 0x1p-40) continue;
+    const uint64_t digits = static_cast<uint64_t>(rounded);
     if (Bits(FromDigits(digits, k, negative)) == Bits(value)) {
       if (k == 0 && !negative && digits != 0) {
         const int zeros = __builtin_ctzll(digits);

@@ -85,6 +85,45 @@ TEST(ValueCodecTest, EveryDoubleComesBackBitForBit) {
   }
 }
 
+// The decimal form as the header defines it, found the slow way: the fewest
+// places whose digits read back as the same bits.
+int FewestPlaces(double v) {
+  for (int k = 0; k <= kMaxDecimals; ++k) {
+    const double scaled = std::fabs(v) * std::pow(10.0, k);
+    if (!(scaled < 9007199254740992.0)) return -1;
+    const double back = std::nearbyint(scaled) / std::pow(10.0, k);
+    if (Bits(std::signbit(v) ? -back : back) == Bits(v)) return k;
+  }
+  return -1;
+}
+
+TEST(ValueCodecTest, EveryDecimalIsWrittenWithItsFewestPlaces) {
+  std::mt19937_64 random(11);
+  for (int i = 0; i < 300000; ++i) {
+    double v;
+    if (i % 3 == 0) {  // a decimal of 0..8 places, of any size
+      v = static_cast<double>(random() >> (random() % 64)) /
+          std::pow(10, random() % 9);
+    } else if (i % 3 == 1) {  // a sum of decimals, as rollups keep
+      v = 0;
+      for (int n = 0; n < 10; ++n) v += static_cast<double>(random() % 10000) / 100;
+    } else {  // near the limit of exact digits
+      v = static_cast<double>((uint64_t{1} << 52) + random() % (uint64_t{1} << 52)) /
+          std::pow(10, random() % 7);
+    }
+    if (random() % 2) v = -v;
+    const int places = FewestPlaces(v);
+    const EncodedValue e = EncodeValue(v);
+    if (places < 0) {
+      EXPECT_EQ(e.kind, kRawDouble) << v;
+    } else if (e.kind != kPowerOfTwo) {
+      EXPECT_EQ(e.kind, (std::signbit(v) ? 8 : 0) + places) << v;
+    } else {
+      EXPECT_EQ(places, 0) << v;
+    }
+  }
+}
+
 TEST(ValueCodecTest, CutOrUnknownPayloadsAreRefused) {
   double v;
   absl::string_view empty;

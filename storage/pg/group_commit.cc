@@ -1,5 +1,6 @@
 #include "storage/pg/group_commit.h"
 
+#include <pqxx/binarystring>
 #include <pqxx/result>
 #include <pqxx/transaction>
 
@@ -329,7 +330,7 @@ class GroupTransaction {
       stats.push_back(EncodeAgentRollup(rollup, std::get<3>(key)));
     }
     tx_.exec_prepared(Sql().write_rollups.name, IntArray(trials), TextArray(agents), IntArray(widths),
-        IntArray(buckets), ByteaArray(stats));
+        IntArray(buckets), pqxx::binarystring(ByteaArrayBinary(stats)));
   }
 
   // Adds a batch's samples to the finest buckets, then merges those into

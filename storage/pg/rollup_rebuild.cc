@@ -1,5 +1,6 @@
 #include "storage/pg/rollup_rebuild.h"
 
+#include <pqxx/binarystring>
 #include <pqxx/connection>
 #include <pqxx/cursor>
 #include <pqxx/nontransaction>
@@ -77,7 +78,7 @@ class AgentRebuild {
         "'1 microsecond', k.stats "
         "FROM unnest($3::int[], $4::bigint[], $5::bytea[]) AS k(w, us, stats)",
         trial_, agent_, IntArray(widths_), IntArray(starts_),
-        ByteaArray(blobs_));
+        pqxx::binarystring(ByteaArrayBinary(blobs_)));
     written_ += static_cast<int64_t>(blobs_.size());
     widths_.clear();
     starts_.clear();

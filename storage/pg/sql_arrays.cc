@@ -25,6 +25,13 @@ void AppendElement(std::string& out, absl::string_view text) {
   out += '"';
 }
 
+// Network byte order, as PostgreSQL's binary formats are.
+void AppendInt32(std::string& out, uint32_t v) {
+  const char bytes[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16),
+                         static_cast<char>(v >> 8), static_cast<char>(v)};
+  out.append(bytes, 4);
+}
+
 }  // namespace
 
 std::string IntArray(const std::vector<int64_t>& values) {
@@ -55,20 +62,26 @@ std::string ByteaHex(absl::string_view bytes) {
   return out;
 }
 
-std::string ByteaArray(const std::vector<std::string>& values) {
-  std::string out = "{";
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (i > 0) out += ',';
-    // "\\x..." inside the element: the array parser turns \\ into \ and
-    // bytea then reads \x as hex.
-    out += "\"\\\\x";
-    for (unsigned char c : values[i]) {
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    }
-    out += '"';
+std::string ByteaArrayBinary(const std::vector<std::string>& values) {
+  constexpr uint32_t kByteaOid = 17;
+  size_t size = 20;
+  for (const std::string& v : values) size += 4 + v.size();
+  std::string out;
+  out.reserve(size);
+  // Header: dimensions, has-nulls flag, element type; then each
+  // dimension's length and lower bound (none for an empty array).
+  AppendInt32(out, values.empty() ? 0 : 1);
+  AppendInt32(out, 0);
+  AppendInt32(out, kByteaOid);
+  if (!values.empty()) {
+    AppendInt32(out, static_cast<uint32_t>(values.size()));
+    AppendInt32(out, 1);
   }
-  return out + "}";
+  for (const std::string& v : values) {
+    AppendInt32(out, static_cast<uint32_t>(v.size()));
+    out += v;
+  }
+  return out;
 }
 
 std::string DecodeByteaHex(absl::string_view text) {
