@@ -5,6 +5,8 @@
 #include <pqxx/transaction>
 
 #include <algorithm>
+#include <array>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -334,26 +336,49 @@ class GroupTransaction {
   }
 
   // Adds a batch's samples to the finest buckets, then merges those into
-  // the coarser widths: one Add per sample instead of one per width.
+  // the coarser widths, and each bucket into `fresh` once. A bucket holds
+  // its stats by declaration (a slot per declared series), not in a map
+  // by series id: one array slot per sample instead of a map look-up.
   static void AggregateBatch(const Accepted& a,
                              std::map<RollupKey, AgentRollup>& fresh) {
     const MetricBatch& batch = *a.batch;
     if (batch.metric_group != kSystemGroup) return;  // no rollups kept
-    constexpr int kFinest = kRollupWidthsSeconds[0];
-    absl::btree_map<int64_t, AgentRollup> finest;
+    using Buckets = absl::btree_map<int64_t, std::vector<RollupStats>>;
+    constexpr size_t kWidths = std::size(kRollupWidthsSeconds);
+    std::array<Buckets, kWidths> buckets;
+    const size_t declared = a.series_ids.size();
+    auto slots = [declared](Buckets& width, int64_t start) -> std::vector<RollupStats>& {
+      std::vector<RollupStats>& stats = width[start];
+      if (stats.empty()) stats.resize(declared);
+      return stats;
+    };
+    std::vector<RollupStats>* open = nullptr;  // reports come mostly in order
+    int64_t open_start = 0;
     for (const Report& report : batch.reports) {
       const int64_t t = report.time_us;
-      AgentRollup& bucket = finest[BucketStartMicros(t, kFinest)];
+      const int64_t start = BucketStartMicros(t, kRollupWidthsSeconds[0]);
+      if (open == nullptr || start != open_start) {
+        open = &slots(buckets[0], start);
+        open_start = start;
+      }
       for (size_t v = 0; v < report.values.size(); ++v) {
-        bucket[a.series_ids[report.series[v]]].Add(t, report.values[v]);
+        (*open)[report.series[v]].Add(t, report.values[v]);
       }
     }
-    for (const auto& [start, rollup] : finest) {
-      for (int width : kRollupWidthsSeconds) {
-        MergeAgentRollup(
-            fresh[RollupKey{batch.trial_id, batch.agent_id, width,
-                            BucketStartMicros(start, width)}],
-            rollup);
+    for (size_t w = 1; w < kWidths; ++w) {
+      for (const auto& [start, finest] : buckets[0]) {
+        std::vector<RollupStats>& coarse =
+            slots(buckets[w], BucketStartMicros(start, kRollupWidthsSeconds[w]));
+        for (size_t d = 0; d < declared; ++d) coarse[d].Merge(finest[d]);
+      }
+    }
+    for (size_t w = 0; w < kWidths; ++w) {
+      for (const auto& [start, stats] : buckets[w]) {
+        AgentRollup& into = fresh[RollupKey{batch.trial_id, batch.agent_id,
+                                            kRollupWidthsSeconds[w], start}];
+        for (size_t d = 0; d < declared; ++d) {
+          if (stats[d].count > 0) into[a.series_ids[d]].Merge(stats[d]);
+        }
       }
     }
   }
