@@ -51,15 +51,23 @@ int VarintSize(uint64_t value) {
 EncodedValue EncodeValue(double value) {
   const bool negative = std::signbit(value);
   const double magnitude = std::fabs(value);
+  // A decimal of k places scaled by 10^j, j >= k, lands within a few ulps
+  // (relative) of an integer; anything farther cannot pass the exact check
+  // below. Checked at the most places first, that turns away most values
+  // that are no decimal at all (a rate, a rollup's sum) in one step, and
+  // per k it saves the exact check's division.
+  auto near_integer = [](double scaled, double rounded) {
+    return std::fabs(scaled - rounded) <= scaled * 0x1p-40;
+  };
+  const double most = magnitude * kPowersOfTen[kMaxDecimals];
+  if (most < kExactDigits && !near_integer(most, RoundToInteger(most))) {
+    return {kRawDouble, Bits(value)};
+  }
   for (int k = 0; k <= kMaxDecimals; ++k) {
     const double scaled = magnitude * kPowersOfTen[k];
     if (!(scaled < kExactDigits)) break;  // also NaN
     const double rounded = RoundToInteger(scaled);
-    // A decimal of k places scaled by 10^k lands within a few ulps of its
-    // digits; anything farther cannot pass the exact check below, and
-    // skipping it saves that check's division (most rollup sums are not
-    // decimals and try every k).
-    if (std::fabs(scaled - rounded) > scaled * 0x1p-40) continue;
+    if (!near_integer(scaled, rounded)) continue;
     const uint64_t digits = static_cast<uint64_t>(rounded);
     if (Bits(FromDigits(digits, k, negative)) == Bits(value)) {
       if (k == 0 && !negative && digits != 0) {

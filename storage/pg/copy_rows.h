@@ -1,5 +1,5 @@
 // Rows for COPY ... FROM STDIN (text format), written into one buffer and
-// sent in pieces of about a megabyte. libpqxx's stream_to formats and
+// sent in pieces of 64 KB. libpqxx's stream_to formats and
 // escapes every field character by character and sends each row alone: in
 // the bulk ingest benchmark that was a sixth of the writer's time, for
 // fields that need almost no escaping (numbers, hex, printable labels).
