@@ -24,10 +24,12 @@ IngestStreamReactor::IngestStreamReactor(grpc::CallbackServerContext* context,
       executor_(executor),
       guard_(guard),
       options_(options),
-      open_(std::move(open)) {
+      open_(std::move(open)),
+      request_(google::protobuf::Arena::CreateMessage<
+               v1::StreamSystemMetricsRequest>(&arena_)) {
   absl::MutexLock lock(&mu_);
   reading_ = true;
-  StartRead(&request_);  // held by gRPC until the reactor is bound
+  StartRead(request_);  // held by gRPC until the reactor is bound
 }
 
 void IngestStreamReactor::OnReadDone(bool ok) {
@@ -50,14 +52,14 @@ void IngestStreamReactor::OnReadDone(bool ok) {
 }
 
 void IngestStreamReactor::HandleOpen(Actions& actions) {
-  if (!request_.has_open()) {
+  if (!request_->has_open()) {
     FinishLocked(absl::InvalidArgumentError(
                      "open: the first message of a stream must be `open` "
                      "(stream id and trial id)"),
                  actions);
     return;
   }
-  const v1::StreamOpen& open = request_.open();
+  const v1::StreamOpen& open = request_->open();
   if (absl::Status label =
           storage::ValidateLabel("open.stream_id", open.stream_id(),
                                  storage::kMaxLabelLength, false);
@@ -78,7 +80,7 @@ void IngestStreamReactor::HandleOpen(Actions& actions) {
   const absl::Time deadline = absl::Now() + options_.open_timeout;
   const bool posted = executor_->Post(
       [this, trial = trial_id_, stream = stream_id_, deadline,
-       first = request_]() {
+       first = *request_]() {
         absl::StatusOr<int64_t> position;
         // Checked once per stream: later batches name this trial or none.
         absl::Status allowed = CheckCall(
@@ -113,21 +115,23 @@ void IngestStreamReactor::HandleOpen(Actions& actions) {
 }
 
 void IngestStreamReactor::HandleBatch(Actions& actions) {
-  if (request_.has_open()) {
+  if (request_->has_open()) {
     FinishLocked(absl::InvalidArgumentError(
                      "open: a stream is opened once, by its first message"),
                  actions);
     return;
   }
-  if (!request_.has_batch()) {
+  if (!request_->has_batch()) {
     FinishLocked(absl::InvalidArgumentError("batch: the message is empty"),
                  actions);
     return;
   }
   storage::MetricBatch batch =
-      BatchFromProto(std::move(*request_.mutable_batch()));
+      BatchFromProto(std::move(*request_->mutable_batch()));
   // Idle streams are most of a server's streams: none keeps its last batch.
-  request_.clear_message();
+  arena_.Reset();
+  request_ = google::protobuf::Arena::CreateMessage<
+      v1::StreamSystemMetricsRequest>(&arena_);
   if (batch.trial_id == 0) {
     batch.trial_id = trial_id_;
   } else if (batch.trial_id != trial_id_) {
@@ -311,7 +315,7 @@ void IngestStreamReactor::ProgressLocked(Actions& actions) {
 
 void IngestStreamReactor::Run(Actions actions) {
   if (actions.write) StartWrite(&response_);
-  if (actions.read) StartRead(&request_);
+  if (actions.read) StartRead(request_);
   if (actions.finish.has_value()) Finish(std::move(*actions.finish));
 }
 
