@@ -16,6 +16,31 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
 
+// Why `value` is no valid label, or empty when it is one. Apart from
+// ValidateLabel so a batch's checks name a field only when one fails.
+std::string LabelProblem(absl::string_view value, size_t max_length,
+                         bool allow_empty) {
+  if (value.empty()) {
+    return allow_empty ? "" : "must not be empty";
+  }
+  if (value.size() > max_length) {
+    return absl::StrCat("is ", value.size(),
+                        " characters long; the limit is ", max_length);
+  }
+  for (size_t i = 0; i < value.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(value[i]);
+    if (c < 0x20 || c > 0x7e) {
+      return absl::StrCat("has a non-printable character (byte ",
+                          static_cast<int>(c), ") at offset ", i,
+                          "; only printable ASCII is allowed");
+    }
+  }
+  if (value.front() == ' ' || value.back() == ' ') {
+    return "must not start or end with a space";
+  }
+  return "";
+}
+
 }  // namespace
 
 absl::Time EarliestReportTime() {
@@ -25,26 +50,8 @@ absl::Time EarliestReportTime() {
 
 absl::Status ValidateLabel(absl::string_view field, absl::string_view value,
                            size_t max_length, bool allow_empty) {
-  if (value.empty()) {
-    return allow_empty ? absl::OkStatus() : Invalid(field, "must not be empty");
-  }
-  if (value.size() > max_length) {
-    return Invalid(field, absl::StrCat("is ", value.size(),
-                                       " characters long; the limit is ",
-                                       max_length));
-  }
-  for (size_t i = 0; i < value.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(value[i]);
-    if (c < 0x20 || c > 0x7e) {
-      return Invalid(field, absl::StrCat("has a non-printable character (byte ",
-                                         static_cast<int>(c), ") at offset ",
-                                         i, "; only printable ASCII is allowed"));
-    }
-  }
-  if (value.front() == ' ' || value.back() == ' ') {
-    return Invalid(field, "must not start or end with a space");
-  }
-  return absl::OkStatus();
+  const std::string problem = LabelProblem(value, max_length, allow_empty);
+  return problem.empty() ? absl::OkStatus() : Invalid(field, problem);
 }
 
 absl::Status ValidateBatch(const MetricBatch& batch,
@@ -73,15 +80,20 @@ absl::Status ValidateBatch(const MetricBatch& batch,
   absl::flat_hash_set<std::pair<absl::string_view, absl::string_view>> seen;
   for (size_t i = 0; i < batch.series.size(); ++i) {
     const SeriesDeclaration& s = batch.series[i];
-    const std::string field = absl::StrCat("batch.series[", i, "]");
-    RETURN_IF_ERROR(ValidateLabel(field + ".name", s.name,
-                                  limits.max_label_length, false));
-    RETURN_IF_ERROR(ValidateLabel(field + ".gpu_uuid", s.gpu_uuid,
-                                  limits.max_label_length, true));
-    RETURN_IF_ERROR(
-        ValidateLabel(field + ".unit", s.unit, limits.max_unit_length, true));
+    // Field names are built only for an error: this runs for every batch.
+    auto field = [i](absl::string_view member) {
+      return absl::StrCat("batch.series[", i, "]", member);
+    };
+    auto check = [&field](absl::string_view member, absl::string_view value,
+                          size_t max_length, bool allow_empty) {
+      const std::string problem = LabelProblem(value, max_length, allow_empty);
+      return problem.empty() ? absl::OkStatus() : Invalid(field(member), problem);
+    };
+    RETURN_IF_ERROR(check(".name", s.name, limits.max_label_length, false));
+    RETURN_IF_ERROR(check(".gpu_uuid", s.gpu_uuid, limits.max_label_length, true));
+    RETURN_IF_ERROR(check(".unit", s.unit, limits.max_unit_length, true));
     if (!seen.emplace(s.name, s.gpu_uuid).second) {
-      return Invalid(field, absl::StrCat("declares series \"", s.name, "\"",
+      return Invalid(field(""), absl::StrCat("declares series \"", s.name, "\"",
                                          s.gpu_uuid.empty() ? "" : " of GPU ",
                                          s.gpu_uuid, " a second time"));
     }
@@ -102,28 +114,31 @@ absl::Status ValidateBatch(const MetricBatch& batch,
                                 limits.max_values_per_batch));
   }
   const absl::Time latest = now + limits.max_future;
+  const absl::Time earliest = EarliestReportTime();
   std::vector<bool> used(batch.series.size());
   for (size_t r = 0; r < batch.reports.size(); ++r) {
     const Report& report = batch.reports[r];
-    const std::string field = absl::StrCat("batch.reports[", r, "]");
+    auto field = [r](absl::string_view member) {
+      return absl::StrCat("batch.reports[", r, "]", member);
+    };
     const absl::Time time = absl::FromUnixMicros(report.time_us);
-    if (time < EarliestReportTime()) {
-      return Invalid(field + ".time",
+    if (time < earliest) {
+      return Invalid(field(".time"),
                      absl::StrCat(common::Rfc3339(time),
                                   " is before 2000-01-01T00:00:00Z"));
     }
     if (time > latest) {
-      return Invalid(field + ".time",
+      return Invalid(field(".time"),
                      absl::StrCat(common::Rfc3339(time), " is more than ",
                                   absl::FormatDuration(limits.max_future),
                                   " ahead of the server's clock (",
                                   common::Rfc3339(now), ")"));
     }
     if (report.values.empty()) {
-      return Invalid(field + ".values", "must not be empty");
+      return Invalid(field(".values"), "must not be empty");
     }
     if (report.series.size() != report.values.size()) {
-      return Invalid(field, absl::StrCat("has ", report.series.size(),
+      return Invalid(field(""), absl::StrCat("has ", report.series.size(),
                                          " series indexes but ",
                                          report.values.size(),
                                          " values; they must pair up"));
@@ -132,20 +147,20 @@ absl::Status ValidateBatch(const MetricBatch& batch,
     for (size_t v = 0; v < report.values.size(); ++v) {
       const uint32_t index = report.series[v];
       if (index >= batch.series.size()) {
-        return Invalid(absl::StrCat(field, ".series[", v, "]"),
+        return Invalid(field(absl::StrCat(".series[", v, "]")),
                        absl::StrCat("index ", index, " is out of range; the "
                                     "batch declares ",
                                     batch.series.size(), " series"));
       }
       if (used[index]) {
-        return Invalid(absl::StrCat(field, ".series[", v, "]"),
+        return Invalid(field(absl::StrCat(".series[", v, "]")),
                        absl::StrCat("series ", index,
                                     " has a second value in this report"));
       }
       used[index] = true;
       if (!std::isfinite(report.values[v])) {
         return Invalid(
-            absl::StrCat(field, ".values[", v, "]"),
+            field(absl::StrCat(".values[", v, "]")),
             absl::StrCat(std::isnan(report.values[v]) ? "NaN" : "infinity",
                          " is not a finite number (series \"",
                          batch.series[index].name, "\")"));

@@ -18,6 +18,12 @@ absl::Status Corrupt(absl::string_view bytes, absl::string_view why) {
 
 std::string PackReport(const std::vector<SeriesValue>& values) {
   std::string out;
+  PackReportInto(values, out);
+  return out;
+}
+
+void PackReportInto(const std::vector<SeriesValue>& values, std::string& out) {
+  out.clear();
   out.reserve(1 + values.size() * 6);
   out.push_back(kVersion);
   int64_t previous = 0;
@@ -27,7 +33,6 @@ std::string PackReport(const std::vector<SeriesValue>& values) {
     AppendValuePayload(out, v);
     previous = id;
   }
-  return out;
 }
 
 absl::StatusOr<std::vector<SeriesValue>> UnpackReport(absl::string_view bytes) {

@@ -29,6 +29,9 @@ using SeriesValue = std::pair<int64_t, double>;
 
 // REQUIRES: `values` sorted by strictly ascending, positive series id.
 std::string PackReport(const std::vector<SeriesValue>& values);
+// The same into `out` (cleared first), so a writer packing many reports
+// reuses one buffer.
+void PackReportInto(const std::vector<SeriesValue>& values, std::string& out);
 
 // Every value, in ascending series id. DATA_LOSS for bytes that are not
 // PackReport's output.

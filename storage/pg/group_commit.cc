@@ -265,6 +265,7 @@ class GroupTransaction {
                   {"trial_id", "partition_type", "metric_group", "agent_id",
                    "end_time", "total_batches", "packed_values"});
     std::vector<SeriesValue> values;
+    std::string packed;
     for (const Accepted& a : accepted_) {
       for (const Report& report : a.batch->reports) {
         values.clear();
@@ -283,7 +284,8 @@ class GroupTransaction {
         } else {
           copy.Null();
         }
-        copy.Bytea(PackReport(values));
+        PackReportInto(values, packed);
+        copy.Bytea(packed);
         copy.EndRow();
       }
     }
