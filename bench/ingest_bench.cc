@@ -35,6 +35,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "bench/cpu_time.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "common/tls_files.h"
@@ -334,9 +335,28 @@ BulkResult RunBulk(const std::string& target,
   return {absl::Now() - start, failures.load()};
 }
 
+// CPU seconds used by the PostgreSQL cluster, this process (the COPY's or
+// the streams' client) and metricsd: the machine's cost of the work.
+struct CpuUse {
+  double postgres = 0, client = 0, metricsd = 0;
+
+  // So far; `metricsd` 0 for none.
+  static CpuUse Now(pid_t postmaster, pid_t metricsd) {
+    return {ProcessTreeCpuSeconds(postmaster), SelfCpuSeconds(),
+            metricsd > 0 ? ProcessCpuSeconds(metricsd) : 0};
+  }
+  CpuUse operator-(const CpuUse& before) const {
+    return {postgres - before.postgres, client - before.client,
+            metricsd - before.metricsd};
+  }
+  double Total() const { return postgres + client + metricsd; }
+};
+
 struct FreshBulkResult {
   BulkResult run;
+  CpuUse run_cpu;
   absl::Duration copy_took;  // with `copy_first` only
+  CpuUse copy_cpu;
 };
 
 // The bulk run against a metricsd of its own on a fresh database. With
@@ -344,16 +364,18 @@ struct FreshBulkResult {
 // certificate made by openssl now), and the streams present a reporter
 // token of trial 1; without, --auth=off and plaintext. With `copy_first`,
 // the same rows are first COPYed into that database (and removed), so the
-// pair's ratio is measured in one stretch of the machine's weather.
-
+// pair's ratio is measured in one stretch of the machine's weather. Each
+// measures its CPU cost too (CpuUse, `postmaster`'s cluster).
 absl::StatusOr<FreshBulkResult> RunFreshBulk(
     std::vector<std::vector<v1::SystemMetricsBatch>> work, bool secure,
-    const std::vector<RawRow>* copy_first) {
+    const std::vector<RawRow>* copy_first, pid_t postmaster) {
   ASSIGN_OR_RETURN(std::unique_ptr<TestDatabase> db, TestDatabase::Create());
   FreshBulkResult result;
   if (copy_first != nullptr) {
+    const CpuUse cpu_before = CpuUse::Now(postmaster, 0);
     ASSIGN_OR_RETURN(result.copy_took,
                      storage::pg::test_util::CopyRawRows(db->url(), 2, *copy_first));
+    result.copy_cpu = CpuUse::Now(postmaster, 0) - cpu_before;
     RETURN_IF_ERROR(storage::pg::test_util::TruncateProfilingRows(db->url()));
   }
   char dir_template[] = "/tmp/ingest-bench-pki-XXXXXX";
@@ -412,7 +434,9 @@ absl::StatusOr<FreshBulkResult> RunFreshBulk(
   StreamerOptions options;
   options.credentials = credentials;
   if (secure) options.token = reporter.secret;
+  const CpuUse cpu_before = CpuUse::Now(postmaster, metricsd->pid());
   result.run = RunBulk(target, std::move(work), options);
+  result.run_cpu = CpuUse::Now(postmaster, metricsd->pid()) - cpu_before;
   metricsd->Signal(SIGTERM);
   (void)metricsd->Wait(absl::Seconds(60));
   std::error_code ignored;
@@ -480,15 +504,28 @@ int Run() {
   const int64_t values =
       static_cast<int64_t>(rows.size()) * test_util::kRealisticValuesPerReport;
 
+  // The cluster all the databases live in, for its CPU time.
+  absl::StatusOr<std::string> backend =
+      storage::pg::test_util::QueryScalar((*db)->url(), "SELECT pg_backend_pid()");
+  pid_t backend_pid = 0;
+  const pid_t postmaster =
+      backend.ok() && absl::SimpleAtoi(*backend, &backend_pid) ? ParentPid(backend_pid) : 0;
+  if (postmaster == 0) {
+    std::fprintf(stderr, "bench: cannot find PostgreSQL's postmaster (is it on this machine?)\n");
+    return 1;
+  }
+
   // The ceiling first: the same rows COPYed into the empty partition from
   // one session. Then the partition is emptied again, so the ingest starts
   // from the same state.
+  const CpuUse copy_cpu_before = CpuUse::Now(postmaster, 0);
   absl::StatusOr<absl::Duration> copy =
       storage::pg::test_util::CopyRawRows((*db)->url(), 2, rows);
   if (!copy.ok()) {
     std::fprintf(stderr, "bench: %s\n", copy.status().ToString().c_str());
     return 1;
   }
+  const CpuUse copy_cpu = CpuUse::Now(postmaster, 0) - copy_cpu_before;
   const double copy_per_s = values / absl::ToDoubleSeconds(*copy);
   if (absl::Status emptied =
           storage::pg::test_util::TruncateProfilingRows((*db)->url());
@@ -499,7 +536,9 @@ int Run() {
 
   // A copy for the secure run below, before the plain run takes the batches.
   const std::vector<std::vector<v1::SystemMetricsBatch>> secure_work = work;
+  const CpuUse cpu_before = CpuUse::Now(postmaster, (*metricsd)->pid());
   const BulkResult plain = RunBulk(target, std::move(work), {});
+  const CpuUse cpu = CpuUse::Now(postmaster, (*metricsd)->pid()) - cpu_before;
   const double samples_per_s = values / absl::ToDoubleSeconds(plain.took);
   absl::StatusOr<int64_t> stored = storage::pg::test_util::CountRawValues((*db)->url(), 1);
 
@@ -524,14 +563,23 @@ int Run() {
   // these two): on this shared machine one COPY alone moved between 2.5
   // and 4.8 million values/s within an hour, and a pair measured close
   // together sees the same weather.
-  // (metricsd, COPY) values/s
-  std::vector<std::pair<double, double>> pairs = {{samples_per_s, copy_per_s}};
+  // The CPU each side of a pair used gives a second, steadier ratio: of
+  // the machine's cost per value. It also tells the throughputs' ratio
+  // apart from how many cores each side keeps busy (one COPY session about
+  // one; metricsd all it gets).
+  struct Pair {
+    double per_s, copy_per_s;  // values/s
+    CpuUse cpu, copy_cpu;
+    double Ratio() const { return per_s / copy_per_s; }
+    double CpuRatio() const { return copy_cpu.Total() / cpu.Total(); }
+  };
+  std::vector<Pair> pairs = {{samples_per_s, copy_per_s, cpu, copy_cpu}};
   double fresh_plain_per_s = 0, secure_per_s = 0;
   int secure_failures = 0;
   for (int round = 0; round < 2; ++round) {
     for (bool secure : {false, true}) {
       absl::StatusOr<FreshBulkResult> r =
-          RunFreshBulk(secure_work, secure, secure ? nullptr : &rows);
+          RunFreshBulk(secure_work, secure, secure ? nullptr : &rows, postmaster);
       if (!r.ok()) {
         std::fprintf(stderr, "bench: %s run: %s\n",
                      secure ? "secure" : "plain", r.status().ToString().c_str());
@@ -543,7 +591,7 @@ int Run() {
         std::printf("  %-34s %12.0f values/s  (%.2f s)\n",
                     "COPY into a fresh database", copy_pair,
                     absl::ToDoubleSeconds(r->copy_took));
-        pairs.emplace_back(per_s, copy_pair);
+        pairs.push_back({per_s, copy_pair, r->run_cpu, r->copy_cpu});
       }
       std::printf("  %-34s %12.0f values/s  (%.2f s%s)\n",
                   secure ? "fresh metricsd, token + TLS"
@@ -557,16 +605,33 @@ int Run() {
   }
   std::printf("  %-34s %12.2f\n", "secure_ratio (best to best)",
               secure_per_s / fresh_plain_per_s);
-  auto ratio = [](const std::pair<double, double>& p) {
-    return p.first / p.second;
-  };
   std::printf("  %-34s", "ratio_to_copy of each pair");
-  for (const auto& p : pairs) std::printf(" %.2f", ratio(p));
-  std::sort(pairs.begin(), pairs.end(),
-            [&](const auto& a, const auto& b) { return ratio(a) < ratio(b); });
-  const auto [median_per_s, median_copy_per_s] = pairs[pairs.size() / 2];
-  std::printf("\n  %-34s %12.2f\n\n", "ratio_to_copy (median pair)",
-              median_per_s / median_copy_per_s);
+  for (const Pair& p : pairs) std::printf(" %.2f", p.Ratio());
+  std::printf("\n  %-34s", "CPU s, metricsd / COPY, each pair");
+  for (const Pair& p : pairs) {
+    std::printf(" %.2f/%.2f", p.cpu.Total(), p.copy_cpu.Total());
+  }
+  std::printf("\n  %-34s", "of which PostgreSQL, first pair");
+  std::printf(" %.2f/%.2f", pairs[0].cpu.postgres, pairs[0].copy_cpu.postgres);
+  std::printf("\n  %-34s", "of which the client, first pair");
+  std::printf(" %.2f/%.2f", pairs[0].cpu.client, pairs[0].copy_cpu.client);
+  std::printf("\n  %-34s", "of which metricsd, first pair");
+  std::printf(" %.2f", pairs[0].cpu.metricsd);
+  std::printf("\n  %-34s", "cpu_ratio_to_copy of each pair");
+  std::vector<double> cpu_ratios;
+  for (const Pair& p : pairs) {
+    std::printf(" %.2f", p.CpuRatio());
+    cpu_ratios.push_back(p.CpuRatio());
+  }
+  std::sort(cpu_ratios.begin(), cpu_ratios.end());
+  const double cpu_ratio = cpu_ratios[cpu_ratios.size() / 2];
+  std::sort(pairs.begin(), pairs.end(), [](const Pair& a, const Pair& b) {
+    return a.Ratio() < b.Ratio();
+  });
+  const Pair& median = pairs[pairs.size() / 2];
+  std::printf("\n  %-34s %12.2f\n", "ratio_to_copy (median pair)",
+              median.Ratio());
+  std::printf("  %-34s %12.2f\n\n", "cpu_ratio_to_copy (median)", cpu_ratio);
 
   // 3. Fan-in.
   std::printf("fan-in: each stream sends 1 report (25 values) per second\n");
@@ -599,9 +664,9 @@ int Run() {
       "{\"samples_per_s\": %.0f, \"copy_samples_per_s\": %.0f, "
       "\"ratio_to_copy\": %.3f, \"fanin_streams\": %d, \"p99_ack_ms\": %.1f, "
       "\"server_peak_rss_mb\": %.1f, \"secure_samples_per_s\": %.0f, "
-      "\"secure_ratio\": %.3f}\n",
-      median_per_s, median_copy_per_s, median_per_s / median_copy_per_s, best, best_p99,
-      peak_rss, secure_per_s, secure_per_s / fresh_plain_per_s);
+      "\"secure_ratio\": %.3f, \"cpu_ratio_to_copy\": %.3f}\n",
+      median.per_s, median.copy_per_s, median.Ratio(), best, best_p99,
+      peak_rss, secure_per_s, secure_per_s / fresh_plain_per_s, cpu_ratio);
   return plain.failures > 0 || secure_failures > 0 ? 1 : 0;
 }
 
