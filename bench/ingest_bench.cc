@@ -130,6 +130,9 @@ class FanInStream : public grpc::ClientBidiReactor<
     writing_ = true;
     StartWrite(&open_);
     StartRead(&response_);
+    // Held until the writes are done: a stream that fails meanwhile must
+    // not end (OnDone) between SendOne's check and its StartWrite.
+    AddHold();
     StartCall();
   }
 
@@ -158,7 +161,7 @@ class FanInStream : public grpc::ClientBidiReactor<
       now = !writing_ && !writes_done_;
       writes_done_ |= now;
     }
-    if (now) StartWritesDone();
+    if (now) FinishWrites();
   }
 
   void OnWriteDone(bool) override {
@@ -169,7 +172,7 @@ class FanInStream : public grpc::ClientBidiReactor<
       close = closing_ && !writes_done_;
       writes_done_ |= close;
     }
-    if (close) StartWritesDone();
+    if (close) FinishWrites();
   }
 
   void OnReadDone(bool ok) override {
@@ -209,6 +212,12 @@ class FanInStream : public grpc::ClientBidiReactor<
   }
 
  private:
+  // Once, when no write is going out and none will be.
+  void FinishWrites() {
+    StartWritesDone();
+    RemoveHold();
+  }
+
   const std::string agent_;
   Recorder* const recorder_;
   grpc::ClientContext context_;
@@ -289,7 +298,8 @@ FanInResult RunFanIn(const std::string& target, const Subprocess& server,
       }
     } else if (!a->status().ok()) {
       if (result.failed++ == 0) {
-        std::fprintf(stderr, "bench: a fan-in stream ended with %s\n",
+        std::fprintf(stderr, "bench: a fan-in stream ended with code %d: %s\n",
+                     static_cast<int>(a->status().error_code()),
                      a->status().error_message().c_str());
       }
     }
