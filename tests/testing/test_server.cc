@@ -12,23 +12,38 @@ absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(
     server::ServerOptions options, const StoreWrapper& wrap) {
   std::unique_ptr<TestServer> test(new TestServer());
   ASSIGN_OR_RETURN(test->database_, TestDatabase::Create());
-  options.database_url = test->database_->url();
+  test->database_url_ = test->database_->url();
+  RETURN_IF_ERROR(test->Serve(std::move(options), wrap));
+  return test;
+}
+
+absl::StatusOr<std::unique_ptr<TestServer>> TestServer::StartReplica(
+    server::ServerOptions options, const StoreWrapper& wrap) const {
+  std::unique_ptr<TestServer> test(new TestServer());
+  test->database_url_ = database_url_;
+  RETURN_IF_ERROR(test->Serve(std::move(options), wrap));
+  return test;
+}
+
+absl::Status TestServer::Serve(server::ServerOptions options,
+                               const StoreWrapper& wrap) {
+  options.database_url = database_url_;
   options.grpc_address = "127.0.0.1:0";
   options.http.address = "127.0.0.1:0";
   auto quiet = [](absl::string_view) {};
   if (wrap == nullptr) {
-    ASSIGN_OR_RETURN(test->server_,
+    ASSIGN_OR_RETURN(server_,
                      server::MetricsServer::Create(std::move(options), quiet));
-    return test;
+    return absl::OkStatus();
   }
   storage::pg::PgMetricStoreOptions store = options.store;
   store.database_url = options.database_url;
-  ASSIGN_OR_RETURN(test->server_,
+  ASSIGN_OR_RETURN(server_,
                    server::MetricsServer::CreateOnStore(
                        std::move(options),
                        wrap(storage::pg::PgMetricStore::Create(std::move(store))),
                        quiet));
-  return test;
+  return absl::OkStatus();
 }
 
 TestServer::~TestServer() {

@@ -33,17 +33,25 @@ class TestServer {
   static absl::StatusOr<std::unique_ptr<TestServer>> Start(
       server::ServerOptions options = server::ServerOptions(),
       const StoreWrapper& wrap = nullptr);
+  // Another server (a replica) on this one's database, as Start does
+  // otherwise. It must be destroyed first.
+  absl::StatusOr<std::unique_ptr<TestServer>> StartReplica(
+      server::ServerOptions options = server::ServerOptions(),
+      const StoreWrapper& wrap = nullptr) const;
   ~TestServer();
 
   std::shared_ptr<grpc::Channel> Channel() const;
   std::string grpc_target() const;
   int http_port() const { return server_->http_port(); }
-  const std::string& database_url() const { return database_->url(); }
+  const std::string& database_url() const { return database_url_; }
   server::MetricsServer& server() { return *server_; }
 
  private:
   TestServer() = default;
-  std::unique_ptr<TestDatabase> database_;
+  absl::Status Serve(server::ServerOptions options, const StoreWrapper& wrap);
+
+  std::unique_ptr<TestDatabase> database_;  // null in a replica
+  std::string database_url_;
   std::unique_ptr<server::MetricsServer> server_;
 };
 

@@ -12,7 +12,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -252,6 +254,34 @@ absl::Status LockRollupsFor(const std::string& url, absl::Duration duration) {
     tx.abort();
     return absl::OkStatus();
   });
+}
+
+struct RollupTableLock::Session {
+  explicit Session(const std::string& url) : conn(url), tx(conn) {}
+  pqxx::connection conn;
+  pqxx::work tx;
+};
+
+RollupTableLock::RollupTableLock(std::unique_ptr<Session> session)
+    : session_(std::move(session)) {}
+
+RollupTableLock::~RollupTableLock() {
+  try {
+    session_->tx.abort();
+  } catch (const std::exception&) {
+    // The lock goes with the connection, closed next.
+  }
+}
+
+absl::StatusOr<std::unique_ptr<RollupTableLock>> RollupTableLock::Take(
+    const std::string& url) {
+  return GuardPg("locking the rollup table",
+                 [&]() -> absl::StatusOr<std::unique_ptr<RollupTableLock>> {
+                   auto session = std::make_unique<Session>(url);
+                   session->tx.exec("LOCK TABLE system_rollups IN ACCESS EXCLUSIVE MODE");
+                   return std::unique_ptr<RollupTableLock>(
+                       new RollupTableLock(std::move(session)));
+                 });
 }
 
 absl::StatusOr<std::string> QueryScalar(const std::string& url,

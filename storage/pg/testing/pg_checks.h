@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +56,21 @@ absl::StatusOr<int64_t> CountRepeatedReports(const std::string& url,
 // EXCLUSIVE lock on system_rollups for `duration` (ingest commits wait for
 // it), then releases it.
 absl::Status LockRollupsFor(const std::string& url, absl::Duration duration);
+
+// Holds an ACCESS EXCLUSIVE lock on system_rollups until destroyed: an
+// ingest commit that reaches its rollups waits there, inside its
+// transaction (a writer made slow at will).
+class RollupTableLock {
+ public:
+  static absl::StatusOr<std::unique_ptr<RollupTableLock>> Take(
+      const std::string& url);
+  ~RollupTableLock();
+
+ private:
+  struct Session;
+  explicit RollupTableLock(std::unique_ptr<Session> session);
+  std::unique_ptr<Session> session_;
+};
 
 // Runs `sql` and returns the first column of the first row as text ("" for
 // no row or NULL).
