@@ -43,14 +43,16 @@ struct Statements {
       "SELECT p.trial_id, p.stream_id, p.last_sequence "
       "FROM ingest_positions p "
       "JOIN unnest($1::int[], $2::text[]) AS k(trial_id, stream_id) "
-      "USING (trial_id, stream_id) "
-      "ORDER BY p.trial_id, p.stream_id FOR UPDATE OF p"};
+      "USING (trial_id, stream_id)"};
   PreparedStatement read_trials{
       "read_trials",
       "SELECT id, state FROM trials WHERE id = ANY($1::int[]) "
       "ORDER BY id FOR SHARE"};
-  PreparedStatement lock_rollups{
-      "lock_rollups",
+  // Advisory locks, taken in sorted order, so two writers never wait on
+  // each other in a cycle. OFFSET 0 keeps the sorted subquery from being
+  // flattened.
+  PreparedStatement lock_keys{
+      "lock_keys",
       "SELECT pg_advisory_xact_lock(k) FROM "
       "(SELECT k FROM unnest($1::bigint[]) AS k ORDER BY k OFFSET 0) s"};
   PreparedStatement read_rollups{
@@ -91,8 +93,8 @@ struct Statements {
       "SET last_sequence = excluded.last_sequence, updated_at = now()"};
 
   std::vector<PreparedStatement> All() const {
-    return {read_positions, read_trials,    lock_rollups, read_rollups,
-            insert_rollups, update_rollups, notify,       write_positions};
+    return {read_positions, read_trials,    lock_keys, read_rollups,
+            insert_rollups, update_rollups, notify,    write_positions};
   }
 };
 
@@ -161,17 +163,29 @@ class GroupTransaction {
     std::vector<int64_t> series_ids;  // parallel to batch->series
   };
 
+  // Takes `keys`' advisory locks, held until the transaction ends.
+  void Lock(std::vector<int64_t> keys) {
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    tx_.exec_prepared(Sql().lock_keys.name, IntArray(keys));
+  }
+
   void ReadPositions(const std::vector<PendingBatch*>& group) {
-    std::vector<int64_t> trials;
+    std::vector<int64_t> trials, keys;
     std::vector<std::string> streams;
     for (const PendingBatch* p : group) {
       if (p->batch.stream_id.empty()) continue;
       trials.push_back(p->batch.trial_id);
       streams.push_back(p->batch.stream_id);
+      keys.push_back(StreamLockKey(p->batch.trial_id, p->batch.stream_id));
     }
     if (trials.empty()) return;
-    // Row locks keep a second metricsd from committing the same stream's
-    // batch concurrently. Relies on the primary key (trial_id, stream_id).
+    // A stream's lock keeps any other writer (a zombie metricsd still
+    // committing a batch the client has since resent here) from committing
+    // its batches until this transaction ends; the read after it sees what
+    // that writer committed. A row lock on the position would not do: a new
+    // stream has no row yet. Relies on the primary key (trial_id, stream_id).
+    Lock(std::move(keys));
     for (const auto& row : tx_.exec_prepared(Sql().read_positions.name, IntArray(trials), TextArray(streams))) {
       positions_[{row[0].as<int32_t>(), row[1].as<std::string>()}] =
           row[2].as<int64_t>();
@@ -324,11 +338,7 @@ class GroupTransaction {
     for (const auto& [key, rollup] : fresh) {
       locks.push_back(RollupLockKey(std::get<0>(key), std::get<1>(key)));
     }
-    std::sort(locks.begin(), locks.end());
-    locks.erase(std::unique(locks.begin(), locks.end()), locks.end());
-    // Taken in sorted order, so two writers never wait on each other in a
-    // cycle. OFFSET 0 keeps the sorted subquery from being flattened.
-    tx_.exec_prepared(Sql().lock_rollups.name, IntArray(locks));
+    Lock(std::move(locks));
 
     RollupColumns keys;
     for (const auto& [key, rollup] : fresh) keys.AddKey(key);

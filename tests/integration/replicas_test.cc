@@ -1,0 +1,189 @@
+// Several metricsd replicas on one database (issue 20). A stream that moves
+// from one server to another while the first is still committing (a
+// "zombie": slow, not dead) is stored exactly once; two servers ingesting
+// into the same trial and agents keep rollups equal to the raw rows and the
+// series limit exact.
+#include <grpcpp/client_context.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/metrics/v1/ingest.grpc.pb.h"
+#include "storage/pg/testing/pg_checks.h"
+#include "tests/testing/realistic_batch.h"
+#include "tests/testing/test_server.h"
+#include "tests/testing/trials.h"
+
+namespace metrics::test_util {
+namespace {
+
+namespace pgtest = ::metrics::storage::pg::test_util;
+
+using Stream = grpc::ClientReaderWriter<v1::StreamSystemMetricsRequest,
+                                        v1::StreamSystemMetricsResponse>;
+
+constexpr int kReportsPerBatch = 10;
+
+v1::SystemMetricsBatch Batch(int64_t sequence, absl::Time start) {
+  v1::SystemMetricsBatch batch;
+  batch.set_trial_id(1);
+  batch.set_agent_id("agent-0");
+  batch.set_sequence(sequence);
+  DeclareRealisticSeries(batch);
+  for (int r = 0; r < kReportsPerBatch; ++r) {
+    AddRealisticReport(batch, start + absl::Seconds(r), sequence * 100 + r);
+  }
+  return batch;
+}
+
+// A stream opened on `server`; `acked` is what the server said it has.
+struct OpenStream {
+  std::unique_ptr<v1::IngestService::Stub> stub;
+  std::unique_ptr<grpc::ClientContext> context;
+  std::unique_ptr<Stream> stream;
+  int64_t acked = -1;
+};
+
+OpenStream Open(const TestServer& server, const std::string& stream_id) {
+  OpenStream s;
+  s.stub = v1::IngestService::NewStub(server.Channel());
+  s.context = std::make_unique<grpc::ClientContext>();
+  s.stream = s.stub->StreamSystemMetrics(s.context.get());
+  v1::StreamSystemMetricsRequest open;
+  open.mutable_open()->set_stream_id(stream_id);
+  open.mutable_open()->set_trial_id(1);
+  v1::StreamSystemMetricsResponse response;
+  if (s.stream->Write(open) && s.stream->Read(&response)) {
+    s.acked = response.acked_sequence();
+  }
+  return s;
+}
+
+bool Send(OpenStream& s, const v1::SystemMetricsBatch& batch) {
+  v1::StreamSystemMetricsRequest request;
+  *request.mutable_batch() = batch;
+  return s.stream->Write(request);
+}
+
+int64_t Scalar(const std::string& url, const std::string& sql) {
+  absl::StatusOr<std::string> text = pgtest::QueryScalar(url, sql);
+  int64_t n = -1;
+  if (!text.ok() || !absl::SimpleAtoi(*text, &n)) {
+    ADD_FAILURE() << sql << ": " << (text.ok() ? *text : text.status().ToString());
+  }
+  return n;
+}
+
+// Waits until `n` backends of the database wait for a lock.
+bool AwaitWaitingWriters(const std::string& url, int n) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline) {
+    if (Scalar(url,
+               "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+               "current_database() AND wait_event_type = 'Lock'") >= n) {
+      return true;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return false;
+}
+
+class ReplicasTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(a_, TestServer::Start());
+    ASSERT_OK_AND_ASSIGN(b_, a_->StartReplica());
+    ASSERT_OK(CreateTrial(a_->Channel(), 1));
+  }
+  void TearDown() override {
+    b_.reset();  // the replica first: the database goes with `a_`
+    a_.reset();
+  }
+
+  const std::string& url() const { return a_->database_url(); }
+
+  // Sends `batch` through server A and leaves A committing it, stalled at
+  // the rollups while the test holds their table; the client gives up on A
+  // (its stream cancelled, as when a load balancer drops the connection),
+  // reconnects to B and resends from its last acknowledgement. Then A is
+  // let go. Returns B's acknowledgement of the resent batch.
+  void ResendWhileAIsCommitting(const v1::SystemMetricsBatch& batch,
+                                int64_t acked_before) {
+    ASSERT_OK_AND_ASSIGN(auto lock, pgtest::RollupTableLock::Take(url()));
+    OpenStream on_a = Open(*a_, "moving");
+    ASSERT_EQ(on_a.acked, acked_before);
+    ASSERT_TRUE(Send(on_a, batch));
+    ASSERT_TRUE(AwaitWaitingWriters(url(), 1)) << "A never reached its commit";
+    on_a.context->TryCancel();
+
+    OpenStream on_b = Open(*b_, "moving");
+    // A has not committed: B has what was there before.
+    ASSERT_EQ(on_b.acked, acked_before);
+    ASSERT_TRUE(Send(on_b, batch));
+    // B's commit of the same batch is under way too (waiting for A's stream
+    // lock; before that lock existed, for the rollup table, rows written).
+    ASSERT_TRUE(AwaitWaitingWriters(url(), 2)) << "B never reached its commit";
+    lock.reset();
+
+    v1::StreamSystemMetricsResponse response;
+    ASSERT_TRUE(on_b.stream->Read(&response));
+    EXPECT_EQ(response.acked_sequence(), batch.sequence());
+    EXPECT_THAT(response.rejected(), ::testing::IsEmpty());
+    on_b.stream->WritesDone();
+    while (on_b.stream->Read(&response)) {
+    }
+    EXPECT_TRUE(on_b.stream->Finish().ok());
+  }
+
+  void ExpectStoredOnce(int batches) {
+    EXPECT_EQ(Scalar(url(), "SELECT count(*) FROM metrics WHERE trial_id = 1"),
+              batches * kReportsPerBatch);
+    ASSERT_OK_AND_ASSIGN(int64_t values, pgtest::CountRawValues(url(), 1));
+    EXPECT_EQ(values, batches * kReportsPerBatch * kRealisticValuesPerReport);
+    ASSERT_OK_AND_ASSIGN(int64_t repeated, pgtest::CountRepeatedReports(url(), 1));
+    EXPECT_EQ(repeated, 0);
+    EXPECT_OK(pgtest::CheckRollupsMatchRawRows(url(), 1).status());
+    EXPECT_EQ(Scalar(url(),
+                     "SELECT last_sequence FROM ingest_positions WHERE "
+                     "trial_id = 1 AND stream_id = 'moving'"),
+              batches);
+  }
+
+  std::unique_ptr<TestServer> a_, b_;
+};
+
+// The stream's first batch: no position is stored yet, so nothing but a
+// lock on the stream itself can make B wait for A.
+TEST_F(ReplicasTest, AZombieCommittingANewStreamsFirstBatchDoesNotDoubleIt) {
+  const absl::Time start = absl::Now() - absl::Hours(1);
+  ResendWhileAIsCommitting(Batch(1, start), 0);
+  ExpectStoredOnce(1);
+}
+
+TEST_F(ReplicasTest, AZombieCommittingALaterBatchDoesNotDoubleIt) {
+  const absl::Time start = absl::Now() - absl::Hours(1);
+  {
+    OpenStream on_a = Open(*a_, "moving");
+    ASSERT_TRUE(Send(on_a, Batch(1, start)));
+    v1::StreamSystemMetricsResponse response;
+    ASSERT_TRUE(on_a.stream->Read(&response));
+    ASSERT_EQ(response.acked_sequence(), 1);
+    on_a.stream->WritesDone();
+    while (on_a.stream->Read(&response)) {
+    }
+    ASSERT_TRUE(on_a.stream->Finish().ok());
+  }
+  ResendWhileAIsCommitting(Batch(2, start + absl::Seconds(kReportsPerBatch)), 1);
+  ExpectStoredOnce(2);
+}
+
+}  // namespace
+}  // namespace metrics::test_util
