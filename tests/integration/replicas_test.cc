@@ -19,6 +19,7 @@
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/realistic_batch.h"
+#include "tests/testing/resending_streamer.h"
 #include "tests/testing/test_server.h"
 #include "tests/testing/trials.h"
 
@@ -96,12 +97,59 @@ bool AwaitWaitingWriters(const std::string& url, int n) {
   return false;
 }
 
+// `batches` batches of one agent's reports, every second report time from
+// `first`: two streams of the same agent interleave in the same buckets.
+std::vector<v1::SystemMetricsBatch> AgentBatches(const std::string& agent,
+                                                 absl::Time first,
+                                                 int batches) {
+  std::vector<v1::SystemMetricsBatch> out;
+  for (int b = 0; b < batches; ++b) {
+    v1::SystemMetricsBatch batch;
+    batch.set_trial_id(1);
+    batch.set_agent_id(agent);
+    DeclareRealisticSeries(batch);
+    for (int r = 0; r < kReportsPerBatch; ++r) {
+      const int i = b * kReportsPerBatch + r;
+      AddRealisticReport(batch, first + absl::Seconds(2 * i), i);
+    }
+    out.push_back(std::move(batch));
+  }
+  return out;
+}
+
 class ReplicasTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ASSERT_OK_AND_ASSIGN(a_, TestServer::Start());
-    ASSERT_OK_AND_ASSIGN(b_, a_->StartReplica());
+  void SetUp() override { StartServers({}); }
+
+  void StartServers(const server::ServerOptions& options) {
+    b_.reset();
+    a_.reset();
+    ASSERT_OK_AND_ASSIGN(a_, TestServer::Start(options));
+    ASSERT_OK_AND_ASSIGN(b_, a_->StartReplica(options));
     ASSERT_OK(CreateTrial(a_->Channel(), 1));
+  }
+
+  // Sends each stream's batches at once, stream i through server A for
+  // even i, B for odd; returns each stream's rejections.
+  std::vector<std::vector<v1::BatchRejection>> SendThroughBoth(
+      std::vector<std::vector<v1::SystemMetricsBatch>> streams) {
+    std::vector<std::vector<v1::BatchRejection>> rejections(streams.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < streams.size(); ++i) {
+      threads.emplace_back([&, i] {
+        const std::string target =
+            (i % 2 == 0 ? a_ : b_)->grpc_target();
+        StreamerOptions options;
+        options.stream_id = absl::StrCat("stream-", i);
+        options.trial_id = 1;
+        options.window = 4;
+        ResendingStreamer streamer([&] { return target; }, options);
+        EXPECT_OK(streamer.SendAll(std::move(streams[i])));
+        rejections[i] = streamer.rejections();
+      });
+    }
+    for (auto& t : threads) t.join();
+    return rejections;
   }
   void TearDown() override {
     b_.reset();  // the replica first: the database goes with `a_`
@@ -183,6 +231,66 @@ TEST_F(ReplicasTest, AZombieCommittingALaterBatchDoesNotDoubleIt) {
   }
   ResendWhileAIsCommitting(Batch(2, start + absl::Seconds(kReportsPerBatch)), 1);
   ExpectStoredOnce(2);
+}
+
+// Each agent has a stream through A and one through B at once, their
+// reports interleaved in the same rollup buckets and declaring the same
+// series: the series are registered once, and every bucket holds both.
+TEST_F(ReplicasTest, TwoServersWritingTheSameAgentsKeepRollupsExact) {
+  constexpr int kAgents = 3, kBatches = 30;
+  const absl::Time start = absl::Now() - absl::Hours(2);
+  std::vector<std::vector<v1::SystemMetricsBatch>> streams;
+  for (int agent = 0; agent < kAgents; ++agent) {
+    const std::string id = absl::StrCat("agent-", agent);
+    streams.push_back(AgentBatches(id, start, kBatches));
+    streams.push_back(AgentBatches(id, start + absl::Seconds(1), kBatches));
+  }
+  for (const auto& rejected : SendThroughBoth(std::move(streams))) {
+    EXPECT_THAT(rejected, ::testing::IsEmpty());
+  }
+  ASSERT_OK_AND_ASSIGN(int64_t values, pgtest::CountRawValues(url(), 1));
+  EXPECT_EQ(values, 2 * kAgents * kBatches * kReportsPerBatch *
+                        kRealisticValuesPerReport);
+  ASSERT_OK_AND_ASSIGN(int64_t repeated, pgtest::CountRepeatedReports(url(), 1));
+  EXPECT_EQ(repeated, 0);
+  ASSERT_OK_AND_ASSIGN(int64_t buckets, pgtest::CheckRollupsMatchRawRows(url(), 1));
+  EXPECT_GT(buckets, 0);
+  EXPECT_EQ(Scalar(url(), "SELECT count(*) FROM series WHERE trial_id = 1"),
+            kAgents * kRealisticValuesPerReport);
+  EXPECT_EQ(Scalar(url(), "SELECT series_count FROM trial_series_counts "
+                          "WHERE trial_id = 1"),
+            kAgents * kRealisticValuesPerReport);
+}
+
+// New agents race through both servers for a series limit that fits only
+// some of them: exactly as many as fit are stored, the rest refused.
+TEST_F(ReplicasTest, TwoServersFillTheSeriesLimitExactly) {
+  constexpr int kAgents = 8, kFit = 3;
+  server::ServerOptions options;
+  options.store.limits.max_series_per_trial = kFit * kRealisticValuesPerReport;
+  StartServers(options);
+  const absl::Time start = absl::Now() - absl::Hours(1);
+  std::vector<std::vector<v1::SystemMetricsBatch>> streams;
+  for (int agent = 0; agent < kAgents; ++agent) {
+    streams.push_back(AgentBatches(absl::StrCat("agent-", agent), start, 1));
+  }
+  int refused = 0;
+  for (const auto& rejected : SendThroughBoth(std::move(streams))) {
+    for (const v1::BatchRejection& r : rejected) {
+      EXPECT_EQ(r.code(), static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED))
+          << r.message();
+      ++refused;
+    }
+  }
+  EXPECT_EQ(refused, kAgents - kFit);
+  EXPECT_EQ(Scalar(url(), "SELECT count(*) FROM series WHERE trial_id = 1"),
+            kFit * kRealisticValuesPerReport);
+  EXPECT_EQ(Scalar(url(), "SELECT series_count FROM trial_series_counts "
+                          "WHERE trial_id = 1"),
+            kFit * kRealisticValuesPerReport);
+  EXPECT_EQ(Scalar(url(), "SELECT count(DISTINCT agent_id) FROM metrics "
+                          "WHERE trial_id = 1"),
+            kFit);
 }
 
 }  // namespace
