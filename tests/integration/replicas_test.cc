@@ -2,8 +2,10 @@
 // from one server to another while the first is still committing (a
 // "zombie": slow, not dead) is stored exactly once; two servers ingesting
 // into the same trial and agents keep rollups equal to the raw rows and the
-// series limit exact.
+// series limit exact; a follower on one metricsd process sees what another
+// commits within a second.
 #include <grpcpp/client_context.h>
+#include <grpcpp/create_channel.h>
 
 #include <memory>
 #include <string>
@@ -17,9 +19,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/metrics/v1/ingest.grpc.pb.h"
+#include "proto/metrics/v1/query.grpc.pb.h"
 #include "storage/pg/testing/pg_checks.h"
+#include "tests/testing/metricsd_process.h"
 #include "tests/testing/realistic_batch.h"
 #include "tests/testing/resending_streamer.h"
+#include "tests/testing/test_database.h"
 #include "tests/testing/test_server.h"
 #include "tests/testing/trials.h"
 
@@ -291,6 +296,61 @@ TEST_F(ReplicasTest, TwoServersFillTheSeriesLimitExactly) {
   EXPECT_EQ(Scalar(url(), "SELECT count(DISTINCT agent_id) FROM metrics "
                           "WHERE trial_id = 1"),
             kFit);
+}
+
+// Two metricsd processes on one database: a follower on B gets each point
+// committed through A within a second of A's acknowledgement (B learns of
+// the commit from PostgreSQL's NOTIFY, not from A).
+TEST(ReplicaProcessesTest, FollowOnOneServerSeesWhatAnotherCommitsWithinASecond) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<TestDatabase> db, TestDatabase::Create());
+  auto start = [&] {
+    return StartMetricsd({METRICSD_PATH, "--database-url=" + db->url(),
+                          "--grpc-address=127.0.0.1:0",
+                          "--http-address=127.0.0.1:0", "--auth=off"});
+  };
+  ASSERT_OK_AND_ASSIGN(MetricsdProcess a, start());
+  ASSERT_OK_AND_ASSIGN(MetricsdProcess b, start());
+  auto channel = [](const MetricsdProcess& p) {
+    return grpc::CreateChannel(p.grpc_target, grpc::InsecureChannelCredentials());
+  };
+  ASSERT_OK(CreateTrial(channel(a), 1));
+
+  auto query = v1::QueryService::NewStub(channel(b));
+  grpc::ClientContext follow_context;
+  follow_context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+  v1::QuerySeriesRequest request;
+  request.set_trial_id(1);
+  auto follow = query->FollowSeries(&follow_context, request);
+  v1::QuerySeriesResponse message;
+  ASSERT_TRUE(follow->Read(&message));  // the current answer: nothing yet
+  EXPECT_EQ(message.series_size(), 0);
+
+  auto ingest = v1::IngestService::NewStub(channel(a));
+  const absl::Time first = absl::Now() - absl::Minutes(5);
+  for (int i = 0; i < 3; ++i) {
+    const double value = 10 + i;
+    v1::ReportSystemMetricsRequest report;
+    v1::SystemMetricsBatch& batch = *report.mutable_batch();
+    batch.set_trial_id(1);
+    batch.set_agent_id("agent-0");
+    batch.add_series()->set_name("cpu_util_simple");
+    v1::SystemMetricsReport& r = *batch.add_reports();
+    r.mutable_time()->set_seconds(absl::ToUnixSeconds(first + absl::Seconds(20 * i)));
+    r.add_series(0);
+    r.add_values(value);
+    grpc::ClientContext context;
+    v1::ReportSystemMetricsResponse response;
+    ASSERT_TRUE(ingest->ReportSystemMetrics(&context, report, &response).ok());
+    const absl::Time acknowledged = absl::Now();
+
+    ASSERT_TRUE(follow->Read(&message));
+    EXPECT_LT(absl::Now() - acknowledged, absl::Seconds(1)) << "point " << i;
+    ASSERT_EQ(message.series_size(), 1);
+    EXPECT_THAT(message.series(0).max(), ::testing::ElementsAre(value));
+  }
+  follow_context.TryCancel();
+  while (follow->Read(&message)) {
+  }
 }
 
 }  // namespace
