@@ -317,6 +317,14 @@ class MetricStore {
   virtual absl::StatusOr<std::vector<AgentActivity>> AgentActivityOfTrials(
       const std::vector<int32_t>& trial_ids, absl::Time deadline) = 0;
 
+  // --- Health.
+
+  // OK when the database answers a trivial query; UNAVAILABLE (naming the
+  // reason) when it cannot be reached. Blocks as long as the database takes:
+  // callers that must not wait call it from a thread of their own. Uses a
+  // connection of its own, so a busy pool or writer does not make it fail.
+  virtual absl::Status CheckDatabase() = 0;
+
   // --- Lifetime.
 
   // Stops taking batches, commits what is queued (up to `deadline`, then

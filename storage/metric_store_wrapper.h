@@ -90,6 +90,7 @@ class MetricStoreWrapper : public MetricStore {
       const std::vector<int32_t>& trial_ids, absl::Time deadline) override {
     return target_->AgentActivityOfTrials(trial_ids, deadline);
   }
+  absl::Status CheckDatabase() override { return target_->CheckDatabase(); }
   void Shutdown(absl::Time deadline) override { target_->Shutdown(deadline); }
 
  private:

@@ -1,7 +1,11 @@
 #include "storage/pg/connection.h"
 
+#include <libpq-fe.h>
 #include <pqxx/nontransaction>
 
+#include <map>
+
+#include "absl/strings/str_cat.h"
 #include "storage/pg/pg_errors.h"
 
 namespace metrics::storage::pg {
@@ -22,6 +26,36 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
         Prepare(*conn, statements);
         return conn;
       });
+}
+
+absl::StatusOr<std::string> WithConnectionOptions(
+    const std::string& url,
+    const std::vector<std::pair<std::string, std::string>>& options) {
+  char* error = nullptr;
+  PQconninfoOption* parsed = PQconninfoParse(url.c_str(), &error);
+  if (parsed == nullptr) {
+    const std::string reason = error != nullptr ? error : "out of memory";
+    PQfreemem(error);
+    return absl::InvalidArgumentError(
+        absl::StrCat("database URL: ", reason));
+  }
+  std::map<std::string, std::string> values;
+  for (const PQconninfoOption* o = parsed; o->keyword != nullptr; ++o) {
+    if (o->val != nullptr) values[o->keyword] = o->val;
+  }
+  PQconninfoFree(parsed);
+  for (const auto& [key, value] : options) values[key] = value;
+  std::string text;
+  for (const auto& [key, value] : values) {
+    // libpq's keyword syntax: single quotes, with ' and \ escaped.
+    absl::StrAppend(&text, text.empty() ? "" : " ", key, "='");
+    for (char c : value) {
+      if (c == '\'' || c == '\\') text.push_back('\\');
+      text.push_back(c);
+    }
+    text.push_back('\'');
+  }
+  return text;
 }
 
 }  // namespace metrics::storage::pg

@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <pqxx/connection>
@@ -27,6 +28,13 @@ namespace metrics::storage::pg {
 absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     const std::string& url, absl::string_view application_name,
     const std::vector<PreparedStatement>& statements = {});
+
+// `url` with libpq connection options added (or replacing its own), as a
+// keyword string: for example {"connect_timeout", "5"}. INVALID_ARGUMENT
+// when libpq cannot parse `url`.
+absl::StatusOr<std::string> WithConnectionOptions(
+    const std::string& url,
+    const std::vector<std::pair<std::string, std::string>>& options);
 
 }  // namespace metrics::storage::pg
 

@@ -1,5 +1,6 @@
 #include "storage/pg/pg_metric_store.h"
 
+#include <pqxx/nontransaction>
 #include <pqxx/result>
 #include <pqxx/transaction>
 
@@ -12,6 +13,7 @@
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "common/status_macros.h"
+#include "storage/pg/connection.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/pooled_transaction.h"
 #include "storage/pg/raw_values.h"
@@ -638,6 +640,25 @@ absl::Status PgMetricStore::SubmitBatch(
   pending->batch = std::move(batch);
   pending->done = std::move(done);
   return writer_->Submit(std::move(pending));
+}
+
+absl::Status PgMetricStore::CheckDatabase() {
+  absl::MutexLock lock(&check_mu_);
+  absl::Status status = GuardPg("checking the database", [&]() -> absl::Status {
+    if (check_connection_ == nullptr) {
+      // Bounded waits: a check must fail, not hang, when the network does.
+      ASSIGN_OR_RETURN(std::string url,
+                       WithConnectionOptions(options_.database_url,
+                                             {{"connect_timeout", "3"},
+                                              {"tcp_user_timeout", "3000"}}));
+      ASSIGN_OR_RETURN(check_connection_, Connect(url, "metricsd-readiness"));
+    }
+    pqxx::nontransaction tx(*check_connection_);
+    tx.exec("SELECT 1");
+    return absl::OkStatus();
+  });
+  if (!status.ok()) check_connection_.reset();  // a new one next time
+  return status;
 }
 
 void PgMetricStore::Shutdown(absl::Time deadline) {

@@ -12,10 +12,14 @@
 #ifndef METRICS_STORAGE_PG_PG_METRIC_STORE_H_
 #define METRICS_STORAGE_PG_PG_METRIC_STORE_H_
 
+#include <pqxx/connection>
+
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "storage/batch_validation.h"
 #include "storage/metric_store.h"
@@ -78,6 +82,7 @@ class PgMetricStore : public MetricStore {
   absl::Status SubmitBatch(
       MetricBatch batch,
       absl::AnyInvocable<void(BatchOutcome) &&> done) override;
+  absl::Status CheckDatabase() override ABSL_LOCKS_EXCLUDED(check_mu_);
   void Shutdown(absl::Time deadline) override;
 
   size_t queued_values() const { return writer_->queued_values(); }
@@ -89,6 +94,9 @@ class PgMetricStore : public MetricStore {
   ConnectionPool pool_;
   ChangeNotifier notifier_;
   std::unique_ptr<IngestWriter> writer_;
+  absl::Mutex check_mu_;
+  // CheckDatabase's; null until its first call and after a failure.
+  std::unique_ptr<pqxx::connection> check_connection_ ABSL_GUARDED_BY(check_mu_);
 };
 
 }  // namespace metrics::storage::pg

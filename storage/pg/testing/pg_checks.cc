@@ -256,6 +256,25 @@ absl::Status LockRollupsFor(const std::string& url, absl::Duration duration) {
   });
 }
 
+absl::Status SetConnectionsAllowed(const std::string& admin_url,
+                                   const std::string& database, bool allowed) {
+  const std::string& name = database;
+  return GuardPg("changing whether the database takes connections",
+                 [&]() -> absl::Status {
+                   pqxx::connection conn(admin_url);
+                   pqxx::nontransaction tx(conn);
+                   tx.exec(absl::StrCat("ALTER DATABASE ", tx.quote_name(name),
+                                        " ALLOW_CONNECTIONS ",
+                                        allowed ? "true" : "false"));
+                   if (!allowed) {
+                     tx.exec_params("SELECT pg_terminate_backend(pid) FROM "
+                                    "pg_stat_activity WHERE datname = $1",
+                                    name);
+                   }
+                   return absl::OkStatus();
+                 });
+}
+
 struct RollupTableLock::Session {
   explicit Session(const std::string& url) : conn(url), tx(conn) {}
   pqxx::connection conn;

@@ -72,6 +72,13 @@ class RollupTableLock {
   std::unique_ptr<Session> session_;
 };
 
+// Makes `database` refuse connections and ends the ones it has (the
+// database unreachable, as far as its clients can tell), or lets them in
+// again. Runs through `admin_url`, another database of the same server, as
+// one cannot let connections back in through a database that refuses them.
+absl::Status SetConnectionsAllowed(const std::string& admin_url,
+                                   const std::string& database, bool allowed);
+
 // Runs `sql` and returns the first column of the first row as text ("" for
 // no row or NULL).
 absl::StatusOr<std::string> QueryScalar(const std::string& url,
