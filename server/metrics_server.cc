@@ -216,7 +216,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
            determined::api::v1::Determined::service_full_name()},
           std::move(gateway_options)));
   HttpServerOptions http_options = options.http;
-  http_options.inline_paths = {"/healthz"};
+  http_options.inline_paths = {"/healthz", "/livez"};
   http_options.decorate_error = [gateway = server->gateway_.get()](
                                     absl::string_view path, HttpResponse& r) {
     gateway->AddDeprecationHeaders(path, r);
@@ -227,6 +227,15 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
                                        return s->HandleHttp(r);
                                      }));
   server->serving_ = true;
+  server->readiness_ = std::make_unique<ReadinessProbe>(
+      server->store_.get(), options.readiness,
+      [log, grpc = server->grpc_.get()](bool ready, const std::string& reason) {
+        log(ready ? std::string("database reachable again: ready")
+                  : "database unreachable, not ready: " + reason);
+        if (auto* health = grpc->GetHealthCheckService(); health != nullptr) {
+          health->SetServingStatus(ready);
+        }
+      });
   return server;
 }
 
@@ -236,6 +245,7 @@ void MetricsServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
   serving_ = false;
+  readiness_.reset();  // it sets the gRPC health status
   if (grpc_ != nullptr) {
     if (auto* health = grpc_->GetHealthCheckService(); health != nullptr) {
       health->SetServingStatus(false);
@@ -279,7 +289,7 @@ HttpResponse MetricsServer::HandleHttp(const HttpRequest& request) const {
   std::optional<HttpResponse> page;
   if (web_ != nullptr) page = web_->Serve(request.path);
   const bool get_only = page.has_value() || request.path == "/metrics" ||
-                        request.path == "/healthz";
+                        request.path == "/healthz" || request.path == "/livez";
   if (get_only && request.method != "GET" && request.method != "HEAD") {
     HttpResponse response = ErrorResponse(
         absl::UnimplementedError(absl::StrCat("method ", request.method,
@@ -291,12 +301,23 @@ HttpResponse MetricsServer::HandleHttp(const HttpRequest& request) const {
   }
   if (page.has_value()) return *std::move(page);
   if (request.path == "/metrics") return PrometheusExport(request);
-  if (request.path == "/healthz") {
+  if (request.path == "/healthz") {  // readiness, for load balancers
     HttpResponse response;
-    const bool serving = serving_;
-    response.status = serving ? 200 : 503;
-    response.body = serving ? "{\"status\":\"SERVING\"}"
-                            : "{\"status\":\"NOT_SERVING\"}";
+    // The database's own error goes to the log, not to strangers.
+    const char* reason = !serving_ ? "shutting down"
+                         : readiness_ != nullptr && !readiness_->Ready()
+                             ? "database unreachable"
+                             : nullptr;
+    response.status = reason == nullptr ? 200 : 503;
+    response.body = reason == nullptr
+                        ? "{\"status\":\"SERVING\"}"
+                        : absl::StrCat("{\"status\":\"NOT_SERVING\",\"reason\":\"",
+                                       reason, "\"}");
+    return response;
+  }
+  if (request.path == "/livez") {  // liveness: answering is the proof
+    HttpResponse response;
+    response.body = "{\"status\":\"ALIVE\"}";
     return response;
   }
   return gateway_->Handle(request);

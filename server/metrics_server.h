@@ -1,8 +1,8 @@
 // The metricsd server: checks the database schema, then serves gRPC (trials,
 // ingest, queries and follow, the deprecated legacy profiler API, the
 // standard grpc.health.v1 health service, server reflection) and HTTP (the
-// REST gateway to those services, /healthz, /metrics and the profiler page)
-// until Shutdown.
+// REST gateway to those services, /healthz (readiness), /livez, /metrics and
+// the profiler page) until Shutdown.
 //
 // Usage (what main.cc does):
 //   ASSIGN_OR_RETURN(auto server, MetricsServer::Create(options));
@@ -31,6 +31,7 @@
 #include "server/services/ingest_service.h"
 #include "server/legacy/legacy_profiler_service.h"
 #include "server/legacy/legacy_usage.h"
+#include "server/readiness.h"
 #include "server/services/query_service.h"
 #include "server/rest/rest_gateway.h"
 #include "server/server_options.h"
@@ -100,6 +101,7 @@ class MetricsServer {
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<storage::pg::RetentionLoop> retention_;  // with --raw-retention
+  std::unique_ptr<ReadinessProbe> readiness_;
   int grpc_port_ = 0;
   size_t prometheus_max_series_ = 0;
   absl::Duration stale_after_;

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/database_url.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -113,6 +114,68 @@ TEST(MetricsdTest, MigrateFlagAppliesMigrationsThenServesHealth) {
   ASSERT_OK_AND_ASSIGN(auto post,
                        HttpCall(PortOf(http_line), "POST", "/healthz"));
   EXPECT_EQ(post.status, 405);
+}
+
+// Polls `path` until it answers `status`; the last answer.
+absl::StatusOr<test_util::HttpResult> AwaitStatus(int port, const std::string& path,
+                                                  int status) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(15);
+  absl::StatusOr<test_util::HttpResult> r;
+  do {
+    r = HttpCall(port, "GET", path);
+    if (r.ok() && r->status == status) return r;
+    absl::SleepFor(absl::Milliseconds(100));
+  } while (absl::Now() < deadline);
+  return r;
+}
+
+HealthCheckResponse::ServingStatus AwaitGrpcHealth(
+    int port, HealthCheckResponse::ServingStatus status) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  HealthCheckResponse::ServingStatus now;
+  while ((now = GrpcHealth(port)) != status && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return now;
+}
+
+// Readiness follows the database; liveness does not.
+TEST(MetricsdTest, HealthzSaysNotReadyWhileTheDatabaseIsUnreachable) {
+  std::unique_ptr<TestDatabase> db = NewDatabase(/*migrate=*/true);
+  ASSERT_NE(db, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto metricsd, StartMetricsd(*db));
+  ASSERT_OK_AND_ASSIGN(std::string grpc_line,
+                       metricsd->WaitForLine("gRPC listening on", absl::Seconds(30)));
+  ASSERT_OK_AND_ASSIGN(std::string http_line,
+                       metricsd->WaitForLine("HTTP listening on", absl::Seconds(30)));
+  const int http = PortOf(http_line), grpc = PortOf(grpc_line);
+  ASSERT_OK_AND_ASSIGN(auto ready, HttpCall(http, "GET", "/healthz"));
+  EXPECT_EQ(ready.status, 200);
+
+  const std::string admin = common::ResolveDatabaseUrl("");
+  ASSERT_OK(storage::pg::test_util::SetConnectionsAllowed(admin, db->name(), false));
+  const absl::Time cut = absl::Now();
+  ASSERT_OK_AND_ASSIGN(auto not_ready, AwaitStatus(http, "/healthz", 503));
+  EXPECT_EQ(not_ready.status, 503);
+  EXPECT_LT(absl::Now() - cut, absl::Seconds(5));
+  EXPECT_EQ(not_ready.body,
+            "{\"status\":\"NOT_SERVING\",\"reason\":\"database unreachable\"}");
+  EXPECT_EQ(AwaitGrpcHealth(grpc, HealthCheckResponse::NOT_SERVING),
+            HealthCheckResponse::NOT_SERVING);
+  ASSERT_OK_AND_ASSIGN(auto alive, HttpCall(http, "GET", "/livez"));
+  EXPECT_EQ(alive.status, 200);
+  EXPECT_EQ(alive.body, "{\"status\":\"ALIVE\"}");
+
+  ASSERT_OK(storage::pg::test_util::SetConnectionsAllowed(admin, db->name(), true));
+  ASSERT_OK_AND_ASSIGN(auto again, AwaitStatus(http, "/healthz", 200));
+  EXPECT_EQ(again.status, 200);
+  EXPECT_EQ(AwaitGrpcHealth(grpc, HealthCheckResponse::SERVING),
+            HealthCheckResponse::SERVING);
+  metricsd->Signal(SIGTERM);
+  ASSERT_OK_AND_ASSIGN(int code, metricsd->Wait(absl::Seconds(30)));
+  EXPECT_EQ(code, 0);
+  EXPECT_THAT(metricsd->stderr_text(), HasSubstr("database unreachable, not ready: "));
+  EXPECT_THAT(metricsd->stderr_text(), HasSubstr("database reachable again: ready"));
 }
 
 TEST(MetricsdTest, SigtermStopsGracefullyWithExitCodeZero) {

@@ -10,6 +10,7 @@
 
 #include "common/tls_files.h"
 #include "server/http/http_server.h"
+#include "server/readiness.h"
 #include "query/query_engine.h"
 #include "server/services/follow_reactor.h"
 #include "server/services/ingest_stream_reactor.h"
@@ -55,6 +56,9 @@ struct ServerOptions {
   // start and then every `retention_every`; infinite keeps them forever.
   absl::Duration raw_retention = absl::InfiniteDuration();
   absl::Duration retention_every = absl::Hours(1);
+  // How often readiness (/healthz) asks the database, and when a check
+  // that has not answered counts as a failure.
+  ReadinessOptions readiness;
   // Memory gRPC may use for calls in progress before it pushes back.
   size_t grpc_memory_bytes = size_t{1} << 30;
   // Whether callers must present an API token (see the README's
