@@ -25,6 +25,8 @@ packages=(
   openssl
   # promtool (in Debian's prometheus package) checks GET /metrics in the tests.
   prometheus
+  # The tests check docker-compose's load balancer configuration with it.
+  haproxy
   # The profiler page's browser test runs Debian's Chromium (never a
   # downloaded one).
   chromium

@@ -5,7 +5,8 @@
 # it made, as docker-compose.yml does, and scrapes /metrics the way
 # deploy/prometheus.yml says (TLS trusting the stack's CA for the name
 # "metricsd", the viewer token); promtool checks that configuration and the
-# page. A second run of the script changes nothing.
+# page, haproxy the load balancer's. A second run of the script changes
+# nothing.
 # Usage: compose_secrets_test.sh <repository root> <metricsd> <metricsctl>
 set -euo pipefail
 root=$1 metricsd=$2 metricsctl=$3
@@ -51,6 +52,12 @@ done
 sed "s|/secrets/|$secrets/|g" "$root/deploy/prometheus.yml" >"$work/prometheus.yml"
 promtool check config "$work/prometheus.yml" >/dev/null || fail "promtool rejects prometheus.yml"
 grep -q 'server_name: metricsd' "$work/prometheus.yml" || fail "prometheus.yml does not name metricsd"
+
+# The load balancer's configuration, with this CA: HAProxy must accept it
+# (the replicas' names resolve only inside the stack: HAProxy starts them
+# disabled here, and says so in warnings).
+sed "s|/secrets/|$secrets/|g" "$root/deploy/haproxy.cfg" >"$work/haproxy.cfg"
+haproxy -c -q -f "$work/haproxy.cfg" || fail "haproxy rejects deploy/haproxy.cfg"
 
 scrape() {
   curl -sS --cacert "$secrets/ca.pem" --resolve "metricsd:$port:127.0.0.1" "$@" \
