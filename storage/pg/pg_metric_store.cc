@@ -645,6 +645,7 @@ absl::Status PgMetricStore::SubmitBatch(
 absl::Status PgMetricStore::CheckDatabase() {
   absl::MutexLock lock(&check_mu_);
   absl::Status status = GuardPg("checking the database", [&]() -> absl::Status {
+    check_mu_.AssertHeld();  // tells the lock analysis: this runs here
     if (check_connection_ == nullptr) {
       // Bounded waits: a check must fail, not hang, when the network does.
       ASSIGN_OR_RETURN(std::string url,
