@@ -58,21 +58,19 @@ absl::StatusOr<std::unique_ptr<ReplicatedCluster>> ReplicatedCluster::Create() {
   RETURN_IF_ERROR(cluster->Run(
       "initdb", {"-D", dir + "/primary", "-U", "postgres", "-A", "trust",
                  "--no-sync", "--no-instructions"}));
-  RETURN_IF_ERROR(cluster->StartPrimary());
+  RETURN_IF_ERROR(cluster->Start(Server::kPrimary));
   RETURN_IF_ERROR(cluster->Run(
       "pg_basebackup",
       {"-h", dir, "-p", std::to_string(kPrimaryPort), "-U", "postgres", "-D",
        dir + "/standby", "-R", "-X", "stream", "-c", "fast", "--no-sync"}));
-  RETURN_IF_ERROR(cluster->StartStandby());
+  RETURN_IF_ERROR(cluster->Start(Server::kStandby));
   return cluster;
 }
 
 ReplicatedCluster::~ReplicatedCluster() {
-  for (const auto& [up, data] :
-       {std::pair{standby_up_, "standby"}, std::pair{primary_up_, "primary"}}) {
-    if (up) {
-      (void)Run("pg_ctl", {"-D", absl::StrCat(dir_, "/", data), "-m",
-                           "immediate", "-w", "stop"});
+  for (Server server : {Server::kStandby, Server::kPrimary}) {
+    if (up_[static_cast<int>(server)]) {
+      (void)Run("pg_ctl", {"-D", DataDir(server), "-m", "immediate", "-w", "stop"});
     }
   }
   std::error_code ignored;
@@ -109,37 +107,27 @@ absl::Status ReplicatedCluster::AwaitStandbyCaughtUp(
   }
 }
 
-absl::Status ReplicatedCluster::StopStandby() {
-  RETURN_IF_ERROR(Run("pg_ctl", {"-D", dir_ + "/standby", "-m", "fast", "-w", "stop"}));
-  standby_up_ = false;
+std::string ReplicatedCluster::DataDir(Server server) const {
+  return absl::StrCat(dir_, server == Server::kPrimary ? "/primary" : "/standby");
+}
+
+absl::Status ReplicatedCluster::Stop(Server server) {
+  RETURN_IF_ERROR(Run("pg_ctl", {"-D", DataDir(server), "-m", "fast", "-w", "stop"}));
+  up_[static_cast<int>(server)] = false;
   return absl::OkStatus();
 }
 
-absl::Status ReplicatedCluster::StartStandby() {
-  RETURN_IF_ERROR(StartServer(dir_ + "/standby", kStandbyPort));
-  standby_up_ = true;
+absl::Status ReplicatedCluster::Start(Server server) {
+  const int port = server == Server::kPrimary ? kPrimaryPort : kStandbyPort;
+  RETURN_IF_ERROR(Run(
+      "pg_ctl", {"-D", DataDir(server), "-l", DataDir(server) + ".log", "-w",
+                 "-t", "60", "-o",
+                 absl::StrCat("-c port=", port, " -c listen_addresses='' ",
+                              "-c unix_socket_directories=", dir_,
+                              " -c fsync=off"),
+                 "start"}));
+  up_[static_cast<int>(server)] = true;
   return absl::OkStatus();
-}
-
-absl::Status ReplicatedCluster::StopPrimary() {
-  RETURN_IF_ERROR(Run("pg_ctl", {"-D", dir_ + "/primary", "-m", "fast", "-w", "stop"}));
-  primary_up_ = false;
-  return absl::OkStatus();
-}
-
-absl::Status ReplicatedCluster::StartPrimary() {
-  RETURN_IF_ERROR(StartServer(dir_ + "/primary", kPrimaryPort));
-  primary_up_ = true;
-  return absl::OkStatus();
-}
-
-absl::Status ReplicatedCluster::StartServer(const std::string& data, int port) {
-  return Run("pg_ctl",
-             {"-D", data, "-l", data + ".log", "-w", "-t", "60", "-o",
-              absl::StrCat("-c port=", port, " -c listen_addresses='' ",
-                           "-c unix_socket_directories=", dir_,
-                           " -c fsync=off"),
-              "start"});
 }
 
 absl::Status ReplicatedCluster::Run(const std::string& program,

@@ -29,6 +29,8 @@ namespace metrics::test_util {
 
 class ReplicatedCluster {
  public:
+  enum class Server { kPrimary, kStandby };
+
   static absl::StatusOr<std::unique_ptr<ReplicatedCluster>> Create();
   ~ReplicatedCluster();
 
@@ -44,20 +46,18 @@ class ReplicatedCluster {
   absl::Status AwaitStandbyCaughtUp(absl::Duration timeout) const;
 
   // Stops or starts a server (pg_ctl -m fast; the data stays).
-  absl::Status StopStandby();
-  absl::Status StartStandby();
-  absl::Status StopPrimary();
-  absl::Status StartPrimary();
+  absl::Status Stop(Server server);
+  absl::Status Start(Server server);
 
  private:
   explicit ReplicatedCluster(std::string dir) : dir_(std::move(dir)) {}
   // Runs a PostgreSQL program of bindir_ (as "postgres" when root).
   absl::Status Run(const std::string& program, std::vector<std::string> args) const;
-  absl::Status StartServer(const std::string& data, int port);
+  std::string DataDir(Server server) const;
 
   std::string dir_;  // the temporary folder, sockets included
   std::string bindir_;
-  bool primary_up_ = false, standby_up_ = false;
+  bool up_[2] = {false, false};  // by Server
 };
 
 }  // namespace metrics::test_util

@@ -26,10 +26,10 @@ TEST(ReplicatedClusterTest, TheStandbyReplaysThePrimarysWritesAndRefusesWrites) 
   EXPECT_FALSE(QueryScalar(standby, "INSERT INTO t VALUES (1)").ok());
 
   // Stopped, it is unreachable; started again, it catches up.
-  ASSERT_OK(cluster->StopStandby());
+  ASSERT_OK(cluster->Stop(ReplicatedCluster::Server::kStandby));
   EXPECT_FALSE(QueryScalar(standby, "SELECT 1").ok());
   ASSERT_OK(QueryScalar(primary, "INSERT INTO t VALUES (7)").status());
-  ASSERT_OK(cluster->StartStandby());
+  ASSERT_OK(cluster->Start(ReplicatedCluster::Server::kStandby));
   ASSERT_OK(cluster->AwaitStandbyCaughtUp(absl::Seconds(30)));
   EXPECT_EQ(QueryScalar(standby, "SELECT sum(n) FROM t").value_or(""), "500507");
 }
