@@ -165,6 +165,8 @@ TEST(MetricsdTest, HealthzSaysNotReadyWhileTheDatabaseIsUnreachable) {
   ASSERT_OK_AND_ASSIGN(auto alive, HttpCall(http, "GET", "/livez"));
   EXPECT_EQ(alive.status, 200);
   EXPECT_EQ(alive.body, "{\"status\":\"ALIVE\"}");
+  ASSERT_OK_AND_ASSIGN(auto post, HttpCall(http, "POST", "/livez"));
+  EXPECT_EQ(post.status, 405);
 
   ASSERT_OK(storage::pg::test_util::SetConnectionsAllowed(admin, db->name(), true));
   ASSERT_OK_AND_ASSIGN(auto again, AwaitStatus(http, "/healthz", 200));
