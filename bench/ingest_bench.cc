@@ -10,9 +10,13 @@
 //      processes on fresh databases, plain and with tokens required and TLS
 //      (the streams presenting a reporter token), twice in turn;
 //      secure_ratio is the best secure throughput over the best plain;
+//   1c. two metricsd processes on one database against one: the same bulk
+//      run on fresh databases, in turn, twice; two_process_ratio is best
+//      over best, and every value must be stored once;
 //   3. fan-in: N streams each sending one report a second, for growing N;
 //      the acknowledgement latency (send to ack received) and the server's
-//      resident memory at each N.
+//      resident memory at each N; then the largest N that held again, with
+//      a second metricsd on the same database taking half the connections.
 // Prints a table, then one JSON object as the last line.
 #include <grpcpp/create_channel.h>
 #include <grpcpp/support/client_callback.h>
@@ -45,6 +49,7 @@
 #include "storage/packed_report.h"
 #include "storage/pg/pg_token_store.h"
 #include "storage/pg/testing/pg_checks.h"
+#include "tests/testing/metricsd_process.h"
 #include "tests/testing/realistic_batch.h"
 #include "tests/testing/resending_streamer.h"
 #include "tests/testing/subprocess.h"
@@ -244,7 +249,10 @@ struct FanInResult {
   double rss_mb = 0;
 };
 
-FanInResult RunFanIn(const std::string& target, const Subprocess& server,
+// The streams' connections alternate between `targets`; the RSS is that of
+// all `servers` together.
+FanInResult RunFanIn(const std::vector<std::string>& targets,
+                     const std::vector<const Subprocess*>& servers,
                      int32_t trial, int streams, int step) {
   FanInResult result;
   result.streams = streams;
@@ -255,13 +263,15 @@ FanInResult RunFanIn(const std::string& target, const Subprocess& server,
     grpc::ChannelArguments args;
     args.SetInt("metrics.bench.connection", c);
     stubs.push_back(v1::IngestService::NewStub(grpc::CreateCustomChannel(
-        target, grpc::InsecureChannelCredentials(), args)));
+        targets[c % targets.size()], grpc::InsecureChannelCredentials(), args)));
   }
   std::atomic<bool> sampling{true};
   std::atomic<double> rss{0};
   std::thread sampler([&] {
     while (sampling) {
-      rss = std::max(rss.load(), server.RssMb());
+      double sum = 0;
+      for (const Subprocess* server : servers) sum += server->RssMb();
+      rss = std::max(rss.load(), sum);
       absl::SleepFor(absl::Milliseconds(200));
     }
   });
@@ -322,9 +332,9 @@ struct BulkResult {
 };
 
 // Sends each stream's batches (trial 1) on its own thread, as fast as
-// acknowledgements allow; the time is from the first send to the last
-// acknowledgement.
-BulkResult RunBulk(const std::string& target,
+// acknowledgements allow, stream s to targets[s % targets.size()]; the time
+// is from the first send to the last acknowledgement.
+BulkResult RunBulk(const std::vector<std::string>& targets,
                    std::vector<std::vector<v1::SystemMetricsBatch>> work,
                    const StreamerOptions& base) {
   const absl::Time start = absl::Now();
@@ -337,6 +347,7 @@ BulkResult RunBulk(const std::string& target,
       options.trial_id = 1;
       options.window = 16;
       options.timeout = absl::Minutes(10);
+      const std::string& target = targets[s % targets.size()];
       ResendingStreamer streamer([&] { return target; }, options);
       if (!streamer.SendAll(std::move(work[s])).ok()) ++failures;
     });
@@ -350,10 +361,11 @@ BulkResult RunBulk(const std::string& target,
 struct CpuUse {
   double postgres = 0, client = 0, metricsd = 0;
 
-  // So far; `metricsd` 0 for none.
-  static CpuUse Now(pid_t postmaster, pid_t metricsd) {
-    return {ProcessTreeCpuSeconds(postmaster), SelfCpuSeconds(),
-            metricsd > 0 ? ProcessCpuSeconds(metricsd) : 0};
+  // So far; `metricsd` the pids of the metricsd processes, if any.
+  static CpuUse Now(pid_t postmaster, const std::vector<pid_t>& metricsd) {
+    CpuUse use{ProcessTreeCpuSeconds(postmaster), SelfCpuSeconds(), 0};
+    for (pid_t pid : metricsd) use.metricsd += ProcessCpuSeconds(pid);
+    return use;
   }
   CpuUse operator-(const CpuUse& before) const {
     return {postgres - before.postgres, client - before.client,
@@ -367,6 +379,8 @@ struct FreshBulkResult {
   CpuUse run_cpu;
   absl::Duration copy_took;  // with `copy_first` only
   CpuUse copy_cpu;
+  int64_t stored = -1;       // values in the database afterwards
+  int64_t repeated = -1;     // reports stored twice
 };
 
 // The bulk run against a metricsd of its own on a fresh database. With
@@ -375,17 +389,19 @@ struct FreshBulkResult {
 // token of trial 1; without, --auth=off and plaintext. With `copy_first`,
 // the same rows are first COPYed into that database (and removed), so the
 // pair's ratio is measured in one stretch of the machine's weather. Each
-// measures its CPU cost too (CpuUse, `postmaster`'s cluster).
+// measures its CPU cost too (CpuUse, `postmaster`'s cluster). With
+// `processes` 2, two metricsd serve the database, the streams alternating.
 absl::StatusOr<FreshBulkResult> RunFreshBulk(
     std::vector<std::vector<v1::SystemMetricsBatch>> work, bool secure,
-    const std::vector<RawRow>* copy_first, pid_t postmaster) {
+    const std::vector<RawRow>* copy_first, pid_t postmaster,
+    int processes = 1) {
   ASSIGN_OR_RETURN(std::unique_ptr<TestDatabase> db, TestDatabase::Create());
   FreshBulkResult result;
   if (copy_first != nullptr) {
-    const CpuUse cpu_before = CpuUse::Now(postmaster, 0);
+    const CpuUse cpu_before = CpuUse::Now(postmaster, {});
     ASSIGN_OR_RETURN(result.copy_took,
                      storage::pg::test_util::CopyRawRows(db->url(), 2, *copy_first));
-    result.copy_cpu = CpuUse::Now(postmaster, 0) - cpu_before;
+    result.copy_cpu = CpuUse::Now(postmaster, {}) - cpu_before;
     RETURN_IF_ERROR(storage::pg::test_util::TruncateProfilingRows(db->url()));
   }
   char dir_template[] = "/tmp/ingest-bench-pki-XXXXXX";
@@ -405,12 +421,19 @@ absl::StatusOr<FreshBulkResult> RunFreshBulk(
   } else {
     argv.push_back("--auth=off");
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> metricsd, Subprocess::Start(argv));
-  ASSIGN_OR_RETURN(std::string line,
-                   metricsd->WaitForLine("gRPC listening on", absl::Seconds(30)));
-  const std::string port = line.substr(line.rfind(':') + 1);
-  const std::string target =
-      absl::StrCat("localhost:", port.substr(0, port.find(' ')));
+  std::vector<std::unique_ptr<Subprocess>> servers;
+  std::vector<std::string> targets;
+  std::vector<pid_t> pids;
+  for (int i = 0; i < processes; ++i) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> metricsd, Subprocess::Start(argv));
+    ASSIGN_OR_RETURN(std::string line,
+                     metricsd->WaitForLine("gRPC listening on", absl::Seconds(30)));
+    const std::string port = line.substr(line.rfind(':') + 1);
+    targets.push_back(absl::StrCat("localhost:", port.substr(0, port.find(' '))));
+    pids.push_back(metricsd->pid());
+    servers.push_back(std::move(metricsd));
+  }
+  const std::string& target = targets[0];
 
   storage::pg::PgTokenStore tokens(db->url());
   storage::TokenRequest admin_request;
@@ -444,11 +467,14 @@ absl::StatusOr<FreshBulkResult> RunFreshBulk(
   StreamerOptions options;
   options.credentials = credentials;
   if (secure) options.token = reporter.secret;
-  const CpuUse cpu_before = CpuUse::Now(postmaster, metricsd->pid());
-  result.run = RunBulk(target, std::move(work), options);
-  result.run_cpu = CpuUse::Now(postmaster, metricsd->pid()) - cpu_before;
-  metricsd->Signal(SIGTERM);
-  (void)metricsd->Wait(absl::Seconds(60));
+  const CpuUse cpu_before = CpuUse::Now(postmaster, pids);
+  result.run = RunBulk(targets, std::move(work), options);
+  result.run_cpu = CpuUse::Now(postmaster, pids) - cpu_before;
+  for (auto& server : servers) server->Signal(SIGTERM);
+  for (auto& server : servers) (void)server->Wait(absl::Seconds(60));
+  result.stored = storage::pg::test_util::CountRawValues(db->url(), 1).value_or(-1);
+  result.repeated =
+      storage::pg::test_util::CountRepeatedReports(db->url(), 1).value_or(-1);
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
   return result;
@@ -528,14 +554,14 @@ int Run() {
   // The ceiling first: the same rows COPYed into the empty partition from
   // one session. Then the partition is emptied again, so the ingest starts
   // from the same state.
-  const CpuUse copy_cpu_before = CpuUse::Now(postmaster, 0);
+  const CpuUse copy_cpu_before = CpuUse::Now(postmaster, {});
   absl::StatusOr<absl::Duration> copy =
       storage::pg::test_util::CopyRawRows((*db)->url(), 2, rows);
   if (!copy.ok()) {
     std::fprintf(stderr, "bench: %s\n", copy.status().ToString().c_str());
     return 1;
   }
-  const CpuUse copy_cpu = CpuUse::Now(postmaster, 0) - copy_cpu_before;
+  const CpuUse copy_cpu = CpuUse::Now(postmaster, {}) - copy_cpu_before;
   const double copy_per_s = values / absl::ToDoubleSeconds(*copy);
   if (absl::Status emptied =
           storage::pg::test_util::TruncateProfilingRows((*db)->url());
@@ -546,9 +572,9 @@ int Run() {
 
   // A copy for the secure run below, before the plain run takes the batches.
   const std::vector<std::vector<v1::SystemMetricsBatch>> secure_work = work;
-  const CpuUse cpu_before = CpuUse::Now(postmaster, (*metricsd)->pid());
-  const BulkResult plain = RunBulk(target, std::move(work), {});
-  const CpuUse cpu = CpuUse::Now(postmaster, (*metricsd)->pid()) - cpu_before;
+  const CpuUse cpu_before = CpuUse::Now(postmaster, {(*metricsd)->pid()});
+  const BulkResult plain = RunBulk({target}, std::move(work), {});
+  const CpuUse cpu = CpuUse::Now(postmaster, {(*metricsd)->pid()}) - cpu_before;
   const double samples_per_s = values / absl::ToDoubleSeconds(plain.took);
   absl::StatusOr<int64_t> stored = storage::pg::test_util::CountRawValues((*db)->url(), 1);
 
@@ -615,6 +641,35 @@ int Run() {
   }
   std::printf("  %-34s %12.2f\n", "secure_ratio (best to best)",
               secure_per_s / fresh_plain_per_s);
+
+  // 1c. Two metricsd processes on one database against one, in turn, twice
+  // (plain, fresh databases, the streams alternating between the two); the
+  // best of each counts. Every value must be stored once.
+  double one_per_s = 0, two_per_s = 0;
+  bool two_exact = true;
+  for (int round = 0; round < 2; ++round) {
+    for (int processes : {1, 2}) {
+      absl::StatusOr<FreshBulkResult> r =
+          RunFreshBulk(secure_work, false, nullptr, postmaster, processes);
+      if (!r.ok()) {
+        std::fprintf(stderr, "bench: %d-process run: %s\n", processes,
+                     r.status().ToString().c_str());
+        return 1;
+      }
+      const double per_s = values / absl::ToDoubleSeconds(r->run.took);
+      const bool exact = r->run.failures == 0 && r->stored == values && r->repeated == 0;
+      std::printf("  %-34s %12.0f values/s  (%.2f s, %lld stored, %lld twice)\n",
+                  processes == 1 ? "one metricsd" : "two metricsd, one database",
+                  per_s, absl::ToDoubleSeconds(r->run.took),
+                  static_cast<long long>(r->stored), static_cast<long long>(r->repeated));
+      double& best = processes == 1 ? one_per_s : two_per_s;
+      best = std::max(best, per_s);
+      if (processes == 2) two_exact = two_exact && exact;
+      secure_failures += r->run.failures;
+    }
+  }
+  std::printf("  %-34s %12.2f%s\n", "two_process_ratio (best to best)",
+              two_per_s / one_per_s, two_exact ? "" : "  (NOT EXACT)");
   std::printf("  %-34s", "ratio_to_copy of each pair");
   for (const Pair& p : pairs) std::printf(" %.2f", p.Ratio());
   std::printf("\n  %-34s", "CPU s, metricsd / COPY, each pair");
@@ -654,7 +709,7 @@ int Run() {
        absl::StrSplit(absl::GetFlag(FLAGS_fanin_steps), ',')) {
     int n = 0;
     if (!absl::SimpleAtoi(text, &n)) continue;
-    FanInResult r = RunFanIn(target, **metricsd, 3, n, step++);
+    FanInResult r = RunFanIn({target}, {metricsd->get()}, 3, n, step++);
     std::printf("  %8d %8zu %9.1f %9.1f %9.1f %7d %8lld %9.1f\n", r.streams,
                 r.acks, r.p50_ms, r.p99_ms, r.max_ms, r.failed,
                 static_cast<long long>(r.skipped), r.rss_mb);
@@ -667,6 +722,26 @@ int Run() {
       break;
     }
   }
+  // The same step again with a second metricsd on the same database, the
+  // connections alternating: latency, and memory of both together.
+  FanInResult two;
+  if (best > 0) {
+    absl::StatusOr<test_util::MetricsdProcess> second = test_util::StartMetricsd(
+        {METRICSD_PATH, "--database-url=" + (*db)->url(), "--grpc-address=127.0.0.1:0",
+         "--http-address=127.0.0.1:0", "--auth=off"});
+    if (!second.ok()) {
+      std::fprintf(stderr, "bench: second metricsd: %s\n",
+                   second.status().ToString().c_str());
+      return 1;
+    }
+    two = RunFanIn({target, second->grpc_target},
+                   {metricsd->get(), second->process.get()}, 3, best, step++);
+    std::printf("  %8d %8zu %9.1f %9.1f %9.1f %7d %8lld %9.1f  (two metricsd: RSS of both)\n",
+                two.streams, two.acks, two.p50_ms, two.p99_ms, two.max_ms,
+                two.failed, static_cast<long long>(two.skipped), two.rss_mb);
+    second->process->Signal(SIGTERM);
+    (void)second->process->Wait(absl::Seconds(60));
+  }
   (*metricsd)->Signal(SIGTERM);
   (void)(*metricsd)->Wait(absl::Seconds(60));
 
@@ -674,10 +749,13 @@ int Run() {
       "{\"samples_per_s\": %.0f, \"copy_samples_per_s\": %.0f, "
       "\"ratio_to_copy\": %.3f, \"fanin_streams\": %d, \"p99_ack_ms\": %.1f, "
       "\"server_peak_rss_mb\": %.1f, \"secure_samples_per_s\": %.0f, "
-      "\"secure_ratio\": %.3f, \"cpu_ratio_to_copy\": %.3f}\n",
+      "\"secure_ratio\": %.3f, \"cpu_ratio_to_copy\": %.3f, "
+      "\"two_process_ratio\": %.3f, \"two_process_fanin_p99_ms\": %.1f, "
+      "\"two_process_fanin_rss_mb\": %.1f}\n",
       median.per_s, median.copy_per_s, median.Ratio(), best, best_p99,
-      peak_rss, secure_per_s, secure_per_s / fresh_plain_per_s, cpu_ratio);
-  return plain.failures > 0 || secure_failures > 0 ? 1 : 0;
+      peak_rss, secure_per_s, secure_per_s / fresh_plain_per_s, cpu_ratio,
+      two_per_s / one_per_s, two.p99_ms, two.rss_mb);
+  return plain.failures > 0 || secure_failures > 0 || !two_exact ? 1 : 0;
 }
 
 }  // namespace
