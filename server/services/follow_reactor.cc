@@ -211,7 +211,10 @@ void FollowReactor::OnDone() {
   subscription_.reset();
   bool last;
   {
+    // Only now may a round's Release delete the reactor: before, it could
+    // free it under this very call.
     absl::MutexLock lock(&mu_);
+    unsubscribed_ = true;
     last = refs_ == 0;
   }
   if (last) delete this;
@@ -238,7 +241,7 @@ void FollowReactor::Release() {
   {
     absl::MutexLock lock(&mu_);
     --refs_;
-    last = done_ && refs_ == 0;
+    last = unsubscribed_ && refs_ == 0;
   }
   if (last) delete this;
 }

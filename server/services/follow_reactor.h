@@ -11,7 +11,8 @@
 // is waiting is dropped with RESOURCE_EXHAUSTED: memory per call stays
 // bounded.
 //
-// Lifetime: deletes itself once gRPC called OnDone and no round holds it.
+// Lifetime: deletes itself once OnDone has dropped the subscription and no
+// round holds it.
 //
 // Thread-safety: reactions, executor rounds and notifier callbacks run on
 // different threads; shared state is under mu_; gRPC operations start after
@@ -101,7 +102,8 @@ class FollowReactor
   bool end_after_writes_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> finish_after_write_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;  // gRPC called OnDone
+  bool unsubscribed_ ABSL_GUARDED_BY(mu_) = false;  // OnDone let go of it
   int refs_ ABSL_GUARDED_BY(mu_) = 0;  // rounds holding the reactor
 };
 
