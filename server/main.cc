@@ -27,6 +27,16 @@ ABSL_FLAG(std::string, database_url, "",
           "PostgreSQL to use, as a libpq URI or key=value string. Default: "
           "$DATABASE_URL, else libpq's PG* variables (PGHOST, PGPORT, PGUSER, "
           "PGDATABASE, PGPASSWORD).");
+ABSL_FLAG(std::string, read_database_url, "",
+          "A PostgreSQL streaming-replication hot standby of --database-url "
+          "(libpq URI or key=value string). Chart queries, series listings "
+          "and trial lists read from it while it lags at most "
+          "--max-read-lag; otherwise, or when it does not answer, from the "
+          "primary (counted in /metrics). Ingest, follow and everything that "
+          "writes use the primary. Empty: every read on the primary.");
+ABSL_FLAG(absl::Duration, max_read_lag, absl::Seconds(5),
+          "How far --read-database-url may be behind the primary (checked "
+          "every second) and still serve reads.");
 ABSL_FLAG(std::string, grpc_address, "127.0.0.1:8081",
           "host:port to serve gRPC on; port 0 picks a free port, printed at "
           "start.");
@@ -142,6 +152,15 @@ int Run() {
   options.store.limits.max_series_per_trial =
       absl::GetFlag(FLAGS_max_series_per_trial);
   options.store.limits.max_future = absl::GetFlag(FLAGS_max_future);
+  options.store.read.database_url = absl::GetFlag(FLAGS_read_database_url);
+  options.store.read.max_lag = absl::GetFlag(FLAGS_max_read_lag);
+  if (options.store.read.max_lag <= absl::ZeroDuration() ||
+      options.store.read.max_lag == absl::InfiniteDuration()) {
+    std::cerr << "metricsd: error: --max-read-lag "
+              << absl::FormatDuration(options.store.read.max_lag)
+              << ": must be a positive duration such as 5s\n";
+    return 2;
+  }
   options.stale_after = absl::GetFlag(FLAGS_stale_after);
   if (options.stale_after <= absl::ZeroDuration()) {
     std::cerr << "metricsd: error: --stale-after "

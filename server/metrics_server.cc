@@ -84,6 +84,11 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
     const std::function<void(absl::string_view)>& log) {
   storage::pg::PgMetricStoreOptions store_options = options.store;
   store_options.database_url = options.database_url;
+  if (!store_options.read.on_change) {
+    store_options.read.on_change = [log](const std::string& line) {
+      log(line);
+    };
+  }
   std::unique_ptr<storage::MetricStore> store =
       storage::pg::PgMetricStore::Create(std::move(store_options));
   return CreateOnStore(std::move(options), std::move(store), log);
@@ -147,9 +152,14 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
       &server->figures_, guard);
   server->query_engine_ =
       std::make_unique<query::QueryEngine>(server->store_.get(), options.query);
+  // Follow reads the primary: a standby's lag could take its answers back
+  // in time.
+  server->follow_engine_ = std::make_unique<query::QueryEngine>(
+      server->store_->FreshReads(), options.query);
   server->query_service_ = std::make_unique<QueryService>(
-      server->query_engine_.get(), server->store_.get(),
-      server->executor_.get(), options.follow, &server->figures_, guard);
+      server->query_engine_.get(), server->follow_engine_.get(),
+      server->store_.get(), server->executor_.get(), options.follow,
+      &server->figures_, guard);
 
   if (options.raw_retention != absl::InfiniteDuration()) {
     storage::pg::RetentionOptions retention;
@@ -271,6 +281,7 @@ HttpResponse MetricsServer::PrometheusExport(const HttpRequest& request) const {
   }
   PrometheusExportInput input;
   input.ingest = store_->GetIngestStatistics();
+  input.reads = store_->GetReadRoutingStatistics();
   input.figures = &figures_;
   input.legacy_calls = legacy_usage_.Calls();
   input.max_latest_series = prometheus_max_series_;

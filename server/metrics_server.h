@@ -92,6 +92,7 @@ class MetricsServer {
   std::unique_ptr<TokenService> token_service_;
   std::unique_ptr<IngestService> ingest_service_;
   std::unique_ptr<query::QueryEngine> query_engine_;
+  std::unique_ptr<query::QueryEngine> follow_engine_;  // reads the primary
   std::unique_ptr<QueryService> query_service_;
   LegacyUsage legacy_usage_;
   std::unique_ptr<LegacyProfilerService> legacy_service_;

@@ -190,6 +190,22 @@ struct IngestStatistics {
   common::HistogramSnapshot commit_seconds;
 };
 
+// Where reads went when a hot standby serves them (a store with a read
+// replica; all zero otherwise).
+struct ReadRoutingStatistics {
+  bool standby = false;       // a standby is configured
+  int64_t standby_reads = 0;  // reads sent to it
+  // Reads the primary answered instead, by reason: the standby did not
+  // answer, lagged too far, is not in recovery, or a read there failed in
+  // a way the primary may not (lost connection, recovery conflict, a trial
+  // not found: maybe not replayed yet) and was asked again of the primary.
+  int64_t fallback_unreachable = 0;
+  int64_t fallback_lagging = 0;
+  int64_t fallback_not_standby = 0;
+  int64_t fallback_retried = 0;
+  std::optional<double> lag_seconds;  // the last check's; none if unknown
+};
+
 // The newest stored value of one system series of an active trial.
 struct LatestValue {
   int32_t trial_id = 0;
@@ -287,6 +303,13 @@ class MetricStore {
   virtual std::unique_ptr<ChangeSubscription> SubscribeToChanges(
       int32_t trial_id, std::function<void()> on_change) = 0;
 
+  // This store as follow must read it: its reads see every commit
+  // acknowledged so far, so a follow never goes back in time. A store that
+  // reads ListTrials, ListSeries, ReadRollups and ReadRawSamples from a
+  // lagging standby returns a view that reads them from the primary; any
+  // other returns itself. The view lives as long as the store.
+  virtual MetricStore* FreshReads() { return this; }
+
   // --- Legacy reads: every metric group, raw readings (the legacy shims).
 
   // Every series of the trial in every metric group, without extents,
@@ -304,6 +327,9 @@ class MetricStore {
 
   // Thread-safe and cheap (counters in memory).
   virtual IngestStatistics GetIngestStatistics() const = 0;
+  virtual ReadRoutingStatistics GetReadRoutingStatistics() const {
+    return {};
+  }
 
   // The newest value of each system series of every ACTIVE trial that has
   // one in its agent's newest finest rollup bucket (the series that

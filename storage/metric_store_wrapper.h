@@ -19,9 +19,11 @@ namespace metrics::storage {
 class MetricStoreWrapper : public MetricStore {
  public:
   explicit MetricStoreWrapper(std::unique_ptr<MetricStore> target)
-      : target_(std::move(target)) {}
+      : owned_(std::move(target)), target_(owned_.get()) {}
+  // Wraps a store that outlives the wrapper.
+  explicit MetricStoreWrapper(MetricStore* target) : target_(target) {}
 
-  MetricStore* target() const { return target_.get(); }
+  MetricStore* target() const { return target_; }
 
   absl::StatusOr<Trial> CreateTrial(std::optional<int32_t> id,
                                     absl::Time deadline) override {
@@ -82,6 +84,9 @@ class MetricStoreWrapper : public MetricStore {
   IngestStatistics GetIngestStatistics() const override {
     return target_->GetIngestStatistics();
   }
+  ReadRoutingStatistics GetReadRoutingStatistics() const override {
+    return target_->GetReadRoutingStatistics();
+  }
   absl::StatusOr<std::vector<LatestValue>> LatestValuesOfActiveTrials(
       size_t limit, absl::Time deadline) override {
     return target_->LatestValuesOfActiveTrials(limit, deadline);
@@ -90,11 +95,15 @@ class MetricStoreWrapper : public MetricStore {
       const std::vector<int32_t>& trial_ids, absl::Time deadline) override {
     return target_->AgentActivityOfTrials(trial_ids, deadline);
   }
+  // Itself rather than the target's view, so that follow still passes
+  // through the wrapper (wrappers are for tests, without a standby).
+  MetricStore* FreshReads() override { return this; }
   absl::Status CheckDatabase() override { return target_->CheckDatabase(); }
   void Shutdown(absl::Time deadline) override { target_->Shutdown(deadline); }
 
  private:
-  const std::unique_ptr<MetricStore> target_;
+  const std::unique_ptr<MetricStore> owned_;  // null if not owned
+  MetricStore* const target_;
 };
 
 }  // namespace metrics::storage

@@ -55,6 +55,31 @@ void WriteServiceFigures(const PrometheusExportInput& in, PrometheusText& out) {
   out.Histogram("metricsd_query_seconds", {{"rpc", "ListSeries"}},
                 in.figures->list_series_seconds().Snapshot());
 
+  if (const storage::ReadRoutingStatistics& r = in.reads; r.standby) {
+    out.Family("metricsd_standby_reads_total", "counter",
+               "Reads (charts, series, trial lists) sent to the standby of "
+               "--read-database-url.");
+    out.Sample("metricsd_standby_reads_total", {}, double(r.standby_reads));
+    out.Family("metricsd_standby_fallbacks_total", "counter",
+               "Reads the primary answered instead of the standby, by reason: "
+               "unreachable, lagging (more than --max-read-lag), not_standby "
+               "(not in recovery), retried (failed on the standby).");
+    for (const auto& [reason, n] :
+         {std::pair("unreachable", r.fallback_unreachable),
+          std::pair("lagging", r.fallback_lagging),
+          std::pair("not_standby", r.fallback_not_standby),
+          std::pair("retried", r.fallback_retried)}) {
+      out.Sample("metricsd_standby_fallbacks_total", {{"reason", reason}},
+                 double(n));
+    }
+    if (r.lag_seconds.has_value()) {
+      out.Family("metricsd_standby_lag_seconds", "gauge",
+                 "How far the standby was behind the primary at the last "
+                 "check (absent while the primary does not answer).");
+      out.Sample("metricsd_standby_lag_seconds", {}, *r.lag_seconds);
+    }
+  }
+
   out.Family("metricsd_legacy_calls_total", "counter",
              "Calls of the deprecated profiler API, by method.");
   for (const auto& [method, calls] : in.legacy_calls) {

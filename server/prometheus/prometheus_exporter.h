@@ -26,6 +26,7 @@ namespace metrics::server {
 
 struct PrometheusExportInput {
   storage::IngestStatistics ingest;
+  storage::ReadRoutingStatistics reads;  // exported with a standby only
   const ServiceFigures* figures = nullptr;
   std::map<std::string, int64_t> legacy_calls;
   // The latest values, or why they could not be read.

@@ -74,7 +74,7 @@ grpc::ServerWriteReactor<v1::QuerySeriesResponse>* QueryService::FollowSeries(
       return view;
     };
   }
-  return new FollowReactor(context, engine_, store_, executor_,
+  return new FollowReactor(context, follow_engine_, store_, executor_,
                            QueryFromProto(*request), request->view(), follow_,
                            figures_->OpenFollowStream(), std::move(check));
 }

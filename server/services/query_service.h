@@ -15,12 +15,17 @@ namespace metrics::server {
 
 class QueryService final : public v1::QueryService::CallbackService {
  public:
-  // `engine`, `store`, `executor`, `figures` and `guard` must outlive the
-  // service; a null `guard` checks no caller (authentication off).
-  QueryService(query::QueryEngine* engine, storage::MetricStore* store,
-               common::BlockingExecutor* executor, FollowOptions follow,
-               ServiceFigures* figures, const CallGuard* guard)
+  // `engine` answers ListSeries and QuerySeries (it may read a standby);
+  // `follow_engine` answers FollowSeries and must see every acknowledged
+  // commit (it reads store->FreshReads()). They, `store`, `executor`,
+  // `figures` and `guard` must outlive the service; a null `guard` checks
+  // no caller (authentication off).
+  QueryService(query::QueryEngine* engine, query::QueryEngine* follow_engine,
+               storage::MetricStore* store, common::BlockingExecutor* executor,
+               FollowOptions follow, ServiceFigures* figures,
+               const CallGuard* guard)
       : engine_(engine),
+        follow_engine_(follow_engine),
         store_(store),
         executor_(executor),
         follow_(follow),
@@ -40,6 +45,7 @@ class QueryService final : public v1::QueryService::CallbackService {
 
  private:
   query::QueryEngine* const engine_;
+  query::QueryEngine* const follow_engine_;
   storage::MetricStore* const store_;
   common::BlockingExecutor* const executor_;
   const FollowOptions follow_;

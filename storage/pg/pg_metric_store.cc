@@ -13,6 +13,7 @@
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "common/status_macros.h"
+#include "storage/metric_store_wrapper.h"
 #include "storage/pg/connection.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/pooled_transaction.h"
@@ -147,6 +148,43 @@ std::unique_ptr<PgMetricStore> PgMetricStore::Create(
   return std::unique_ptr<PgMetricStore>(new PgMetricStore(std::move(options)));
 }
 
+// Reads through this view go to the primary; the rest is the store's.
+class PgMetricStore::PrimaryView : public MetricStoreWrapper {
+ public:
+  explicit PrimaryView(PgMetricStore* store)
+      : MetricStoreWrapper(store), store_(store) {}
+
+  absl::StatusOr<std::vector<Trial>> ListTrials(
+      const TrialListFilter& filter, absl::Time deadline) override {
+    return store_->ListTrialsFrom(ReadFrom::kPrimary, filter, deadline);
+  }
+  absl::StatusOr<std::vector<SeriesInfo>> ListSeries(
+      int32_t trial_id, bool extents, absl::Time deadline) override {
+    return store_->ListSeriesFrom(ReadFrom::kPrimary, trial_id, extents,
+                                  deadline);
+  }
+  absl::Status ReadRollups(int32_t trial_id,
+                           const std::vector<std::string>& agents, int width_s,
+                           const std::vector<int64_t>& series_ids,
+                           int64_t from_us, int64_t to_us, absl::Time deadline,
+                           RollupSink& sink) override {
+    return store_->ReadRollupsFrom(ReadFrom::kPrimary, trial_id, agents,
+                                   width_s, series_ids, from_us, to_us,
+                                   deadline, sink);
+  }
+  absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
+      int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
+      int64_t to_us, int64_t max_reports, absl::Time deadline) override {
+    return store_->ReadRawSamplesFrom(ReadFrom::kPrimary, trial_id, series,
+                                      from_us, to_us, max_reports, deadline);
+  }
+  // The store's own Shutdown ends it.
+  void Shutdown(absl::Time) override {}
+
+ private:
+  PgMetricStore* const store_;
+};
+
 PgMetricStore::PgMetricStore(PgMetricStoreOptions options)
     : options_(std::move(options)),
       pool_(ConnectionPoolOptions{options_.database_url, "metricsd",
@@ -156,6 +194,43 @@ PgMetricStore::PgMetricStore(PgMetricStoreOptions options)
   writer.database_url = options_.database_url;
   writer.max_series_per_trial = options_.limits.max_series_per_trial;
   writer_ = std::make_unique<IngestWriter>(std::move(writer));
+  if (!options_.read.database_url.empty()) {
+    ReadReplicaOptions read;
+    read.primary_url = options_.database_url;
+    read.standby_url = options_.read.database_url;
+    read.pool_size = options_.pool_size;
+    read.statements = Sql().All();
+    read.max_lag = options_.read.max_lag;
+    read.check_every = options_.read.check_every;
+    read.on_change = options_.read.on_change;
+    replica_ = std::make_unique<ReadReplica>(std::move(read));
+    primary_view_ = std::make_unique<PrimaryView>(this);
+  }
+}
+
+template <typename T, typename Body>
+absl::StatusOr<T> PgMetricStore::Routed(ReadFrom from,
+                                        absl::string_view operation,
+                                        absl::Time deadline, Body body) {
+  if (from == ReadFrom::kStandbyIfCurrent && replica_ != nullptr) {
+    if (ConnectionPool* standby = replica_->PoolForRead()) {
+      absl::StatusOr<T> read = Read<T>(
+          *standby, absl::StrCat(operation, " on the standby"), deadline, body);
+      if (read.ok() || !ReadReplica::WorthRetryingOnPrimary(read.status())) {
+        return read;
+      }
+      replica_->ReadFailed(read.status());
+    }
+  }
+  return Read<T>(pool_, operation, deadline, std::move(body));
+}
+
+MetricStore* PgMetricStore::FreshReads() {
+  return primary_view_ != nullptr ? primary_view_.get() : this;
+}
+
+ReadRoutingStatistics PgMetricStore::GetReadRoutingStatistics() const {
+  return replica_ != nullptr ? replica_->Statistics() : ReadRoutingStatistics();
 }
 
 PgMetricStore::~PgMetricStore() { Shutdown(absl::Now()); }
@@ -210,6 +285,11 @@ absl::StatusOr<Trial> PgMetricStore::GetTrial(int32_t id, absl::Time deadline) {
 
 absl::StatusOr<std::vector<Trial>> PgMetricStore::ListTrials(
     const TrialListFilter& filter, absl::Time deadline) {
+  return ListTrialsFrom(ReadFrom::kStandbyIfCurrent, filter, deadline);
+}
+
+absl::StatusOr<std::vector<Trial>> PgMetricStore::ListTrialsFrom(
+    ReadFrom from, const TrialListFilter& filter, absl::Time deadline) {
   if (filter.limit < 1 || filter.limit > kMaxTrialListLimit) {
     return absl::InvalidArgumentError(
         absl::StrCat("limit: ", filter.limit, " is outside 1..",
@@ -217,8 +297,8 @@ absl::StatusOr<std::vector<Trial>> PgMetricStore::ListTrials(
   }
   std::optional<std::string> state;
   if (filter.state.has_value()) state = std::string(TrialStateName(*filter.state));
-  return Read<std::vector<Trial>>(
-      pool_, "listing trials", deadline,
+  return Routed<std::vector<Trial>>(
+      from, "listing trials", deadline,
       [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<Trial>> {
         pqxx::result r = tx.exec_prepared(Sql().list_trials.name, state,
                                           filter.before_id, filter.limit);
@@ -316,8 +396,14 @@ void NumberGpus(std::vector<SeriesInfo>& series) {
 
 absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeries(
     int32_t trial_id, bool extents, absl::Time deadline) {
-  return Read<std::vector<SeriesInfo>>(
-      pool_, absl::StrCat("listing the series of trial ", trial_id), deadline,
+  return ListSeriesFrom(ReadFrom::kStandbyIfCurrent, trial_id, extents,
+                        deadline);
+}
+
+absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeriesFrom(
+    ReadFrom from, int32_t trial_id, bool extents, absl::Time deadline) {
+  return Routed<std::vector<SeriesInfo>>(
+      from, absl::StrCat("listing the series of trial ", trial_id), deadline,
       [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<SeriesInfo>> {
         RETURN_IF_ERROR(CheckTrialExists(tx, trial_id));
         std::vector<SeriesInfo> series;
@@ -523,14 +609,22 @@ absl::Status PgMetricStore::ReadRollups(
     int32_t trial_id, const std::vector<std::string>& agents, int width_s,
     const std::vector<int64_t>& series_ids, int64_t from_us, int64_t to_us,
     absl::Time deadline, RollupSink& sink) {
+  return ReadRollupsFrom(ReadFrom::kStandbyIfCurrent, trial_id, agents,
+                         width_s, series_ids, from_us, to_us, deadline, sink);
+}
+
+absl::Status PgMetricStore::ReadRollupsFrom(
+    ReadFrom from, int32_t trial_id, const std::vector<std::string>& agents,
+    int width_s, const std::vector<int64_t>& series_ids, int64_t from_us,
+    int64_t to_us, absl::Time deadline, RollupSink& sink) {
   std::vector<int64_t> wanted = series_ids;
   std::sort(wanted.begin(), wanted.end());
   // Rows a fetch brings at most: a window of thousands of buckets is read
   // through a cursor, so the client holds one page of (hex) rows at a time.
   constexpr int kRowsPerFetch = 500;
   // The value is unused: the rows went to the sink.
-  const absl::StatusOr<bool> read = Read<bool>(
-      pool_, absl::StrCat("reading rollups of trial ", trial_id), deadline,
+  const absl::StatusOr<bool> read = Routed<bool>(
+      from, absl::StrCat("reading rollups of trial ", trial_id), deadline,
       [&](pqxx::transaction_base& tx) -> absl::StatusOr<bool> {
         sink.Restart();
         // DECLARE takes no parameters: the numbers are written out, the
@@ -568,8 +662,17 @@ absl::Status PgMetricStore::ReadRollups(
 absl::StatusOr<std::vector<std::vector<Sample>>> PgMetricStore::ReadRawSamples(
     int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
     int64_t to_us, int64_t max_reports, absl::Time deadline) {
-  return Read<std::vector<std::vector<Sample>>>(
-      pool_, absl::StrCat("reading raw samples of trial ", trial_id), deadline,
+  return ReadRawSamplesFrom(ReadFrom::kStandbyIfCurrent, trial_id, series,
+                            from_us, to_us, max_reports, deadline);
+}
+
+absl::StatusOr<std::vector<std::vector<Sample>>>
+PgMetricStore::ReadRawSamplesFrom(ReadFrom from, int32_t trial_id,
+                                  const std::vector<SeriesInfo>& series,
+                                  int64_t from_us, int64_t to_us,
+                                  int64_t max_reports, absl::Time deadline) {
+  return Routed<std::vector<std::vector<Sample>>>(
+      from, absl::StrCat("reading raw samples of trial ", trial_id), deadline,
       [&](pqxx::transaction_base& tx)
           -> absl::StatusOr<std::vector<std::vector<Sample>>> {
         std::vector<std::vector<Sample>> result(series.size());
@@ -665,6 +768,7 @@ absl::Status PgMetricStore::CheckDatabase() {
 void PgMetricStore::Shutdown(absl::Time deadline) {
   writer_->Shutdown(deadline);
   notifier_.Shutdown();
+  if (replica_ != nullptr) replica_->Shutdown();
   pool_.Shutdown();
 }
 

@@ -2,6 +2,9 @@
 // stream positions, reads) run on the calling thread with a connection
 // leased from a bounded pool; batches go to the group-commit IngestWriter;
 // change notifications come from one LISTEN connection (ChangeNotifier).
+// With a standby (options.read), chart reads and trial lists go to a pool
+// of its own while it is current (ReadReplica); FreshReads() reads them
+// from the primary.
 //
 // Usage:
 //   PgMetricStoreOptions options;
@@ -26,8 +29,19 @@
 #include "storage/pg/change_notifier.h"
 #include "storage/pg/connection_pool.h"
 #include "storage/pg/ingest_writer.h"
+#include "storage/pg/read_replica.h"
 
 namespace metrics::storage::pg {
+
+// Reads from a hot standby (see ReadReplica): ListTrials, ListSeries,
+// ReadRollups and ReadRawSamples go there while it is current enough.
+struct ReadFromStandbyOptions {
+  std::string database_url;  // "": every read on the primary
+  absl::Duration max_lag = absl::Seconds(5);
+  absl::Duration check_every = absl::Seconds(1);
+  // A line for the log when reads move between the servers.
+  std::function<void(const std::string&)> on_change;
+};
 
 struct PgMetricStoreOptions {
   std::string database_url;  // "" for the PG* variables
@@ -35,6 +49,7 @@ struct PgMetricStoreOptions {
   int pool_size = 4;
   IngestWriterOptions writer;  // its database_url is set from the above
   IngestLimits limits;
+  ReadFromStandbyOptions read;
   // "Now", for the future-time check of reports.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
 };
@@ -60,6 +75,8 @@ class PgMetricStore : public MetricStore {
   IngestStatistics GetIngestStatistics() const override {
     return writer_->Statistics();
   }
+  ReadRoutingStatistics GetReadRoutingStatistics() const override;
+  MetricStore* FreshReads() override;
   absl::StatusOr<std::vector<LatestValue>> LatestValuesOfActiveTrials(
       size_t limit, absl::Time deadline) override;
   absl::StatusOr<std::vector<AgentActivity>> AgentActivityOfTrials(
@@ -88,12 +105,40 @@ class PgMetricStore : public MetricStore {
   size_t queued_values() const { return writer_->queued_values(); }
 
  private:
+  class PrimaryView;
+  enum class ReadFrom { kStandbyIfCurrent, kPrimary };
+
   explicit PgMetricStore(PgMetricStoreOptions options);
+
+  // Runs a read on the standby when `from` allows and the standby is
+  // current, else (or when it fails there in a way the primary may not) on
+  // the primary.
+  template <typename T, typename Body>
+  absl::StatusOr<T> Routed(ReadFrom from, absl::string_view operation,
+                           absl::Time deadline, Body body);
+  absl::StatusOr<std::vector<Trial>> ListTrialsFrom(
+      ReadFrom from, const TrialListFilter& filter, absl::Time deadline);
+  absl::StatusOr<std::vector<SeriesInfo>> ListSeriesFrom(ReadFrom from,
+                                                         int32_t trial_id,
+                                                         bool extents,
+                                                         absl::Time deadline);
+  absl::Status ReadRollupsFrom(ReadFrom from, int32_t trial_id,
+                               const std::vector<std::string>& agents,
+                               int width_s,
+                               const std::vector<int64_t>& series_ids,
+                               int64_t from_us, int64_t to_us,
+                               absl::Time deadline, RollupSink& sink);
+  absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamplesFrom(
+      ReadFrom from, int32_t trial_id, const std::vector<SeriesInfo>& series,
+      int64_t from_us, int64_t to_us, int64_t max_reports,
+      absl::Time deadline);
 
   const PgMetricStoreOptions options_;
   ConnectionPool pool_;
   ChangeNotifier notifier_;
   std::unique_ptr<IngestWriter> writer_;
+  std::unique_ptr<ReadReplica> replica_;  // null without a standby
+  std::unique_ptr<MetricStore> primary_view_;  // null without a standby
   absl::Mutex check_mu_;
   // CheckDatabase's; null until its first call and after a failure.
   std::unique_ptr<pqxx::connection> check_connection_ ABSL_GUARDED_BY(check_mu_);

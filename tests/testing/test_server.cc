@@ -17,12 +17,18 @@ absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(
   return test;
 }
 
-absl::StatusOr<std::unique_ptr<TestServer>> TestServer::StartReplica(
-    server::ServerOptions options, const StoreWrapper& wrap) const {
+absl::StatusOr<std::unique_ptr<TestServer>> TestServer::StartOn(
+    std::string database_url, server::ServerOptions options,
+    const StoreWrapper& wrap) {
   std::unique_ptr<TestServer> test(new TestServer());
-  test->database_url_ = database_url_;
+  test->database_url_ = std::move(database_url);
   RETURN_IF_ERROR(test->Serve(std::move(options), wrap));
   return test;
+}
+
+absl::StatusOr<std::unique_ptr<TestServer>> TestServer::StartReplica(
+    server::ServerOptions options, const StoreWrapper& wrap) const {
+  return StartOn(database_url_, std::move(options), wrap);
 }
 
 absl::Status TestServer::Serve(server::ServerOptions options,

@@ -33,6 +33,12 @@ class TestServer {
   static absl::StatusOr<std::unique_ptr<TestServer>> Start(
       server::ServerOptions options = server::ServerOptions(),
       const StoreWrapper& wrap = nullptr);
+  // A server on an existing database (`options.migrate` migrates it), as
+  // Start does otherwise.
+  static absl::StatusOr<std::unique_ptr<TestServer>> StartOn(
+      std::string database_url,
+      server::ServerOptions options = server::ServerOptions(),
+      const StoreWrapper& wrap = nullptr);
   // Another server (a replica) on this one's database, as Start does
   // otherwise. It must be destroyed first.
   absl::StatusOr<std::unique_ptr<TestServer>> StartReplica(
