@@ -33,7 +33,8 @@ ABSL_FLAG(std::string, read_database_url, "",
           "and trial lists read from it while it lags at most "
           "--max-read-lag; otherwise, or when it does not answer, from the "
           "primary (counted in /metrics). Ingest, follow and everything that "
-          "writes use the primary. Empty: every read on the primary.");
+          "writes use the primary. Default: $READ_DATABASE_URL; empty: every "
+          "read on the primary.");
 ABSL_FLAG(absl::Duration, max_read_lag, absl::Seconds(5),
           "How far --read-database-url may be behind the primary (checked "
           "every second) and still serve reads.");
@@ -153,6 +154,10 @@ int Run() {
       absl::GetFlag(FLAGS_max_series_per_trial);
   options.store.limits.max_future = absl::GetFlag(FLAGS_max_future);
   options.store.read.database_url = absl::GetFlag(FLAGS_read_database_url);
+  if (const char* env = std::getenv("READ_DATABASE_URL");
+      options.store.read.database_url.empty() && env != nullptr) {
+    options.store.read.database_url = env;  // keeps a password out of ps
+  }
   options.store.read.max_lag = absl::GetFlag(FLAGS_max_read_lag);
   if (options.store.read.max_lag <= absl::ZeroDuration() ||
       options.store.read.max_lag == absl::InfiniteDuration()) {
