@@ -252,5 +252,35 @@ TEST(MetricsdTest, RawRetentionFlagRemovesOldRawRowsAtStart) {
                         "positive duration such as 30d or 720h"));
 }
 
+TEST(MetricsdTest, AStandbyThatDoesNotAnswerLeavesReadsOnThePrimary) {
+  std::unique_ptr<TestDatabase> db = NewDatabase(/*migrate=*/true);
+  ASSERT_NE(db, nullptr);
+  // No server listens on this socket folder.
+  ASSERT_OK_AND_ASSIGN(
+      auto metricsd,
+      StartMetricsd(*db, {"--read-database-url=host=/nonexistent port=1",
+                          "--auth=off"}));
+  ASSERT_OK(metricsd->WaitForLine("HTTP listening on", absl::Seconds(30)).status());
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (metricsd->stderr_text().find("reads go to the primary") ==
+             std::string::npos &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  metricsd->Signal(SIGTERM);
+  ASSERT_OK_AND_ASSIGN(int code, metricsd->Wait(absl::Seconds(30)));
+  EXPECT_EQ(code, 0) << metricsd->stderr_text();
+  EXPECT_THAT(metricsd->stderr_text(),
+              HasSubstr("reads go to the primary: the standby does not answer "
+                        "(connecting to PostgreSQL: "));
+
+  ASSERT_OK_AND_ASSIGN(auto bad, StartMetricsd(*db, {"--max-read-lag=0s"}));
+  ASSERT_OK_AND_ASSIGN(code, bad->Wait(absl::Seconds(30)));
+  EXPECT_EQ(code, 2);
+  EXPECT_THAT(bad->stderr_text(),
+              HasSubstr("metricsd: error: --max-read-lag 0: must be a positive "
+                        "duration such as 5s"));
+}
+
 }  // namespace
 }  // namespace metrics::server
