@@ -17,16 +17,27 @@ namespace metrics::storage::pg {
 
 namespace {
 
-// A check must fail, not hang, when a server or the network does.
-absl::StatusOr<std::unique_ptr<pqxx::connection>> ConnectForChecks(
-    const std::string& url) {
+// Opens `conn` to `url` unless it is open. A check must fail, not hang,
+// when a server or the network does: every wait is bounded.
+absl::Status ConnectForChecks(std::unique_ptr<pqxx::connection>& conn,
+                              const std::string& url) {
+  if (conn != nullptr) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::string bounded,
                    WithConnectionOptions(url, {{"connect_timeout", "3"},
                                                {"tcp_user_timeout", "3000"}}));
-  ASSIGN_OR_RETURN(auto conn, Connect(bounded, "metricsd-read-lag"));
+  ASSIGN_OR_RETURN(conn, Connect(bounded, "metricsd-read-lag"));
   pqxx::nontransaction tx(*conn);
   tx.exec("SET statement_timeout = 3000");
-  return conn;
+  return absl::OkStatus();
+}
+
+// The standby's URL for the read pool: a standby that went away fails a
+// read's connect within 3 s, which then goes to the primary. An unparsable
+// URL stays as given, for the monitor to report.
+std::string ReadPoolUrl(const std::string& url) {
+  absl::StatusOr<std::string> bounded =
+      WithConnectionOptions(url, {{"connect_timeout", "3"}});
+  return bounded.ok() ? *bounded : url;
 }
 
 std::string Seconds(absl::Duration d) {
@@ -48,7 +59,7 @@ absl::Duration ReplicaLag::Observe(
 
 ReadReplica::ReadReplica(ReadReplicaOptions options)
     : options_(std::move(options)),
-      pool_(ConnectionPoolOptions{options_.standby_url, "metricsd",
+      pool_(ConnectionPoolOptions{ReadPoolUrl(options_.standby_url), "metricsd",
                                   options_.pool_size, options_.statements}) {
   monitor_ = std::thread([this] { Monitor(); });
 }
@@ -134,10 +145,7 @@ ReadReplica::Verdict ReadReplica::Check(std::string* why) {
   };
   absl::StatusOr<Primary> primary =
       GuardPg("checking the primary", [&]() -> absl::StatusOr<Primary> {
-        if (primary_check_ == nullptr) {
-          ASSIGN_OR_RETURN(primary_check_,
-                           ConnectForChecks(options_.primary_url));
-        }
+        RETURN_IF_ERROR(ConnectForChecks(primary_check_, options_.primary_url));
         pqxx::nontransaction tx(*primary_check_);
         const pqxx::row row = tx.exec1(absl::StrCat(
             "SELECT pg_current_wal_lsn()::text, ",
@@ -154,10 +162,7 @@ ReadReplica::Verdict ReadReplica::Check(std::string* why) {
   };
   absl::StatusOr<Standby> standby =
       GuardPg("checking the standby", [&]() -> absl::StatusOr<Standby> {
-        if (standby_check_ == nullptr) {
-          ASSIGN_OR_RETURN(standby_check_,
-                           ConnectForChecks(options_.standby_url));
-        }
+        RETURN_IF_ERROR(ConnectForChecks(standby_check_, options_.standby_url));
         pqxx::nontransaction tx(*standby_check_);
         std::optional<std::string> lsn;
         if (primary.ok()) lsn = primary->lsn;

@@ -40,6 +40,14 @@ using Server = ReplicatedCluster::Server;
 constexpr int kReportsPerBatch = 10;
 const absl::Time kStart = absl::FromUnixSeconds(1'790'000'000);
 
+constexpr const char* kStandbyReads = "metricsd_standby_reads_total";
+constexpr const char* kLagging =
+    "metricsd_standby_fallbacks_total{reason=\"lagging\"}";
+constexpr const char* kUnreachable =
+    "metricsd_standby_fallbacks_total{reason=\"unreachable\"}";
+constexpr const char* kRetried =
+    "metricsd_standby_fallbacks_total{reason=\"retried\"}";
+
 class ReadReplicaTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -60,15 +68,30 @@ class ReadReplicaTest : public ::testing::Test {
                                       : cluster_->standby_url("postgres");
   }
 
-  // The server under test: reads from the standby while it lags at most
-  // `max_lag`.
-  void StartWithStandby(absl::Duration max_lag) {
+  // Trial 1 with `batches` batches, replayed by the standby; then the
+  // server under test, reading from the standby while it lags at most
+  // `max_lag`, once it does (reads before its first check of the standby
+  // go to the primary).
+  void StartOnACaughtUpStandby(int batches, absl::Duration max_lag) {
+    ASSERT_OK(CreateTrial(primary_only_->Channel(), 1));
+    Ingest(batches);
+    ASSERT_OK(cluster_->AwaitStandbyCaughtUp(absl::Seconds(30)));
     server::ServerOptions options;
     options.store.read.database_url = Url(Server::kStandby);
     options.store.read.max_lag = max_lag;
     options.store.read.check_every = absl::Milliseconds(100);
     ASSERT_OK_AND_ASSIGN(with_standby_,
                          TestServer::StartOn(Url(Server::kPrimary), options));
+    ASSERT_TRUE(ReadsGoToTheStandby());
+  }
+
+  // Whether a chart is soon read from the standby.
+  bool ReadsGoToTheStandby() {
+    return Eventually([&] {
+      const double before = Figure(*with_standby_, kStandbyReads);
+      return Chart(*with_standby_).ok() &&
+             Figure(*with_standby_, kStandbyReads) > before;
+    });
   }
 
   // `batches` more batches of 10 reports (one a second) for trial 1.
@@ -189,24 +212,8 @@ class ReadReplicaTest : public ::testing::Test {
   int streams_ = 0;
 };
 
-constexpr const char* kStandbyReads = "metricsd_standby_reads_total";
-constexpr const char* kLagging =
-    "metricsd_standby_fallbacks_total{reason=\"lagging\"}";
-constexpr const char* kUnreachable =
-    "metricsd_standby_fallbacks_total{reason=\"unreachable\"}";
-constexpr const char* kRetried =
-    "metricsd_standby_fallbacks_total{reason=\"retried\"}";
-
 TEST_F(ReadReplicaTest, ChartsSeriesAndTrialListsComeFromTheStandby) {
-  ASSERT_OK(CreateTrial(primary_only_->Channel(), 1));
-  Ingest(5);
-  ASSERT_OK(cluster_->AwaitStandbyCaughtUp(absl::Seconds(30)));
-  StartWithStandby(absl::Hours(1));
-  // Reads before the standby's first check go to the primary.
-  ASSERT_TRUE(Eventually([&] {
-    return Chart(*with_standby_).ok() &&
-           Figure(*with_standby_, kStandbyReads) > 0;
-  }));
+  ASSERT_NO_FATAL_FAILURE(StartOnACaughtUpStandby(5, absl::Hours(1)));
   const double unreachable = Figure(*with_standby_, kUnreachable);
 
   // Caught up: the same answers as the primary's.
@@ -265,17 +272,10 @@ TEST_F(ReadReplicaTest, ChartsSeriesAndTrialListsComeFromTheStandby) {
 }
 
 TEST_F(ReadReplicaTest, AStandbyLaggingPastTheLimitIsLeftForThePrimary) {
-  ASSERT_OK(CreateTrial(primary_only_->Channel(), 1));
-  Ingest(3);
-  ASSERT_OK(cluster_->AwaitStandbyCaughtUp(absl::Seconds(30)));
-  StartWithStandby(absl::Seconds(1));
+  ASSERT_NO_FATAL_FAILURE(StartOnACaughtUpStandby(3, absl::Seconds(1)));
 
   // An idle primary is no lag: two limits' worth of nothing written, and
   // reads still go to the standby.
-  ASSERT_TRUE(Eventually([&] {
-    return Chart(*with_standby_).ok() &&
-           Figure(*with_standby_, kStandbyReads) > 0;
-  }));
   absl::SleepFor(absl::Seconds(2));
   const double reads = Figure(*with_standby_, kStandbyReads);
   EXPECT_TRUE(SameAsThePrimary());
@@ -295,23 +295,12 @@ TEST_F(ReadReplicaTest, AStandbyLaggingPastTheLimitIsLeftForThePrimary) {
   // Caught up again, reads go back to the standby.
   Standby("pg_wal_replay_resume()");
   ASSERT_OK(cluster_->AwaitStandbyCaughtUp(absl::Seconds(30)));
-  EXPECT_TRUE(Eventually([&] {
-    const double before = Figure(*with_standby_, kStandbyReads);
-    return Chart(*with_standby_).ok() &&
-           Figure(*with_standby_, kStandbyReads) > before;
-  }));
+  EXPECT_TRUE(ReadsGoToTheStandby());
   EXPECT_TRUE(SameAsThePrimary());
 }
 
 TEST_F(ReadReplicaTest, AStoppedStandbyIsLeftForThePrimaryUntilItReturns) {
-  ASSERT_OK(CreateTrial(primary_only_->Channel(), 1));
-  Ingest(3);
-  ASSERT_OK(cluster_->AwaitStandbyCaughtUp(absl::Seconds(30)));
-  StartWithStandby(absl::Seconds(5));
-  ASSERT_TRUE(Eventually([&] {
-    return Chart(*with_standby_).ok() &&
-           Figure(*with_standby_, kStandbyReads) > 0;
-  }));
+  ASSERT_NO_FATAL_FAILURE(StartOnACaughtUpStandby(3, absl::Seconds(5)));
 
   // Every chart is answered while the standby is down, the first maybe by a
   // retry on the primary, the rest by the primary directly.
@@ -329,11 +318,7 @@ TEST_F(ReadReplicaTest, AStoppedStandbyIsLeftForThePrimaryUntilItReturns) {
   // Back and caught up, it serves reads again.
   ASSERT_OK(cluster_->Start(Server::kStandby));
   ASSERT_OK(cluster_->AwaitStandbyCaughtUp(absl::Seconds(30)));
-  EXPECT_TRUE(Eventually([&] {
-    const double before = Figure(*with_standby_, kStandbyReads);
-    return Chart(*with_standby_).ok() &&
-           Figure(*with_standby_, kStandbyReads) > before;
-  }));
+  EXPECT_TRUE(ReadsGoToTheStandby());
   EXPECT_TRUE(SameAsThePrimary());
 }
 
