@@ -116,8 +116,10 @@ class ReadReplicaTest : public ::testing::Test {
     ASSERT_OK(streamer.SendAll(std::move(out)));
   }
 
-  // Trial 1's chart as QuerySeries answers it.
-  static absl::StatusOr<v1::QuerySeriesResponse> Chart(TestServer& server) {
+  // Trial 1's chart as QuerySeries answers it, or as the first answer of
+  // a FollowSeries.
+  static absl::StatusOr<v1::QuerySeriesResponse> Chart(TestServer& server,
+                                                       bool follow = false) {
     auto stub = v1::QueryService::NewStub(server.Channel());
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
@@ -125,29 +127,19 @@ class ReadReplicaTest : public ::testing::Test {
     request.set_trial_id(1);
     request.set_max_points(100);
     v1::QuerySeriesResponse response;
+    if (follow) {
+      auto reader = stub->FollowSeries(&context, request);
+      if (!reader->Read(&response)) {
+        return absl::UnavailableError("the follow ended before its first answer");
+      }
+      context.TryCancel();
+      return response;
+    }
     const grpc::Status status = stub->QuerySeries(&context, request, &response);
     if (!status.ok()) {
       return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                           status.error_message());
     }
-    return response;
-  }
-
-  // The first answer of a FollowSeries of trial 1.
-  static absl::StatusOr<v1::QuerySeriesResponse> FollowFirst(
-      TestServer& server) {
-    auto stub = v1::QueryService::NewStub(server.Channel());
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-    v1::QuerySeriesRequest request;
-    request.set_trial_id(1);
-    request.set_max_points(100);
-    auto reader = stub->FollowSeries(&context, request);
-    v1::QuerySeriesResponse response;
-    if (!reader->Read(&response)) {
-      return absl::UnavailableError("the follow ended before its first answer");
-    }
-    context.TryCancel();
     return response;
   }
 
@@ -260,7 +252,7 @@ TEST_F(ReadReplicaTest, ChartsSeriesAndTrialListsComeFromTheStandby) {
     EXPECT_EQ(Figure(*with_standby_, kRetried), 1);
   }
   ASSERT_OK_AND_ASSIGN(const v1::QuerySeriesResponse followed,
-                       FollowFirst(*with_standby_));
+                       Chart(*with_standby_, /*follow=*/true));
   EXPECT_EQ(Samples(followed), Samples(primary));
 
   // Replaying again, it catches up and answers as the primary does.
