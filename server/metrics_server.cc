@@ -21,6 +21,7 @@
 #include "migrations/migrator.h"
 #include "server/http/http_error.h"
 #include "server/prometheus/prometheus_exporter.h"
+#include "storage/pg/connection.h"
 
 namespace metrics::server {
 
@@ -123,6 +124,15 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   std::unique_ptr<WebAssets> web;
   if (!options.web.root.empty()) {
     ASSIGN_OR_RETURN(web, WebAssets::Create(options.web));
+  }
+  if (const std::string& read = options.store.read.database_url; !read.empty()) {
+    // Refused here rather than logged by the standby's monitor: a typo.
+    if (absl::StatusOr<std::string> parsed =
+            storage::pg::WithConnectionOptions(read, {});
+        !parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--read-database-url: ", parsed.status().message()));
+    }
   }
   RETURN_IF_ERROR(CheckSchema(options, log));
 

@@ -280,6 +280,13 @@ TEST(MetricsdTest, AStandbyThatDoesNotAnswerLeavesReadsOnThePrimary) {
   EXPECT_THAT(bad->stderr_text(),
               HasSubstr("metricsd: error: --max-read-lag 0: must be a positive "
                         "duration such as 5s"));
+  ASSERT_OK_AND_ASSIGN(
+      auto typo, StartMetricsd(*db, {"--read-database-url=host='unclosed"}));
+  ASSERT_OK_AND_ASSIGN(code, typo->Wait(absl::Seconds(30)));
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(typo->stderr_text(),
+              HasSubstr("metricsd: error: --read-database-url: database URL: "
+                        "unterminated quoted string"));
 }
 
 }  // namespace
