@@ -317,6 +317,26 @@ TEST_F(ReadReplicaTest, AStoppedStandbyIsLeftForThePrimaryUntilItReturns) {
   EXPECT_TRUE(SameAsThePrimary());
 }
 
+TEST_F(ReadReplicaTest, ChartsStayOnTheStandbyWhileThePrimaryIsDown) {
+  ASSERT_NO_FATAL_FAILURE(StartOnACaughtUpStandby(3, absl::Seconds(5)));
+  ASSERT_OK_AND_ASSIGN(const v1::QuerySeriesResponse before,
+                       Chart(*with_standby_));
+  const double unreachable = Figure(*with_standby_, kUnreachable);
+
+  // The lag cannot be measured without the primary; the standby is the
+  // only server that can answer, and it does.
+  ASSERT_OK(cluster_->Stop(Server::kPrimary));
+  EXPECT_TRUE(Eventually([&] {
+    return Figure(*with_standby_, "metricsd_standby_lag_seconds") == -1;
+  }));
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<v1::QuerySeriesResponse> chart = Chart(*with_standby_);
+    ASSERT_TRUE(chart.ok()) << "query " << i << ": " << chart.status();
+    EXPECT_TRUE(MessageDifferencer::Equals(*chart, before)) << "query " << i;
+  }
+  EXPECT_EQ(Figure(*with_standby_, kUnreachable), unreachable);
+}
+
 TEST_F(ReadReplicaTest, WithoutAStandbyNoStandbyFiguresAreExported) {
   EXPECT_EQ(Figure(*primary_only_, kStandbyReads), -1);
   EXPECT_EQ(Figure(*primary_only_, kLagging), -1);
