@@ -55,16 +55,21 @@ struct Statements {
       "lock_keys",
       "SELECT pg_advisory_xact_lock(k) FROM "
       "(SELECT k FROM unnest($1::bigint[]) AS k ORDER BY k OFFSET 0) s"};
+  // The stored buckets in ranges of bucket starts (RollupRanges), one
+  // index range scan each.
   PreparedStatement read_rollups{
       "read_rollups",
-      absl::StrCat("SELECT r.trial_id, r.agent_id, r.width_s, k.bucket_us, "
-                   "r.stats "
+      absl::StrCat("SELECT r.trial_id, r.agent_id, r.width_s, ",
+                   EpochMicrosSql("r.bucket_start"),
+                   ", r.stats "
                    "FROM unnest($1::int[], $2::text[], $3::int[], "
-                   "$4::bigint[]) AS k(trial_id, agent_id, width_s, bucket_us) "
+                   "$4::bigint[], $5::bigint[]) "
+                   "AS k(trial_id, agent_id, width_s, from_us, to_us) "
                    "JOIN system_rollups r ON r.trial_id = k.trial_id "
                    "AND r.agent_id = k.agent_id AND r.width_s = k.width_s "
-                   "AND r.bucket_start = ",
-                   TimestampFromMicrosSql("k.bucket_us"))};
+                   "AND r.bucket_start BETWEEN ",
+                   TimestampFromMicrosSql("k.from_us"), " AND ",
+                   TimestampFromMicrosSql("k.to_us"))};
   PreparedStatement insert_rollups{
       "insert_rollups",
       absl::StrCat(
@@ -114,6 +119,41 @@ struct RollupColumns {
     agents.push_back(std::get<1>(key));
     widths.push_back(std::get<2>(key));
     buckets.push_back(std::get<3>(key));
+  }
+};
+
+// Where to look for the stored ones among a group's buckets: per agent and
+// width, runs of bucket starts as [from, to] ranges. Nearly every bucket of
+// reports sent in order is new, and a probe per bucket cost more than the
+// inserts; a range scan finds the few stored ones (the edges of earlier
+// batches) at once. A run ends at a gap of more than kMaxGap buckets, so a
+// range reads at most that many stored buckets the group does not have
+// for each one it has (a backfill spread over months, beside live data).
+struct RollupRanges {
+  static constexpr int64_t kMaxGap = 16;
+  std::vector<int64_t> trials, widths, from, to;
+  std::vector<std::string> agents;
+
+  // `keys` in order, so an agent's buckets of one width are adjacent.
+  template <typename Map>
+  explicit RollupRanges(const Map& keys) {
+    const RollupKey* open = nullptr;  // the current range's first key
+    for (const auto& [key, unused] : keys) {
+      const int64_t width_us = int64_t{std::get<2>(key)} * 1000000;
+      if (open != nullptr && std::get<0>(key) == std::get<0>(*open) &&
+          std::get<1>(key) == std::get<1>(*open) &&
+          std::get<2>(key) == std::get<2>(*open) &&
+          std::get<3>(key) - to.back() <= kMaxGap * width_us) {
+        to.back() = std::get<3>(key);
+        continue;
+      }
+      open = &key;
+      trials.push_back(std::get<0>(key));
+      agents.push_back(std::get<1>(key));
+      widths.push_back(std::get<2>(key));
+      from.push_back(std::get<3>(key));
+      to.push_back(std::get<3>(key));
+    }
   }
 };
 
@@ -310,7 +350,10 @@ class GroupTransaction {
           values.emplace_back(a.series_ids[report.series[v]],
                               report.values[v]);
         }
-        std::sort(values.begin(), values.end());
+        // Ids registered in declaration order come sorted already.
+        if (!std::is_sorted(values.begin(), values.end())) {
+          std::sort(values.begin(), values.end());
+        }
         copy.Int(a.batch->trial_id)
             .Text("PROFILING")
             .Text(a.batch->metric_group)
@@ -340,22 +383,23 @@ class GroupTransaction {
     }
     Lock(std::move(locks));
 
-    RollupColumns keys;
-    for (const auto& [key, rollup] : fresh) keys.AddKey(key);
     // Merge with what is stored: stored samples were ingested earlier.
     // Relies on the primary key (trial_id, agent_id, width_s, bucket_start).
+    const RollupRanges ranges(fresh);
     std::set<RollupKey> stored_keys;
     for (const auto& row :
-         tx_.exec_prepared(Sql().read_rollups.name, IntArray(keys.trials),
-                           TextArray(keys.agents), IntArray(keys.widths),
-                           IntArray(keys.buckets))) {
+         tx_.exec_prepared(Sql().read_rollups.name, IntArray(ranges.trials),
+                           TextArray(ranges.agents), IntArray(ranges.widths),
+                           IntArray(ranges.from), IntArray(ranges.to))) {
       const RollupKey key{row[0].as<int32_t>(), row[1].as<std::string>(),
                           row[2].as<int>(), row[3].as<int64_t>()};
+      const auto ours = fresh.find(key);
+      if (ours == fresh.end()) continue;  // in a range, not in this group
       absl::StatusOr<AgentRollup> stored = DecodeAgentRollup(
           DecodeByteaHex(row[4].as<std::string>()), std::get<3>(key));
       if (!stored.ok()) throw std::runtime_error(stored.status().ToString());
-      MergeAgentRollup(*stored, fresh[key]);
-      fresh[key] = *std::move(stored);
+      MergeAgentRollup(*stored, ours->second);
+      ours->second = *std::move(stored);
       stored_keys.insert(key);
     }
     // New buckets are inserted plainly and stored ones updated: no

@@ -376,6 +376,40 @@ TEST_F(PgMetricStoreTest, RollupsEqualAggregatesOfTheRawRows) {
   EXPECT_EQ(raw_values, stored_values);
 }
 
+// A group looks for its stored buckets in ranges (RollupRanges): stored
+// buckets past a gap of many buckets are found and merged, and a stored
+// bucket inside a range that the group has no samples for stays as it is.
+TEST_F(PgMetricStoreTest, RollupsMergeAcrossGapsAndLeaveBucketsBetweenAlone) {
+  MakeTrial(7);
+  const auto at = [](int64_t sequence, std::vector<int> seconds) {
+    MetricBatch batch = Batch(7, sequence);
+    batch.reports.clear();
+    for (int s : seconds) {
+      batch.reports.push_back({absl::ToUnixMicros(kT0 + absl::Seconds(s)),
+                               {0, 1, 2},
+                               {1.0 * s, 2.0 * s + sequence, -1.0 * s},
+                               std::nullopt});
+    }
+    return batch;
+  };
+  // Then 10 s buckets at 0, 20 (the 10 s one between is only stored) and,
+  // 98 buckets further on, 1000; 5000 is past a gap at every width up to
+  // 10 minutes.
+  ASSERT_EQ(Submit(at(1, {1, 12, 1003, 5003})).kind, BatchOutcome::Kind::kStored);
+  ASSERT_EQ(Submit(at(2, {2, 25, 1004, 5004})).kind, BatchOutcome::Kind::kStored);
+  ASSERT_OK_AND_ASSIGN(int64_t compared,
+                       test_util::CheckRollupsMatchRawRows(
+                           SharedDatabase()->url(), 7));
+  // Buckets of each width: 10 s at 0 10 20 1000 5000; 1 min 4 (kT0 is 40 s
+  // past a minute); 10 min 3; 1 h 2; 2 h and 6 h 1. Each holds 3 series.
+  EXPECT_EQ(compared, 3 * (5 + 4 + 3 + 2 + 1 + 1));
+  ASSERT_OK_AND_ASSIGN(std::string ten_second,
+                       test_util::QueryScalar(
+                           SharedDatabase()->url(),
+                           "SELECT count(*) FROM system_rollups WHERE width_s = 10"));
+  EXPECT_EQ(ten_second, "5");
+}
+
 // Rows written before migration 0004 keep their jsonb: raw reads and
 // readings see them beside packed rows, in time order.
 TEST_F(PgMetricStoreTest, RowsOfTheOldJsonFormAreReadBesidePackedOnes) {
