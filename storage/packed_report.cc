@@ -23,16 +23,19 @@ std::string PackReport(const std::vector<SeriesValue>& values) {
 }
 
 void PackReportInto(const std::vector<SeriesValue>& values, std::string& out) {
-  out.clear();
-  out.reserve(1 + values.size() * 6);
-  out.push_back(kVersion);
+  // Sized for the longest encoding, written through a pointer, then cut.
+  out.resize(1 + values.size() * (kMaxVarintBytes + kMaxPayloadBytes));
+  char* const begin = &out[0];
+  char* at = begin;
+  *at++ = kVersion;
   int64_t previous = 0;
   for (const auto& [id, value] : values) {
     const EncodedValue v = EncodeValue(value);
-    AppendVarint(out, static_cast<uint64_t>(id - previous) << 4 | v.kind);
-    AppendValuePayload(out, v);
+    at = WriteVarint(at, static_cast<uint64_t>(id - previous) << 4 | v.kind);
+    at = WriteValuePayload(at, v);
     previous = id;
   }
+  out.resize(at - begin);
 }
 
 absl::StatusOr<std::vector<SeriesValue>> UnpackReport(absl::string_view bytes) {

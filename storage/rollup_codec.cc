@@ -24,16 +24,15 @@ constexpr uint8_t kLastIsMax = 8;
 // seconds, or microseconds before), so whole seconds take a byte.
 enum TimeUnit : uint8_t { kMicros = 0, kMillis = 1, kSeconds = 2, kBefore = 3 };
 
-void AppendOffset(std::string& out, int64_t offset_us) {
+char* WriteOffset(char* out, int64_t offset_us) {
   if (offset_us < 0) {
-    AppendVarint(out, (0 - static_cast<uint64_t>(offset_us)) << 2 | kBefore);
+    return WriteVarint(out, (0 - static_cast<uint64_t>(offset_us)) << 2 | kBefore);
   } else if (offset_us % 1000000 == 0) {
-    AppendVarint(out, static_cast<uint64_t>(offset_us / 1000000) << 2 | kSeconds);
+    return WriteVarint(out, static_cast<uint64_t>(offset_us / 1000000) << 2 | kSeconds);
   } else if (offset_us % 1000 == 0) {
-    AppendVarint(out, static_cast<uint64_t>(offset_us / 1000) << 2 | kMillis);
-  } else {
-    AppendVarint(out, static_cast<uint64_t>(offset_us) << 2 | kMicros);
+    return WriteVarint(out, static_cast<uint64_t>(offset_us / 1000) << 2 | kMillis);
   }
+  return WriteVarint(out, static_cast<uint64_t>(offset_us) << 2 | kMicros);
 }
 
 bool ReadOffset(absl::string_view& in, int64_t& offset_us) {
@@ -74,20 +73,23 @@ bool SameShape(const RollupStats& a, const RollupStats& b) {
          a.last_time_us == b.last_time_us;
 }
 
+// The most an entry takes: its id step, count, two offsets, three kind
+// bytes and five payloads.
+constexpr size_t kMaxEntryBytes = 4 * kMaxVarintBytes + 3 + 5 * kMaxPayloadBytes;
+
 // Writes an entry's stats after its id step, which says whether the shape
-// is `previous`'s (then not written again).
-void EncodeStats(std::string& out, const RollupStats& s, int64_t start_us,
-                 bool same_shape) {
+// is `previous`'s (then not written again); returns the end.
+char* EncodeStats(char* out, const RollupStats& s, int64_t start_us,
+                  bool same_shape) {
   if (!same_shape) {
-    AppendVarint(out, static_cast<uint64_t>(s.count));
-    AppendOffset(out, Diff(s.first_time_us, start_us));
-    if (s.count > 1) AppendOffset(out, Diff(s.last_time_us, s.first_time_us));
+    out = WriteVarint(out, static_cast<uint64_t>(s.count));
+    out = WriteOffset(out, Diff(s.first_time_us, start_us));
+    if (s.count > 1) out = WriteOffset(out, Diff(s.last_time_us, s.first_time_us));
   }
   if (s.count == 1) {
     const EncodedValue v = EncodeValue(s.first_value);
-    out.push_back(static_cast<char>(v.kind));
-    AppendValuePayload(out, v);
-    return;
+    *out++ = static_cast<char>(v.kind);
+    return WriteValuePayload(out, v);
   }
   uint8_t flags = 0;
   if (Same(s.first_value, s.min)) flags |= kFirstIsMin;
@@ -98,14 +100,15 @@ void EncodeStats(std::string& out, const RollupStats& s, int64_t start_us,
                      max = EncodeValue(s.max),
                      first = EncodeValue(s.first_value),
                      last = EncodeValue(s.last_value);
-  out.push_back(static_cast<char>(sum.kind | min.kind << 4));
-  out.push_back(static_cast<char>(max.kind | first.kind << 4));
-  out.push_back(static_cast<char>(last.kind | flags << 4));
-  AppendValuePayload(out, sum);
-  AppendValuePayload(out, min);
-  AppendValuePayload(out, max);
-  if ((flags & (kFirstIsMin | kFirstIsMax)) == 0) AppendValuePayload(out, first);
-  if ((flags & (kLastIsMin | kLastIsMax)) == 0) AppendValuePayload(out, last);
+  *out++ = static_cast<char>(sum.kind | min.kind << 4);
+  *out++ = static_cast<char>(max.kind | first.kind << 4);
+  *out++ = static_cast<char>(last.kind | flags << 4);
+  out = WriteValuePayload(out, sum);
+  out = WriteValuePayload(out, min);
+  out = WriteValuePayload(out, max);
+  if ((flags & (kFirstIsMin | kFirstIsMax)) == 0) out = WriteValuePayload(out, first);
+  if ((flags & (kLastIsMin | kLastIsMax)) == 0) out = WriteValuePayload(out, last);
+  return out;
 }
 
 // Reads an entry's stats after its id step; `s` comes in holding the
@@ -251,18 +254,21 @@ absl::StatusOr<AgentRollup> Decode(absl::string_view bytes, int64_t start_us,
 
 std::string EncodeAgentRollup(const AgentRollup& rollup,
                               int64_t bucket_start_us) {
-  std::string out;
-  out.reserve(1 + rollup.size() * 32);
-  out.push_back(kFormat2);
+  // Sized for the longest encoding, written through a pointer, then cut.
+  std::string out(1 + rollup.size() * kMaxEntryBytes, '\0');
+  char* const begin = &out[0];
+  char* at = begin;
+  *at++ = kFormat2;
   int64_t previous = 0;
   const RollupStats* previous_stats = nullptr;
   for (const auto& [series_id, s] : rollup) {
     const bool same = previous_stats != nullptr && SameShape(s, *previous_stats);
-    AppendVarint(out, static_cast<uint64_t>(series_id - previous) << 1 | same);
-    EncodeStats(out, s, bucket_start_us, same);
+    at = WriteVarint(at, static_cast<uint64_t>(series_id - previous) << 1 | same);
+    at = EncodeStats(at, s, bucket_start_us, same);
     previous = series_id;
     previous_stats = &s;
   }
+  out.resize(at - begin);
   return out;
 }
 

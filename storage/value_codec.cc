@@ -84,13 +84,14 @@ EncodedValue EncodeValue(double value) {
 }
 
 void AppendValuePayload(std::string& out, const EncodedValue& v) {
-  if (v.kind != kRawDouble) {
-    AppendVarint(out, v.digits);
-    return;
-  }
-  char bytes[8];
-  std::memcpy(bytes, &v.digits, sizeof bytes);
-  out.append(bytes, sizeof bytes);
+  char bytes[kMaxPayloadBytes];
+  out.append(bytes, WriteValuePayload(bytes, v) - bytes);
+}
+
+char* WriteValuePayload(char* out, const EncodedValue& v) {
+  if (v.kind != kRawDouble) return WriteVarint(out, v.digits);
+  std::memcpy(out, &v.digits, 8);
+  return out + 8;
 }
 
 bool ReadValuePayload(absl::string_view& in, uint8_t kind, double& value) {
@@ -116,11 +117,17 @@ bool ReadValuePayload(absl::string_view& in, uint8_t kind, double& value) {
 }
 
 void AppendVarint(std::string& out, uint64_t value) {
+  char bytes[kMaxVarintBytes];
+  out.append(bytes, WriteVarint(bytes, value) - bytes);
+}
+
+char* WriteVarint(char* out, uint64_t value) {
   while (value >= 0x80) {
-    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
+    *out++ = static_cast<char>((value & 0x7f) | 0x80);
     value >>= 7;
   }
-  out.push_back(static_cast<char>(value));
+  *out++ = static_cast<char>(value);
+  return out;
 }
 
 bool ReadVarint(absl::string_view& in, uint64_t& value) {
