@@ -1,5 +1,7 @@
 #include "storage/rollup.h"
 
+#include <algorithm>
+
 namespace metrics::storage {
 
 void RollupStats::Add(int64_t time_us, double value) {
@@ -51,6 +53,24 @@ bool RollupStats::operator==(const RollupStats& o) const {
 
 void MergeAgentRollup(AgentRollup& into, const AgentRollup& later) {
   for (const auto& [series_id, stats] : later) into[series_id].Merge(stats);
+}
+
+SortedRollup MergeSortedRollups(const SortedRollup& earlier,
+                                const SortedRollup& later) {
+  SortedRollup merged;
+  merged.reserve(std::max(earlier.size(), later.size()));
+  auto a = earlier.begin(), b = later.begin();
+  while (a != earlier.end() || b != later.end()) {
+    if (b == later.end() || (a != earlier.end() && a->first < b->first)) {
+      merged.push_back(*a++);
+    } else if (a == earlier.end() || b->first < a->first) {
+      merged.push_back(*b++);
+    } else {
+      merged.push_back(*a++);
+      merged.back().second.Merge((b++)->second);
+    }
+  }
+  return merged;
 }
 
 int64_t AlignDown(int64_t time_us, int64_t width_us) {

@@ -17,6 +17,8 @@
 #define METRICS_STORAGE_ROLLUP_H_
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "absl/container/btree_map.h"
 
@@ -52,6 +54,15 @@ using AgentRollup = absl::btree_map<int64_t, RollupStats>;
 
 // Merges `later` into `into` series by series.
 void MergeAgentRollup(AgentRollup& into, const AgentRollup& later);
+
+// The same stats as a vector by series id ascending: what ingest gathers a
+// bucket into (AgentRollup's btree takes a node per few series, which cost
+// more to build and free than the stats did to gather).
+using SortedRollup = std::vector<std::pair<int64_t, RollupStats>>;
+
+// `earlier` and `later` merged series by series (both sorted by id).
+SortedRollup MergeSortedRollups(const SortedRollup& earlier,
+                                const SortedRollup& later);
 
 // `time_us` rounded down to a multiple of `width_us` (floor, also before
 // 1970): the start of the bucket of that width holding it.

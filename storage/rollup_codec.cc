@@ -250,10 +250,9 @@ absl::StatusOr<AgentRollup> Decode(absl::string_view bytes, int64_t start_us,
   return rollup;
 }
 
-}  // namespace
-
-std::string EncodeAgentRollup(const AgentRollup& rollup,
-                              int64_t bucket_start_us) {
+// Either form of an agent's bucket: (series id, stats) by id ascending.
+template <typename Rollup>
+std::string Encode(const Rollup& rollup, int64_t bucket_start_us) {
   // Sized for the longest encoding, written through a pointer, then cut.
   std::string out(1 + rollup.size() * kMaxEntryBytes, '\0');
   char* const begin = &out[0];
@@ -270,6 +269,18 @@ std::string EncodeAgentRollup(const AgentRollup& rollup,
   }
   out.resize(at - begin);
   return out;
+}
+
+}  // namespace
+
+std::string EncodeAgentRollup(const AgentRollup& rollup,
+                              int64_t bucket_start_us) {
+  return Encode(rollup, bucket_start_us);
+}
+
+std::string EncodeAgentRollup(const SortedRollup& rollup,
+                              int64_t bucket_start_us) {
+  return Encode(rollup, bucket_start_us);
 }
 
 absl::StatusOr<AgentRollup> DecodeAgentRollup(absl::string_view bytes,

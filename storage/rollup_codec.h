@@ -31,6 +31,8 @@ namespace metrics::storage {
 // relative to it).
 std::string EncodeAgentRollup(const AgentRollup& rollup,
                               int64_t bucket_start_us);
+std::string EncodeAgentRollup(const SortedRollup& rollup,
+                              int64_t bucket_start_us);
 // DATA_LOSS for bytes that are not EncodeAgentRollup's output for a bucket
 // starting at `bucket_start_us`.
 absl::StatusOr<AgentRollup> DecodeAgentRollup(absl::string_view bytes,

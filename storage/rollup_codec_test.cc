@@ -55,6 +55,9 @@ TEST(RollupCodecTest, RoundTripsAnyStatsAndAWantedSubset) {
     const std::string bytes = EncodeAgentRollup(rollup, kStart);
     ASSERT_OK_AND_ASSIGN(AgentRollup back, DecodeAgentRollup(bytes, kStart));
     ExpectSame(rollup, back);
+    // Ingest's sorted form is written the same.
+    ASSERT_EQ(EncodeAgentRollup(SortedRollup(rollup.begin(), rollup.end()), kStart),
+              bytes);
 
     std::vector<int64_t> wanted;
     AgentRollup subset;

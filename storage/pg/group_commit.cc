@@ -8,6 +8,7 @@
 #include <array>
 #include <iterator>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -373,7 +374,7 @@ class GroupTransaction {
   }
 
   void WriteRollups() {
-    std::map<RollupKey, AgentRollup> fresh;
+    std::map<RollupKey, SortedRollup> fresh;
     for (const Accepted& a : accepted_) AggregateBatch(a, fresh);
     if (fresh.empty()) return;
 
@@ -398,8 +399,8 @@ class GroupTransaction {
       absl::StatusOr<AgentRollup> stored = DecodeAgentRollup(
           DecodeByteaHex(row[4].as<std::string>()), std::get<3>(key));
       if (!stored.ok()) throw std::runtime_error(stored.status().ToString());
-      MergeAgentRollup(*stored, ours->second);
-      ours->second = *std::move(stored);
+      ours->second = MergeSortedRollups(
+          SortedRollup(stored->begin(), stored->end()), ours->second);
       stored_keys.insert(key);
     }
     // New buckets are inserted plainly and stored ones updated: no
@@ -434,7 +435,7 @@ class GroupTransaction {
   // its stats by declaration (a slot per declared series), not in a map
   // by series id: one array slot per sample instead of a map look-up.
   static void AggregateBatch(const Accepted& a,
-                             std::map<RollupKey, AgentRollup>& fresh) {
+                             std::map<RollupKey, SortedRollup>& fresh) {
     const MetricBatch& batch = *a.batch;
     if (batch.metric_group != kSystemGroup) return;  // no rollups kept
     using Buckets = absl::btree_map<int64_t, std::vector<RollupStats>>;
@@ -466,13 +467,24 @@ class GroupTransaction {
         for (size_t d = 0; d < declared; ++d) coarse[d].Merge(finest[d]);
       }
     }
+    // The declarations by series id, so each bucket is gathered sorted.
+    std::vector<size_t> by_id(declared);
+    std::iota(by_id.begin(), by_id.end(), size_t{0});
+    std::sort(by_id.begin(), by_id.end(), [&a](size_t x, size_t y) {
+      return a.series_ids[x] < a.series_ids[y];
+    });
     for (size_t w = 0; w < kWidths; ++w) {
       for (const auto& [start, stats] : buckets[w]) {
-        AgentRollup& into = fresh[RollupKey{batch.trial_id, batch.agent_id,
-                                            kRollupWidthsSeconds[w], start}];
-        for (size_t d = 0; d < declared; ++d) {
-          if (stats[d].count > 0) into[a.series_ids[d]].Merge(stats[d]);
+        SortedRollup gathered;
+        gathered.reserve(declared);
+        for (size_t d : by_id) {
+          if (stats[d].count > 0) gathered.emplace_back(a.series_ids[d], stats[d]);
         }
+        SortedRollup& into = fresh[RollupKey{batch.trial_id, batch.agent_id,
+                                             kRollupWidthsSeconds[w], start}];
+        // Another batch of the group may have filled it already.
+        into = into.empty() ? std::move(gathered)
+                            : MergeSortedRollups(into, gathered);
       }
     }
   }

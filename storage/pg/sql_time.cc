@@ -22,13 +22,13 @@ constexpr int64_t kMicrosPerDay = int64_t{86400} * 1000000;
 constexpr int64_t kYear0Micros = int64_t{-719528} * kMicrosPerDay;
 constexpr int64_t kYear10000Micros = int64_t{2932897} * kMicrosPerDay;
 
-void AppendDigits(int64_t value, int width, std::string& out) {
-  char digits[8];
+// Writes `value` in `width` digits at `out`; returns the end.
+char* WriteDigits(int64_t value, int width, char* out) {
   for (int i = width - 1; i >= 0; --i) {
-    digits[i] = static_cast<char>('0' + value % 10);
+    out[i] = static_cast<char>('0' + value % 10);
     value /= 10;
   }
-  out.append(digits, static_cast<size_t>(width));
+  return out + width;
 }
 
 }  // namespace
@@ -62,21 +62,26 @@ void AppendTimestampText(int64_t micros, std::string& out) {
   const int64_t day = doy - (153 * mp + 2) / 5 + 1;
   const int64_t month = mp < 10 ? mp + 3 : mp - 9;
   const int64_t year = yoe + era * 400 + (month <= 2 ? 1 : 0);
-  AppendDigits(year, 4, out);
-  out += '-';
-  AppendDigits(month, 2, out);
-  out += '-';
-  AppendDigits(day, 2, out);
-  out += ' ';
+  // "YYYY-MM-DD HH:MM:SS.ffffff+00", formatted here and appended at once.
+  char text[32];
+  char* at = WriteDigits(year, 4, text);
+  *at++ = '-';
+  at = WriteDigits(month, 2, at);
+  *at++ = '-';
+  at = WriteDigits(day, 2, at);
+  *at++ = ' ';
   const int64_t seconds = of_day / 1000000;
-  AppendDigits(seconds / 3600, 2, out);
-  out += ':';
-  AppendDigits(seconds / 60 % 60, 2, out);
-  out += ':';
-  AppendDigits(seconds % 60, 2, out);
-  out += '.';
-  AppendDigits(of_day % 1000000, 6, out);
-  out += "+00";
+  at = WriteDigits(seconds / 3600, 2, at);
+  *at++ = ':';
+  at = WriteDigits(seconds / 60 % 60, 2, at);
+  *at++ = ':';
+  at = WriteDigits(seconds % 60, 2, at);
+  *at++ = '.';
+  at = WriteDigits(of_day % 1000000, 6, at);
+  *at++ = '+';
+  *at++ = '0';
+  *at++ = '0';
+  out.append(text, static_cast<size_t>(at - text));
 }
 
 }  // namespace metrics::storage::pg
