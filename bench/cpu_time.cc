@@ -67,11 +67,11 @@ double SelfCpuSeconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
-pid_t ParentPid(pid_t pid) {
-  const std::vector<std::string> fields = StatFields(pid);
-  pid_t parent = 0;
-  if (fields.size() < 2 || !absl::SimpleAtoi(fields[1], &parent)) return 0;
-  return parent;
+pid_t PostmasterPid(const std::string& data_directory) {
+  std::ifstream file(data_directory + "/postmaster.pid");
+  pid_t pid = 0;
+  if (!(file >> pid)) return 0;
+  return pid;
 }
 
 }  // namespace metrics::bench

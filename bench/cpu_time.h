@@ -9,6 +9,8 @@
 
 #include <sys/types.h>
 
+#include <string>
+
 namespace metrics::bench {
 
 // Seconds of CPU `pid` has used, with those of the children it has reaped;
@@ -23,8 +25,9 @@ double ProcessTreeCpuSeconds(pid_t root);
 // This process's own use, all threads.
 double SelfCpuSeconds();
 
-// `pid`'s parent; 0 when it is gone.
-pid_t ParentPid(pid_t pid);
+// The postmaster of the cluster in `data_directory` (the first line of its
+// postmaster.pid); 0 when that cannot be read.
+pid_t PostmasterPid(const std::string& data_directory);
 
 }  // namespace metrics::bench
 

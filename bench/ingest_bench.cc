@@ -540,12 +540,12 @@ int Run() {
   const int64_t values =
       static_cast<int64_t>(rows.size()) * test_util::kRealisticValuesPerReport;
 
-  // The cluster all the databases live in, for its CPU time.
-  absl::StatusOr<std::string> backend =
-      storage::pg::test_util::QueryScalar((*db)->url(), "SELECT pg_backend_pid()");
-  pid_t backend_pid = 0;
-  const pid_t postmaster =
-      backend.ok() && absl::SimpleAtoi(*backend, &backend_pid) ? ParentPid(backend_pid) : 0;
+  // The cluster all the databases live in, for its CPU time. (Not the
+  // parent of the backend that answers a query: that backend exits when
+  // its connection closes, and was sometimes gone before it was looked up.)
+  absl::StatusOr<std::string> data_directory = storage::pg::test_util::QueryScalar(
+      (*db)->url(), "SELECT current_setting('data_directory')");
+  const pid_t postmaster = data_directory.ok() ? PostmasterPid(*data_directory) : 0;
   if (postmaster == 0) {
     std::fprintf(stderr, "bench: cannot find PostgreSQL's postmaster (is it on this machine?)\n");
     return 1;
