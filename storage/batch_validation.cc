@@ -137,6 +137,13 @@ absl::Status ValidateBatch(const MetricBatch& batch,
     if (report.values.empty()) {
       return Invalid(field(".values"), "must not be empty");
     }
+    if (report.series.empty()) {
+      return Invalid(field(""),
+                     absl::StrCat("has ", report.values.size(),
+                                  " values and no series indexes; without them "
+                                  "it must have one value for each of the ",
+                                  batch.series.size(), " declared series"));
+    }
     if (report.series.size() != report.values.size()) {
       return Invalid(field(""), absl::StrCat("has ", report.series.size(),
                                          " series indexes but ",

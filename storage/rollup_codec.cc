@@ -268,6 +268,7 @@ std::string Encode(const Rollup& rollup, int64_t bucket_start_us) {
     previous_stats = &s;
   }
   out.resize(at - begin);
+  out.shrink_to_fit();  // a group holds hundreds until it writes them
   return out;
 }
 

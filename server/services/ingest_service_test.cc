@@ -364,6 +364,32 @@ TEST_F(IngestServiceTest, UnaryReportIsIdempotentWithAStreamId) {
   EXPECT_EQ(Rows(), "9");
 }
 
+// A report without series indexes has a value for each declared series,
+// in order: stored exactly as the same report with its indexes.
+TEST_F(IngestServiceTest, AReportWithoutSeriesIndexesIsStoredAsOneWithThem) {
+  MakeTrial(1);
+  MakeTrial(3);
+  const v1::SystemMetricsBatch with = Batch(1, "agent-a", kNowSeconds - 100);
+  v1::SystemMetricsBatch without = with;
+  without.set_trial_id(3);
+  for (v1::SystemMetricsReport& r : *without.mutable_reports()) r.clear_series();
+  v1::ReportSystemMetricsResponse response;
+  ASSERT_TRUE(Report(with, &response).ok());
+  ASSERT_TRUE(Report(without, &response).ok());
+  for (const v1::SeriesDeclaration& s : with.series()) {
+    const int64_t from = (kNowSeconds - 200) * 1000000;
+    const int64_t to = kNowSeconds * 1000000;
+    ASSERT_OK_AND_ASSIGN(auto want,
+                         pgtest::RawSamplesOf(server_->database_url(), 1, "agent-a",
+                                              s.gpu_uuid(), s.name(), from, to));
+    ASSERT_OK_AND_ASSIGN(auto got,
+                         pgtest::RawSamplesOf(server_->database_url(), 3, "agent-a",
+                                              s.gpu_uuid(), s.name(), from, to));
+    EXPECT_EQ(want.size(), 3u) << s.name() << " " << s.gpu_uuid();
+    EXPECT_EQ(got, want) << s.name() << " " << s.gpu_uuid();
+  }
+}
+
 TEST_F(IngestServiceTest, EveryKindOfBadInputIsRefusedNamingTheFieldAndStoresNothing) {
   MakeTrial(1);
   MakeTrial(2);
@@ -406,6 +432,13 @@ TEST_F(IngestServiceTest, EveryKindOfBadInputIsRefusedNamingTheFieldAndStoresNot
       {[](auto& b) { b.mutable_reports(0)->add_values(1); },
        grpc::StatusCode::INVALID_ARGUMENT,
        "batch.reports[0]: has 3 series indexes but 4 values"},
+      {[](auto& b) {
+         b.mutable_reports(0)->clear_series();
+         b.mutable_reports(0)->mutable_values()->RemoveLast();
+       },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "batch.reports[0]: has 2 values and no series indexes; without them it "
+       "must have one value for each of the 3 declared series"},
       {[](auto& b) { b.mutable_series(1)->set_name(""); },
        grpc::StatusCode::INVALID_ARGUMENT,
        "batch.series[1].name: must not be empty"},

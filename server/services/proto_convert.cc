@@ -1,5 +1,7 @@
 #include "server/services/proto_convert.h"
 
+#include <numeric>
+
 #include "absl/strings/str_cat.h"
 #include "common/proto_time.h"
 
@@ -29,7 +31,14 @@ storage::MetricBatch BatchFromProto(v1::SystemMetricsBatch&& proto) {
     storage::Report report;
     // Stored to the microsecond: the edge rounds down, once.
     report.time_us = absl::ToUnixMicros(TimeFromProto(r.time()));
-    report.series.assign(r.series().begin(), r.series().end());
+    if (r.series().empty() && r.values_size() == proto.series_size()) {
+      // Without indexes: a value for each declared series, in order. (Any
+      // other count is left for validation to refuse.)
+      report.series.resize(r.values_size());
+      std::iota(report.series.begin(), report.series.end(), uint32_t{0});
+    } else {
+      report.series.assign(r.series().begin(), r.series().end());
+    }
     report.values.assign(r.values().begin(), r.values().end());
     batch.reports.push_back(std::move(report));
   }

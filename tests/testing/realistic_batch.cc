@@ -31,8 +31,9 @@ void AddRealisticReport(v1::SystemMetricsBatch& batch, absl::Time t,
   report->mutable_time()->set_seconds(micros / 1000000);
   report->mutable_time()->set_nanos(
       static_cast<int32_t>(micros % 1000000) * 1000);
+  // Every declared series in order, so without indexes, as the client
+  // library sends such a report.
   for (int v = 0; v < batch.series_size(); ++v) {
-    report->add_series(v);
     report->add_values(
         static_cast<double>((seed * 7919 + v * 104729) % 100000) / 7);
   }

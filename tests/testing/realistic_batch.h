@@ -22,7 +22,7 @@ void DeclareRealisticSeries(v1::SystemMetricsBatch& batch,
                             absl::string_view gpu_prefix = "");
 
 // Adds a report at `t` with a value for every declared series, derived from
-// `seed` (deterministic, varied).
+// `seed` (deterministic, varied), in the compact form without series indexes.
 void AddRealisticReport(v1::SystemMetricsBatch& batch, absl::Time t,
                         int64_t seed);
 
