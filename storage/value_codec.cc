@@ -83,11 +83,6 @@ EncodedValue EncodeValue(double value) {
   return {kRawDouble, Bits(value)};
 }
 
-void AppendValuePayload(std::string& out, const EncodedValue& v) {
-  char bytes[kMaxPayloadBytes];
-  out.append(bytes, WriteValuePayload(bytes, v) - bytes);
-}
-
 char* WriteValuePayload(char* out, const EncodedValue& v) {
   if (v.kind != kRawDouble) return WriteVarint(out, v.digits);
   std::memcpy(out, &v.digits, 8);
@@ -114,11 +109,6 @@ bool ReadValuePayload(absl::string_view& in, uint8_t kind, double& value) {
   if (!ReadVarint(in, digits)) return false;
   value = FromDigits(digits, decimals, negative);
   return true;
-}
-
-void AppendVarint(std::string& out, uint64_t value) {
-  char bytes[kMaxVarintBytes];
-  out.append(bytes, WriteVarint(bytes, value) - bytes);
 }
 
 char* WriteVarint(char* out, uint64_t value) {

@@ -19,7 +19,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
 #include "absl/strings/string_view.h"
 
@@ -38,22 +37,23 @@ struct EncodedValue {
 };
 
 EncodedValue EncodeValue(double value);
-// Appends the payload of `v` (its varint or 8 bytes; the kind is the
-// caller's to store).
-void AppendValuePayload(std::string& out, const EncodedValue& v);
+
+// Room WriteVarint and WriteValuePayload need at most.
+inline constexpr size_t kMaxVarintBytes = 10;
+inline constexpr size_t kMaxPayloadBytes = kMaxVarintBytes;
+
+// Writes the payload of `v` (its varint or 8 bytes; the kind is the
+// caller's to store) at `out`, which has room for kMaxPayloadBytes; returns
+// the end of what it wrote. Writers take a pointer, not a std::string: on
+// the hot paths (a report's values, a rollup's stats) an append per field
+// cost more than the encoding.
+char* WriteValuePayload(char* out, const EncodedValue& v);
 // Reads a payload of `kind` from the front of `in`; false when `in` is too
 // short or the kind is not one of the above.
 bool ReadValuePayload(absl::string_view& in, uint8_t kind, double& value);
 
-void AppendVarint(std::string& out, uint64_t value);
-
-// The same, written at `out`, which has room for kMaxPayloadBytes (or
-// kMaxVarintBytes); they return the end of what they wrote. For the hot
-// paths (a report's values, a rollup's stats): a small std::string append
-// per field cost more than the encoding.
-inline constexpr size_t kMaxVarintBytes = 10;
-inline constexpr size_t kMaxPayloadBytes = kMaxVarintBytes;
-char* WriteValuePayload(char* out, const EncodedValue& v);
+// Writes `value` at `out`, which has room for kMaxVarintBytes; returns the
+// end.
 char* WriteVarint(char* out, uint64_t value);
 // False when `in` ends inside the varint or it has more than 64 bits.
 bool ReadVarint(absl::string_view& in, uint64_t& value);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 
 #include "gtest/gtest.h"
 
@@ -19,8 +20,8 @@ uint64_t Bits(double v) {
 // Encodes and decodes `v`; returns the payload's size.
 size_t RoundTrip(double v) {
   const EncodedValue e = EncodeValue(v);
-  std::string bytes;
-  AppendValuePayload(bytes, e);
+  char buffer[kMaxPayloadBytes];
+  const std::string bytes(buffer, WriteValuePayload(buffer, e));
   absl::string_view in = bytes;
   double back = 0;
   EXPECT_TRUE(ReadValuePayload(in, e.kind, back)) << v;
@@ -139,8 +140,8 @@ TEST(ValueCodecTest, CutOrUnknownPayloadsAreRefused) {
   absl::string_view too_long = long_varint;
   uint64_t n;
   EXPECT_FALSE(ReadVarint(too_long, n));
-  std::string max;
-  AppendVarint(max, UINT64_MAX);
+  char buffer[kMaxVarintBytes];
+  const std::string max(buffer, WriteVarint(buffer, UINT64_MAX));
   absl::string_view in = max;
   ASSERT_TRUE(ReadVarint(in, n));
   EXPECT_EQ(n, UINT64_MAX);
