@@ -152,14 +152,16 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   const CallGuard* guard = server->guard_.get();
   server->executor_ = std::make_unique<common::BlockingExecutor>(
       options.executor_threads, options.executor_queue);
+  server->open_executor_ = std::make_unique<common::BlockingExecutor>(
+      options.open_threads, options.open_queue);
   server->trial_service_ = std::make_unique<TrialService>(
       server->store_.get(), server->executor_.get(), guard,
       options.stale_after);
   server->token_service_ = std::make_unique<TokenService>(
       server->token_store_.get(), server->executor_.get(), guard);
   server->ingest_service_ = std::make_unique<IngestService>(
-      server->store_.get(), server->executor_.get(), options.ingest,
-      &server->figures_, guard);
+      server->store_.get(), server->executor_.get(),
+      server->open_executor_.get(), options.ingest, &server->figures_, guard);
   server->query_engine_ =
       std::make_unique<query::QueryEngine>(server->store_.get(), options.query);
   // Follow reads the primary: a standby's lag could take its answers back
@@ -277,6 +279,7 @@ void MetricsServer::Shutdown(absl::Duration grace) {
   retention_.reset();
   // In-flight store calls hold pointers into the store: stop them first.
   if (executor_ != nullptr) executor_->Shutdown();
+  if (open_executor_ != nullptr) open_executor_->Shutdown();
   if (store_ != nullptr) store_->Shutdown(absl::Now() + grace);
 }
 

@@ -88,6 +88,7 @@ class MetricsServer {
   bool metrics_public_ = true;
   ServiceFigures figures_;
   std::unique_ptr<common::BlockingExecutor> executor_;
+  std::unique_ptr<common::BlockingExecutor> open_executor_;
   std::unique_ptr<TrialService> trial_service_;
   std::unique_ptr<TokenService> token_service_;
   std::unique_ptr<IngestService> ingest_service_;

@@ -42,6 +42,11 @@ struct ServerOptions {
   // Threads (and queue bound) for the blocking work of unary calls.
   int executor_threads = 4;
   size_t executor_queue = 1000;
+  // Threads (and queue bound) for opening ingest streams. Agents reconnect
+  // together after a restart: their opens wait here, each costing little
+  // beside its gRPC call, rather than being refused by the queue above.
+  int open_threads = 4;
+  size_t open_queue = 20000;
   // Largest gRPC message accepted (a batch of thousands of reports fits).
   int max_message_bytes = 32 << 20;
   // GET /metrics exports the latest values of at most this many series of

@@ -59,6 +59,12 @@ struct Trial {
   std::optional<int64_t> ended_at_us;  // set once terminal
 };
 
+// Where an ingest stream resumes (GetStreamStart).
+struct StreamStart {
+  Trial trial;
+  int64_t position = 0;
+};
+
 inline constexpr int kMaxTrialListLimit = 1000;
 
 // Which trials ListTrials returns: newest (highest id) first.
@@ -251,10 +257,11 @@ class MetricStore {
 
   // --- Ingest (IngestService, the legacy post, the legacy move).
 
-  // The last sequence number done on a stream (0 for a new stream).
-  virtual absl::StatusOr<int64_t> GetStreamPosition(int32_t trial_id,
-                                                    absl::string_view stream_id,
-                                                    absl::Time deadline) = 0;
+  // A stream's trial and the last sequence number done on the stream (0
+  // for a new stream), read together: a stream opens with one query.
+  // NOT_FOUND for an unknown trial.
+  virtual absl::StatusOr<StreamStart> GetStreamStart(
+      int32_t trial_id, absl::string_view stream_id, absl::Time deadline) = 0;
 
   // Queues a batch for the group-commit writer and returns at once; never
   // blocks. `done` runs exactly once, on a writer thread, after the batch's

@@ -40,10 +40,10 @@ class MetricStoreWrapper : public MetricStore {
                                       absl::Time deadline) override {
     return target_->SetTrialState(id, state, deadline);
   }
-  absl::StatusOr<int64_t> GetStreamPosition(int32_t trial_id,
-                                            absl::string_view stream_id,
-                                            absl::Time deadline) override {
-    return target_->GetStreamPosition(trial_id, stream_id, deadline);
+  absl::StatusOr<StreamStart> GetStreamStart(int32_t trial_id,
+                                             absl::string_view stream_id,
+                                             absl::Time deadline) override {
+    return target_->GetStreamStart(trial_id, stream_id, deadline);
   }
   absl::StatusOr<std::vector<SeriesInfo>> ListSeries(
       int32_t trial_id, bool extents, absl::Time deadline) override {

@@ -1,9 +1,14 @@
 // Backpressure of ingest, through gRPC against the real server and store:
 // a stream has at most a few batches awaiting commit (then the server stops
 // reading it), and a full queue ends the stream with RESOURCE_EXHAUSTED and
-// a retry hint; a REST call past its deadline answers 504. Faults come from
-// a FaultInjectingMetricStore around the real PostgreSQL store.
+// a retry hint; stream openings wait their turn (bounded by the open queue
+// and the open timeout) without crowding out unary calls; a REST call past
+// its deadline answers 504. Faults come from a FaultInjectingMetricStore
+// around the real PostgreSQL store.
 #include <grpcpp/client_context.h>
+
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -48,6 +53,10 @@ class BackpressureTest : public ::testing::Test {
     ServerOptions options;
     options.ingest.max_inflight = 4;
     options.gateway.request_timeout = absl::Seconds(1);
+    Start(options);
+  }
+
+  void Start(const ServerOptions& options) {
     ASSERT_OK_AND_ASSIGN(
         server_, TestServer::Start(options, [this](auto base) {
           auto wrapped =
@@ -64,10 +73,141 @@ class BackpressureTest : public ::testing::Test {
     ingest_ = v1::IngestService::NewStub(server_->Channel());
   }
 
+  // Opens stream `stream_id` of trial 1, sends its batch 1 and ends it; the
+  // stream's status, with the server's trailers in `context`.
+  grpc::Status SendOneBatch(const std::string& stream_id,
+                            grpc::ClientContext& context) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    auto stream = ingest_->StreamSystemMetrics(&context);
+    v1::StreamSystemMetricsRequest open;
+    open.mutable_open()->set_stream_id(stream_id);
+    open.mutable_open()->set_trial_id(1);
+    stream->Write(open);
+    v1::StreamSystemMetricsRequest request;
+    *request.mutable_batch() = Batch(1);
+    stream->Write(request);
+    stream->WritesDone();
+    v1::StreamSystemMetricsResponse ack;
+    while (stream->Read(&ack)) {
+    }
+    return stream->Finish();
+  }
+
   std::unique_ptr<TestServer> server_;
   FaultInjectingMetricStore* store_ = nullptr;
   std::unique_ptr<v1::IngestService::Stub> ingest_;
 };
+
+// Stream openings on one thread, so a held one makes the others queue.
+class StreamOpenTest : public BackpressureTest {
+ protected:
+  void SetUp() override {}
+
+  void StartWith(size_t open_queue, absl::Duration open_timeout) {
+    ServerOptions options;
+    options.open_threads = 1;
+    options.open_queue = open_queue;
+    options.ingest.open_timeout = open_timeout;
+    // Unary calls queue here; opens must not.
+    options.executor_queue = 2;
+    Start(options);
+  }
+
+  std::string Trailer(const grpc::ClientContext& context,
+                      const std::string& key) {
+    const auto& trailers = context.GetServerTrailingMetadata();
+    auto it = trailers.find(key);
+    return it == trailers.end()
+               ? ""
+               : std::string(it->second.data(), it->second.size());
+  }
+};
+
+TEST_F(StreamOpenTest, OpensWaitTheirTurnAndUnaryCallsGoOnMeanwhile) {
+  ASSERT_NO_FATAL_FAILURE(StartWith(1000, absl::Seconds(30)));
+  store_->HoldStreamStarts();
+  constexpr int kStreams = 12;
+  std::vector<grpc::Status> statuses(kStreams);
+  std::vector<std::thread> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    streams.emplace_back([&, i] {
+      grpc::ClientContext context;
+      statuses[i] = SendOneBatch(absl::StrCat("agent-", i), context);
+    });
+  }
+  // One open reads (held); the others wait behind it, more of them than the
+  // unary queue would take.
+  ASSERT_TRUE(store_->AwaitHeldStreamStarts(1, absl::Seconds(30)));
+  absl::SleepFor(absl::Milliseconds(300));
+
+  auto trials = v1::TrialService::NewStub(server_->Channel());
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  v1::GetTrialRequest get;
+  get.set_trial_id(1);
+  v1::Trial trial;
+  grpc::Status unary = trials->GetTrial(&context, get, &trial);
+  EXPECT_TRUE(unary.ok()) << unary.error_message();
+
+  store_->ReleaseStreamStarts();
+  for (std::thread& t : streams) t.join();
+  for (int i = 0; i < kStreams; ++i) {
+    EXPECT_TRUE(statuses[i].ok())
+        << "stream " << i << ": " << statuses[i].error_message();
+  }
+  ASSERT_TRUE(store_->AwaitSubmitted(kStreams, absl::Seconds(30)));
+}
+
+TEST_F(StreamOpenTest, AnOpenThatWaitsPastTheOpenTimeoutIsRefusedWithAHint) {
+  ASSERT_NO_FATAL_FAILURE(StartWith(1000, absl::Milliseconds(500)));
+  store_->HoldStreamStarts();
+  std::thread first([&] {
+    grpc::ClientContext context;
+    (void)SendOneBatch("agent-first", context);  // its own deadline passes
+  });
+  ASSERT_TRUE(store_->AwaitHeldStreamStarts(1, absl::Seconds(30)));
+  grpc::Status status;
+  grpc::ClientContext context;
+  std::thread second([&] { status = SendOneBatch("agent-second", context); });
+  absl::SleepFor(absl::Seconds(1));
+  store_->ReleaseStreamStarts();
+  second.join();
+  first.join();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("waited 500ms for its turn; the server is busy "
+                        "opening other streams"));
+  EXPECT_EQ(Trailer(context, "retry-after-ms"), "1000");
+}
+
+TEST_F(StreamOpenTest, AFullOpenQueueRefusesAtOnceWithAHint) {
+  ASSERT_NO_FATAL_FAILURE(StartWith(1, absl::Seconds(30)));
+  store_->HoldStreamStarts();
+  std::vector<std::thread> waiting;
+  std::vector<grpc::Status> statuses(2);
+  waiting.emplace_back([&] {
+    grpc::ClientContext context;
+    statuses[0] = SendOneBatch("agent-running", context);
+  });
+  ASSERT_TRUE(store_->AwaitHeldStreamStarts(1, absl::Seconds(30)));
+  waiting.emplace_back([&] {
+    grpc::ClientContext context;
+    statuses[1] = SendOneBatch("agent-queued", context);
+  });
+  absl::SleepFor(absl::Milliseconds(300));  // the queue's one place is taken
+
+  grpc::ClientContext context;
+  grpc::Status refused = SendOneBatch("agent-refused", context);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("the server is busy opening other streams"));
+  EXPECT_EQ(Trailer(context, "retry-after-ms"), "1000");
+
+  store_->ReleaseStreamStarts();
+  for (std::thread& t : waiting) t.join();
+  EXPECT_TRUE(statuses[0].ok()) << statuses[0].error_message();
+  EXPECT_TRUE(statuses[1].ok()) << statuses[1].error_message();
+}
 
 // A REST call past --http-request-timeout answers 504 DEADLINE_EXCEEDED in
 // the gateway's error shape, while the database stalls.

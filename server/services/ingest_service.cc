@@ -11,7 +11,7 @@ namespace metrics::server {
 grpc::ServerBidiReactor<v1::StreamSystemMetricsRequest,
                         v1::StreamSystemMetricsResponse>*
 IngestService::StreamSystemMetrics(grpc::CallbackServerContext* context) {
-  return new IngestStreamReactor(context, store_, executor_, options_,
+  return new IngestStreamReactor(context, store_, open_executor_, options_,
                                  figures_->OpenIngestStream(), guard_);
 }
 

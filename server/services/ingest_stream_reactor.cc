@@ -15,13 +15,13 @@ namespace metrics::server {
 
 IngestStreamReactor::IngestStreamReactor(grpc::CallbackServerContext* context,
                                          storage::MetricStore* store,
-                                         common::BlockingExecutor* executor,
+                                         common::BlockingExecutor* open_executor,
                                          const IngestStreamOptions& options,
                                          ServiceFigures::OpenStream open,
                                          const CallGuard* guard)
     : context_(context),
       store_(store),
-      executor_(executor),
+      executor_(open_executor),
       guard_(guard),
       options_(options),
       open_(std::move(open)),
@@ -81,6 +81,17 @@ void IngestStreamReactor::HandleOpen(Actions& actions) {
   const bool posted = executor_->Post(
       [this, trial = trial_id_, stream = stream_id_, deadline,
        first = *request_]() {
+        if (Gone()) {
+          OnOpened(absl::CancelledError("the stream ended before it opened"));
+          return;
+        }
+        if (absl::Now() >= deadline) {
+          OnOpened(absl::ResourceExhaustedError(absl::StrCat(
+              "open: waited ", absl::FormatDuration(options_.open_timeout),
+              " for its turn; the server is busy opening other streams; "
+              "retry later")));
+          return;
+        }
         absl::StatusOr<int64_t> position;
         // Checked once per stream: later batches name this trial or none.
         absl::Status allowed = CheckCall(
@@ -88,26 +99,24 @@ void IngestStreamReactor::HandleOpen(Actions& actions) {
             FullMethodName(v1::IngestService::service_full_name(),
                            "StreamSystemMetrics"),
             first, deadline);
-        absl::StatusOr<storage::Trial> trial_row =
-            allowed.ok() ? store_->GetTrial(trial, deadline)
-                         : absl::StatusOr<storage::Trial>(allowed);
-        if (!trial_row.ok()) {
-          position = trial_row.status();
+        absl::StatusOr<storage::StreamStart> start =
+            allowed.ok() ? store_->GetStreamStart(trial, stream, deadline)
+                         : absl::StatusOr<storage::StreamStart>(allowed);
+        if (!start.ok()) {
+          position = start.status();
         } else if (absl::Status takes = storage::CheckTrialTakesMetrics(
-                       "open.trial_id", trial, trial_row->state);
+                       "open.trial_id", trial, start->trial.state);
                    !takes.ok()) {
           position = std::move(takes);
         } else {
-          position = store_->GetStreamPosition(trial, stream, deadline);
+          position = start->position;
         }
         OnOpened(std::move(position));
       });
   if (!posted) {
     --refs_;
     opening_ = false;
-    context_->AddTrailingMetadata(
-        "retry-after-ms",
-        std::to_string(absl::ToInt64Milliseconds(options_.retry_after)));
+    AddRetryAfterLocked();
     FinishLocked(absl::ResourceExhaustedError(
                      "the server is busy opening other streams; retry later"),
                  actions);
@@ -170,9 +179,7 @@ void IngestStreamReactor::HandleBatch(Actions& actions) {
     --refs_;
     --next_sequence_;
     if (queued.code() == absl::StatusCode::kResourceExhausted) {
-      context_->AddTrailingMetadata(
-          "retry-after-ms",
-          std::to_string(absl::ToInt64Milliseconds(options_.retry_after)));
+      AddRetryAfterLocked();
     }
     FinishLocked(queued, actions);
   }
@@ -185,6 +192,9 @@ void IngestStreamReactor::OnOpened(absl::StatusOr<int64_t> position) {
     opening_ = false;
     if (!done_ && !finished_) {
       if (!position.ok()) {
+        if (position.status().code() == absl::StatusCode::kResourceExhausted) {
+          AddRetryAfterLocked();
+        }
         FinishLocked(position.status(), actions);
       } else {
         opened_ = true;
@@ -311,6 +321,17 @@ void IngestStreamReactor::ProgressLocked(Actions& actions) {
   if (reads_done_ && inflight_ == 0 && !opening_ && !writing_) {
     FinishLocked(absl::OkStatus(), actions);
   }
+}
+
+void IngestStreamReactor::AddRetryAfterLocked() {
+  context_->AddTrailingMetadata(
+      "retry-after-ms",
+      std::to_string(absl::ToInt64Milliseconds(options_.retry_after)));
+}
+
+bool IngestStreamReactor::Gone() {
+  absl::MutexLock lock(&mu_);
+  return done_ || finished_;
 }
 
 void IngestStreamReactor::Run(Actions actions) {

@@ -1,5 +1,6 @@
 // The reactor of one StreamSystemMetrics call. It reads the opening
-// message, looks up the stream's position (on the blocking executor) and
+// message, looks up the stream's trial and position (on the executor of
+// stream opens, where it may wait its turn up to `open_timeout`) and
 // answers it, then reads batches one at a time: each batch in sequence is
 // handed to the store's writer; a batch already seen is skipped; a gap ends
 // the stream. At most `max_inflight` batches wait for their commit; beyond
@@ -38,6 +39,8 @@ struct IngestStreamOptions {
   int max_inflight = 8;
   // How long the client is told to wait before retrying when overloaded.
   absl::Duration retry_after = absl::Seconds(1);
+  // From the opening message to its answer, waiting for a turn included;
+  // an open not started by then is refused as RESOURCE_EXHAUSTED.
   absl::Duration open_timeout = absl::Seconds(10);
 };
 
@@ -47,7 +50,8 @@ class IngestStreamReactor
  public:
   // `open` counts the stream in /metrics while the reactor lives.
   IngestStreamReactor(grpc::CallbackServerContext* context,
-                      storage::MetricStore* store, common::BlockingExecutor* executor,
+                      storage::MetricStore* store,
+                      common::BlockingExecutor* open_executor,
                       const IngestStreamOptions& options,
                       ServiceFigures::OpenStream open, const CallGuard* guard);
 
@@ -71,6 +75,11 @@ class IngestStreamReactor
 
   void FinishLocked(const absl::Status& status, Actions& actions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the client when to retry a RESOURCE_EXHAUSTED finish.
+  void AddRetryAfterLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the call has ended or is ending: an open still queued for it
+  // need not read the database.
+  bool Gone() ABSL_LOCKS_EXCLUDED(mu_);
   // Fills response_ with what is new to acknowledge, if anything and no
   // write is in progress.
   void PrepareAckLocked(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

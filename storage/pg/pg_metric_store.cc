@@ -77,11 +77,14 @@ struct Statements {
                    " FROM trials WHERE ($1::text IS NULL OR state = $1) "
                    "AND ($2::int IS NULL OR id < $2) "
                    "ORDER BY id DESC LIMIT $3")};
-  // Relies on the primary key (trial_id, stream_id).
-  PreparedStatement stream_position{
-      "stream_position",
-      "SELECT last_sequence FROM ingest_positions "
-      "WHERE trial_id = $1 AND stream_id = $2"};
+  // The trial's columns, then the stream's last sequence (NULL for a new
+  // stream); relies on the primary keys of both tables.
+  PreparedStatement stream_start{
+      "stream_start",
+      absl::StrCat("SELECT ", TrialColumnsSql(),
+                   ", (SELECT last_sequence FROM ingest_positions p "
+                   "WHERE p.trial_id = $1 AND p.stream_id = $2) "
+                   "FROM trials WHERE id = $1")};
   // Relies on the unique key (trial_id, metric_group, agent_id, ...).
   PreparedStatement series_of_group{
       "series_of_group",
@@ -123,7 +126,7 @@ struct Statements {
 
   std::vector<PreparedStatement> All() const {
     return {trial_exists,      trial_by_id,       list_trials,
-            stream_position,   series_of_group,   series_of_every_group,
+            stream_start,      series_of_group,   series_of_every_group,
             rollups_of_agents, system_rows_after, other_rows_after};
   }
 };
@@ -340,14 +343,21 @@ absl::StatusOr<Trial> PgMetricStore::SetTrialState(int32_t id, TrialState state,
       });
 }
 
-absl::StatusOr<int64_t> PgMetricStore::GetStreamPosition(
+absl::StatusOr<StreamStart> PgMetricStore::GetStreamStart(
     int32_t trial_id, absl::string_view stream_id, absl::Time deadline) {
-  return Read<int64_t>(
-      pool_, absl::StrCat("reading the position of stream ", stream_id),
-      deadline, [&](pqxx::transaction_base& tx) -> absl::StatusOr<int64_t> {
-        pqxx::result r = tx.exec_prepared(Sql().stream_position.name, trial_id,
+  return Read<StreamStart>(
+      pool_, absl::StrCat("reading the start of stream ", stream_id), deadline,
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<StreamStart> {
+        pqxx::result r = tx.exec_prepared(Sql().stream_start.name, trial_id,
                                           std::string(stream_id));
-        return r.empty() ? 0 : r[0][0].as<int64_t>();
+        if (r.empty()) {
+          return absl::NotFoundError(
+              absl::StrCat("trial ", trial_id, " does not exist"));
+        }
+        StreamStart start;
+        start.trial = TrialFromRow(r[0]);
+        start.position = r[0][5].is_null() ? 0 : r[0][5].as<int64_t>();
+        return start;
       });
 }
 

@@ -67,9 +67,9 @@ class PgMetricStore : public MetricStore {
                                                 absl::Time deadline) override;
   absl::StatusOr<Trial> SetTrialState(int32_t id, TrialState state,
                                       absl::Time deadline) override;
-  absl::StatusOr<int64_t> GetStreamPosition(int32_t trial_id,
-                                            absl::string_view stream_id,
-                                            absl::Time deadline) override;
+  absl::StatusOr<StreamStart> GetStreamStart(int32_t trial_id,
+                                             absl::string_view stream_id,
+                                             absl::Time deadline) override;
   absl::StatusOr<std::vector<SeriesInfo>> ListSeries(
       int32_t trial_id, bool extents, absl::Time deadline) override;
   IngestStatistics GetIngestStatistics() const override {

@@ -219,10 +219,18 @@ TEST_F(PgMetricStoreTest, StoresRawRowRegistryRollupsAndPosition) {
   EXPECT_EQ(Scalar("SELECT string_agg(width_s::text, ',' ORDER BY width_s) "
                    "FROM system_rollups"),
             "10,60,600,3600,7200,21600");
-  ASSERT_OK_AND_ASSIGN(int64_t position,
-                       store_->GetStreamPosition(7, "agent-1-stream",
-                                                 Deadline()));
-  EXPECT_EQ(position, 1);
+  ASSERT_OK_AND_ASSIGN(StreamStart start,
+                       store_->GetStreamStart(7, "agent-1-stream", Deadline()));
+  EXPECT_EQ(start.trial.id, 7);
+  EXPECT_EQ(start.trial.state, TrialState::kActive);
+  EXPECT_EQ(start.position, 1);
+  ASSERT_OK_AND_ASSIGN(start,
+                       store_->GetStreamStart(7, "a-new-stream", Deadline()));
+  EXPECT_EQ(start.position, 0);
+  EXPECT_EQ(store_->GetStreamStart(8, "agent-1-stream", Deadline())
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST_F(PgMetricStoreTest, ResentBatchIsSkippedAndAGapIsRefused) {

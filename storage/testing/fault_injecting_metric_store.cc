@@ -40,6 +40,40 @@ bool FaultInjectingMetricStore::AwaitSubmitted(int n, absl::Duration timeout) {
       timeout);
 }
 
+void FaultInjectingMetricStore::HoldStreamStarts() {
+  absl::MutexLock lock(&mu_);
+  hold_starts_ = true;
+}
+
+void FaultInjectingMetricStore::ReleaseStreamStarts() {
+  absl::MutexLock lock(&mu_);
+  hold_starts_ = false;
+}
+
+bool FaultInjectingMetricStore::AwaitHeldStreamStarts(int n,
+                                                      absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  struct Args {
+    const int* held;
+    int n;
+  } args{&held_starts_, n};
+  return mu_.AwaitWithTimeout(
+      absl::Condition(+[](Args* a) { return *a->held >= a->n; }, &args),
+      timeout);
+}
+
+absl::StatusOr<StreamStart> FaultInjectingMetricStore::GetStreamStart(
+    int32_t trial_id, absl::string_view stream_id, absl::Time deadline) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++held_starts_;
+    mu_.Await(absl::Condition(
+        +[](bool* hold) { return !*hold; }, &hold_starts_));
+    --held_starts_;
+  }
+  return target()->GetStreamStart(trial_id, stream_id, deadline);
+}
+
 absl::Status FaultInjectingMetricStore::SubmitBatch(
     MetricBatch batch, absl::AnyInvocable<void(BatchOutcome) &&> done) {
   {
@@ -66,6 +100,7 @@ absl::Status FaultInjectingMetricStore::SubmitBatch(
 
 void FaultInjectingMetricStore::Shutdown(absl::Time deadline) {
   ReleaseOutcomes();
+  ReleaseStreamStarts();
   target()->Shutdown(deadline);
 }
 

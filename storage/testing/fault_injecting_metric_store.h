@@ -1,7 +1,8 @@
 // A MetricStore that wraps a real one (never a fake) and lets a test inject
-// faults: fail the next N submits with a given status, or hold back commit
-// outcomes until released (to observe what happens while the database is
-// slow). Everything else passes through (MetricStoreWrapper).
+// faults: fail the next N submits with a given status, hold back commit
+// outcomes until released, or hold stream openings (GetStreamStart) until
+// released (to observe what happens while the database is slow).
+// Everything else passes through (MetricStoreWrapper).
 //
 // Thread-safety: thread-safe.
 #ifndef METRICS_STORAGE_TESTING_FAULT_INJECTING_METRIC_STORE_H_
@@ -31,6 +32,17 @@ class FaultInjectingMetricStore : public MetricStoreWrapper {
   int submitted() const ABSL_LOCKS_EXCLUDED(mu_);
   // Waits until `n` batches reached the real store; false on timeout.
   bool AwaitSubmitted(int n, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  // While held, GetStreamStart blocks its caller before reading.
+  void HoldStreamStarts() ABSL_LOCKS_EXCLUDED(mu_);
+  void ReleaseStreamStarts() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until `n` GetStreamStart calls are blocked; false on timeout.
+  bool AwaitHeldStreamStarts(int n, absl::Duration timeout)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  absl::StatusOr<StreamStart> GetStreamStart(int32_t trial_id,
+                                             absl::string_view stream_id,
+                                             absl::Time deadline) override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::Status SubmitBatch(MetricBatch batch,
                            absl::AnyInvocable<void(BatchOutcome) &&> done)
@@ -49,6 +61,8 @@ class FaultInjectingMetricStore : public MetricStoreWrapper {
   bool hold_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Held> held_ ABSL_GUARDED_BY(mu_);
   int submitted_ ABSL_GUARDED_BY(mu_) = 0;
+  bool hold_starts_ ABSL_GUARDED_BY(mu_) = false;
+  int held_starts_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace metrics::storage::test_util
