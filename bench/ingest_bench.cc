@@ -186,6 +186,10 @@ class FanInStream : public grpc::ClientBidiReactor<
     {
       absl::MutexLock lock(&mu_);
       opened_ = true;
+      rejected_ += response_.rejected_size();
+      if (response_.rejected_size() > 0 && first_rejection_.empty()) {
+        first_rejection_ = response_.rejected(0).message();
+      }
       for (auto it = sent_.begin();
            it != sent_.end() && it->first <= response_.acked_sequence();) {
         recorder_->Record(absl::ToDoubleMilliseconds(now - it->second));
@@ -215,6 +219,16 @@ class FanInStream : public grpc::ClientBidiReactor<
     absl::MutexLock lock(&mu_);
     return skipped_;
   }
+  // Batches the server acknowledged as refused (not stored), and why the
+  // first was.
+  int64_t rejected() {
+    absl::MutexLock lock(&mu_);
+    return rejected_;
+  }
+  std::string first_rejection() {
+    absl::MutexLock lock(&mu_);
+    return first_rejection_;
+  }
 
  private:
   // Once, when no write is going out and none will be.
@@ -236,6 +250,8 @@ class FanInStream : public grpc::ClientBidiReactor<
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   int64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t skipped_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t rejected_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string first_rejection_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, absl::Time> sent_ ABSL_GUARDED_BY(mu_);
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
@@ -244,18 +260,51 @@ struct FanInResult {
   int streams = 0;
   size_t acks = 0;
   double p50_ms = 0, p99_ms = 0, max_ms = 0;
-  int failed = 0;
+  int failed = 0;  // streams that failed, or had a batch refused
   int64_t skipped = 0;
+  int64_t rejected = 0;
   double rss_mb = 0;
 };
+
+// Fan-in agents belong to trials of this many, as multi-host jobs would: a
+// single trial of thousands of agents would pass --max-series-per-trial.
+constexpr int kFanInAgentsPerTrial = 10;
+
+// The trial of fan-in agent `i` of step `step`.
+int32_t FanInTrial(int step, int i) {
+  return 1000 * (step + 1) + i / kFanInAgentsPerTrial;
+}
+
+// Registers the trials of a fan-in step of `streams` agents.
+absl::Status CreateFanInTrials(const std::string& target, int step,
+                               int streams) {
+  auto trials = v1::TrialService::NewStub(
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  for (int i = 0; i < streams; i += kFanInAgentsPerTrial) {
+    grpc::ClientContext context;
+    v1::CreateTrialRequest request;
+    request.set_id(FanInTrial(step, i));
+    v1::Trial trial;
+    RETURN_IF_ERROR(common::FromGrpcStatus(
+        trials->CreateTrial(&context, request, &trial)));
+  }
+  return absl::OkStatus();
+}
 
 // The streams' connections alternate between `targets`; the RSS is that of
 // all `servers` together.
 FanInResult RunFanIn(const std::vector<std::string>& targets,
                      const std::vector<const Subprocess*>& servers,
-                     int32_t trial, int streams, int step) {
+                     int streams, int step) {
   FanInResult result;
   result.streams = streams;
+  if (absl::Status created = CreateFanInTrials(targets[0], step, streams);
+      !created.ok()) {
+    std::fprintf(stderr, "bench: fan-in trials: %s\n",
+                 created.ToString().c_str());
+    result.failed = streams;
+    return result;
+  }
   Recorder recorder;
   // Several connections, as many agents on many hosts would have.
   std::vector<std::unique_ptr<v1::IngestService::Stub>> stubs;
@@ -278,7 +327,7 @@ FanInResult RunFanIn(const std::vector<std::string>& targets,
   std::vector<std::unique_ptr<FanInStream>> agents;
   for (int i = 0; i < streams; ++i) {
     agents.push_back(std::make_unique<FanInStream>(
-        stubs[i % stubs.size()].get(), trial,
+        stubs[i % stubs.size()].get(), FanInTrial(step, i),
         absl::StrCat("fanin-", step, "-", i), &recorder));
     if (i % 200 == 199) absl::SleepFor(absl::Milliseconds(100));
   }
@@ -312,8 +361,14 @@ FanInResult RunFanIn(const std::vector<std::string>& targets,
                      static_cast<int>(a->status().error_code()),
                      a->status().error_message().c_str());
       }
+    } else if (a->rejected() > 0) {
+      if (result.failed++ == 0) {
+        std::fprintf(stderr, "bench: a fan-in batch was refused: %s\n",
+                     a->first_rejection().c_str());
+      }
     }
     result.skipped += a->skipped();
+    result.rejected += a->rejected();
   }
   sampling = false;
   sampler.join();
@@ -502,14 +557,14 @@ int Run() {
       absl::StrCat("127.0.0.1:", line->substr(line->rfind(':') + 1));
   auto trials = v1::TrialService::NewStub(
       grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
-  for (int32_t id : {1, 3}) {
+  {
     grpc::ClientContext context;
     v1::CreateTrialRequest request;
-    request.set_id(id);
+    request.set_id(1);
     v1::Trial trial;
     if (grpc::Status created = trials->CreateTrial(&context, request, &trial);
         !created.ok()) {
-      std::fprintf(stderr, "bench: CreateTrial %d: %s\n", id,
+      std::fprintf(stderr, "bench: CreateTrial 1: %s\n",
                    created.error_message().c_str());
       return 1;
     }
@@ -700,8 +755,9 @@ int Run() {
 
   // 3. Fan-in.
   std::printf("fan-in: each stream sends 1 report (25 values) per second\n");
-  std::printf("  %8s %8s %9s %9s %9s %7s %8s %9s\n", "streams", "acks",
-              "p50 ms", "p99 ms", "max ms", "failed", "skipped", "rss MB");
+  std::printf("  %8s %8s %9s %9s %9s %7s %8s %8s %9s\n", "streams", "acks",
+              "p50 ms", "p99 ms", "max ms", "failed", "refused", "skipped",
+              "rss MB");
   int best = 0;
   double best_p99 = 0, peak_rss = 0;
   int step = 0;
@@ -709,9 +765,10 @@ int Run() {
        absl::StrSplit(absl::GetFlag(FLAGS_fanin_steps), ',')) {
     int n = 0;
     if (!absl::SimpleAtoi(text, &n)) continue;
-    FanInResult r = RunFanIn({target}, {metricsd->get()}, 3, n, step++);
-    std::printf("  %8d %8zu %9.1f %9.1f %9.1f %7d %8lld %9.1f\n", r.streams,
-                r.acks, r.p50_ms, r.p99_ms, r.max_ms, r.failed,
+    FanInResult r = RunFanIn({target}, {metricsd->get()}, n, step++);
+    std::printf("  %8d %8zu %9.1f %9.1f %9.1f %7d %8lld %8lld %9.1f\n",
+                r.streams, r.acks, r.p50_ms, r.p99_ms, r.max_ms, r.failed,
+                static_cast<long long>(r.rejected),
                 static_cast<long long>(r.skipped), r.rss_mb);
     std::fflush(stdout);
     peak_rss = std::max(peak_rss, r.rss_mb);
@@ -735,10 +792,11 @@ int Run() {
       return 1;
     }
     two = RunFanIn({target, second->grpc_target},
-                   {metricsd->get(), second->process.get()}, 3, best, step++);
-    std::printf("  %8d %8zu %9.1f %9.1f %9.1f %7d %8lld %9.1f  (two metricsd: RSS of both)\n",
+                   {metricsd->get(), second->process.get()}, best, step++);
+    std::printf("  %8d %8zu %9.1f %9.1f %9.1f %7d %8lld %8lld %9.1f  (two metricsd: RSS of both)\n",
                 two.streams, two.acks, two.p50_ms, two.p99_ms, two.max_ms,
-                two.failed, static_cast<long long>(two.skipped), two.rss_mb);
+                two.failed, static_cast<long long>(two.rejected),
+                static_cast<long long>(two.skipped), two.rss_mb);
     second->process->Signal(SIGTERM);
     (void)second->process->Wait(absl::Seconds(60));
   }
