@@ -214,11 +214,20 @@ IngestWriter::RouteKey IngestWriter::RouteOf(const MetricBatch& batch) {
 
 size_t IngestWriter::Assign(const MetricBatch& batch, size_t values) {
   absl::MutexLock lock(&routes_mu_);
+  if (routes_.size() >= kMaxRoutes) {
+    absl::erase_if(routes_, [](const auto& r) { return r.second.batches == 0; });
+  }
   auto [route, added] = routes_.try_emplace(RouteOf(batch), Route{0, 0});
-  if (added) {
-    route->second.lane = static_cast<size_t>(
+  if (route->second.batches == 0) {
+    const size_t least = static_cast<size_t>(
         std::min_element(lane_values_.begin(), lane_values_.end()) -
         lane_values_.begin());
+    // An idle stream goes back to its lane, whose cache knows its series,
+    // unless that lane is far busier than the least busy one.
+    if (added || lane_values_[route->second.lane] >
+                     2 * lane_values_[least] + kRouteSlackValues) {
+      route->second.lane = least;
+    }
   }
   ++route->second.batches;
   lane_values_[route->second.lane] += values;
@@ -230,9 +239,7 @@ void IngestWriter::Release(const MetricBatch& batch, size_t lane,
   absl::MutexLock lock(&routes_mu_);
   lane_values_[lane] -= values;
   const auto route = routes_.find(RouteOf(batch));
-  if (route != routes_.end() && --route->second.batches == 0) {
-    routes_.erase(route);
-  }
+  if (route != routes_.end()) --route->second.batches;
 }
 
 IngestWriter::~IngestWriter() { Shutdown(absl::Now()); }

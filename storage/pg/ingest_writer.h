@@ -2,9 +2,11 @@
 // batches queue in lanes, each lane a thread with its own connection, which
 // takes everything queued (up to a group size) and commits it in one
 // transaction (GroupCommitter). While a stream has batches in a lane, its
-// next ones go there too, so they commit in order; a stream with none goes
-// to the lane with the fewest values in flight, so a few busy streams
-// spread over the lanes instead of sharing one by the luck of a hash.
+// next ones go there too, so they commit in order. A new stream goes to the
+// lane with the fewest values in flight, so a few busy streams spread over
+// the lanes instead of sharing one by the luck of a hash; an idle one goes
+// back to its lane (whose series cache knows it) unless that lane is far
+// busier than the other.
 //
 // Backpressure: the queue is bounded by the number of values it holds;
 // Submit refuses (RESOURCE_EXHAUSTED) rather than grow it. Failures: a lane
@@ -83,6 +85,12 @@ class IngestWriter {
     size_t lane;
     int batches;  // in flight there
   };
+  // Routes kept at most; idle ones (streams that may have ended) are
+  // forgotten past it. About 100 bytes each.
+  static constexpr size_t kMaxRoutes = 100000;
+  // How much busier than the least busy lane an idle stream's lane may be
+  // and still take it back: a few fan-in batches, far less than a bulk one.
+  static constexpr size_t kRouteSlackValues = 10000;
   static RouteKey RouteOf(const MetricBatch& batch);
   // The lane for `batch`, counted in flight there.
   size_t Assign(const MetricBatch& batch, size_t values)
