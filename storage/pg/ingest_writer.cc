@@ -91,7 +91,8 @@ class IngestWriter::Lane {
       const size_t b = queue_.front()->rollup_buckets;
       if (!group.empty() && !past_deadline &&
           (values + n > writer_->options_.max_group_values ||
-           buckets + b > writer_->options_.max_group_rollup_buckets)) {
+           buckets + b > writer_->options_.max_group_rollup_buckets ||
+           group.size() >= writer_->options_.max_group_batches)) {
         break;
       }
       values += n;

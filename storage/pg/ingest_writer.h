@@ -50,6 +50,13 @@ struct IngestWriterOptions {
   // cost far more than its values when reports are minutes apart (a
   // backfill): then this bounds the group's memory, not the values.
   size_t max_group_rollup_buckets = 1000;
+  // ... and at most this many batches. Each brings its own stream position,
+  // series look-ups and rollup rows, so a group's memory grows with its
+  // batches even when they are small: thousands of agents each sending a
+  // report a second would otherwise meet in groups of a thousand batches
+  // after a stall (tens of MB each, measured in bench/README, "fan-in").
+  // A hundred keep a commit short and still amortise its round trips.
+  size_t max_group_batches = 100;
   // How long to keep retrying a group while the database is unreachable.
   absl::Duration retry_for = absl::Seconds(30);
   int max_series_per_trial = 10000;

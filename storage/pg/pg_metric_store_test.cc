@@ -571,6 +571,46 @@ TEST_F(PgMetricStoreTest, ReportsMinutesApartMakeSmallerGroups) {
   EXPECT_OK(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
 }
 
+TEST_F(PgMetricStoreTest, ManySmallBatchesQueuedAtOnceMakeGroupsOfBoundedSize) {
+  // A fan-in after a stall: many agents' one-report batches wait together.
+  // Each brings its own position, series and rollup rows, so the group's
+  // memory follows its batch count, which the writer bounds.
+  store_->Shutdown(Deadline());
+  PgMetricStoreOptions options;
+  options.writer.lanes = 1;
+  options.writer.max_group_batches = 10;
+  store_ = NewStore(options);
+  MakeTrial(7);
+  std::thread lock([] {
+    EXPECT_OK(test_util::LockRollupsFor(SharedDatabase()->url(),
+                                        absl::Seconds(2)));
+  });
+  absl::SleepFor(absl::Milliseconds(500));
+  constexpr int kAgents = 45;
+  absl::BlockingCounter outstanding(kAgents);
+  std::vector<BatchOutcome> outcomes(kAgents);
+  for (int a = 0; a < kAgents; ++a) {
+    MetricBatch batch = Batch(7, 1, absl::StrCat("agent-", a));
+    ASSERT_OK(store_->SubmitBatch(std::move(batch), [&, a](BatchOutcome o) {
+      outcomes[a] = std::move(o);
+      outstanding.DecrementCount();
+    }));
+  }
+  outstanding.Wait();
+  lock.join();
+  for (const BatchOutcome& o : outcomes) {
+    EXPECT_EQ(o.kind, BatchOutcome::Kind::kStored) << o.status;
+  }
+  // A transaction id per commit: 45 batches in groups of at most 10.
+  const pqxx::result groups =
+      Exec("SELECT count(*), max(n), sum(n) FROM (SELECT count(*) AS n FROM "
+           "metrics WHERE trial_id = 7 GROUP BY xmin::text) g");
+  EXPECT_GE(groups[0][0].as<int>(), 5);
+  EXPECT_EQ(groups[0][1].as<int>(), 10);
+  EXPECT_EQ(groups[0][2].as<int>(), kAgents);
+  EXPECT_OK(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
+}
+
 TEST_F(PgMetricStoreTest, ManyStreamsAtOnceIntoOneAndManyTrials) {
   MakeTrial(1);
   MakeTrial(2);
