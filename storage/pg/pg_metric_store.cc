@@ -466,43 +466,86 @@ absl::StatusOr<std::vector<LatestValue>> PgMetricStore::LatestValuesOfActiveTria
   return Read<std::vector<LatestValue>>(
       pool_, "reading the latest values of active trials", deadline,
       [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<LatestValue>> {
-        // The system series of active trials, by (trial, series id).
-        absl::flat_hash_map<std::pair<int32_t, int64_t>, SeriesInfo> series;
-        for (const auto& row : tx.exec_params(
-                 absl::StrCat("SELECT s.trial_id, ", kSeriesColumns,
-                              " FROM trials t JOIN series s "
-                              "ON s.trial_id = t.id AND s.metric_group = $1 "
-                              "WHERE t.state = 'ACTIVE'"),
-                 std::string(kSystemGroup))) {
-          SeriesInfo info = SeriesFromRow(row, 1);
-          const std::pair<int32_t, int64_t> key(row[0].as<int32_t>(),
-                                                info.series_id);
-          series.emplace(key, std::move(info));
-        }
-        // Each agent's newest finest bucket holds the last point of every
-        // series it reported in those seconds; a series missing from it has
-        // gone quiet and is not "latest".
+        // Agents are read a page at a time in the answer's order (newest
+        // trial first, then agent id byte by byte, as std::string sorts),
+        // and series names only for the agents taken, so a scrape's memory
+        // follows `limit`, not the fleet: reading every series of every
+        // active trial cost 50-60 MB a scrape at 5000 agents.
+        constexpr int kAgentsPerPage = 500;
         std::vector<LatestValue> values;
-        for (const auto& row : tx.exec_params(
-                 NewestFinestBucketsSql(
-                     "SELECT DISTINCT s.trial_id, s.agent_id FROM trials t "
-                     "JOIN series s ON s.trial_id = t.id AND s.metric_group = "
-                     "$1 WHERE t.state = 'ACTIVE'",
-                     "$2"),
-                 std::string(kSystemGroup), kRollupWidthsSeconds[0])) {
-          const int32_t trial_id = row[0].as<int32_t>();
-          absl::StatusOr<AgentRollup> rollup =
-              DecodeAgentRollup(DecodeByteaHex(row[2].as<std::string>()),
-                                row[3].as<int64_t>());
-          if (!rollup.ok()) return rollup.status();
-          for (const auto& [id, stats] : *rollup) {
-            auto it = series.find(std::pair(trial_id, id));
-            if (it == series.end()) continue;
-            const SeriesInfo& info = it->second;
-            values.push_back({trial_id, info.agent_id, info.gpu_uuid, info.name,
-                              info.unit, stats.last_value,
-                              stats.last_time_us});
+        int64_t after_trial = int64_t{1} << 31;  // above every trial id
+        std::string after_agent;
+        while (values.size() < limit) {
+          // Each agent's newest finest bucket holds the last point of every
+          // series it reported in those seconds; a series missing from it
+          // has gone quiet and is not "latest". An agent with no bucket
+          // yet still counts in the page, so a short page is the last.
+          const pqxx::result agents = tx.exec_params(
+              absl::StrCat(
+                  "SELECT a.trial_id, a.agent_id, r.stats, r.start_us FROM "
+                  "(SELECT s.trial_id, s.agent_id FROM trials t JOIN series s "
+                  "ON s.trial_id = t.id AND s.metric_group = $1 "
+                  "WHERE t.state = 'ACTIVE' AND (s.trial_id < $3::bigint OR "
+                  "(s.trial_id = $3::bigint AND s.agent_id COLLATE \"C\" > $4)) "
+                  "GROUP BY s.trial_id, s.agent_id "
+                  "ORDER BY s.trial_id DESC, s.agent_id COLLATE \"C\" "
+                  "LIMIT $5) a "
+                  "LEFT JOIN LATERAL (SELECT stats, ",
+                  EpochMicrosSql("bucket_start"),
+                  " AS start_us FROM system_rollups r WHERE "
+                  "r.trial_id = a.trial_id AND r.agent_id = a.agent_id AND "
+                  "r.width_s = $2 ORDER BY r.bucket_start DESC LIMIT 1) r "
+                  "ON true ORDER BY a.trial_id DESC, a.agent_id COLLATE \"C\""),
+              std::string(kSystemGroup), kRollupWidthsSeconds[0], after_trial,
+              after_agent, kAgentsPerPage);
+          // The page's values, named once their series are read below.
+          std::vector<int64_t> trial_ids, series_ids;
+          const size_t first = values.size();
+          for (const auto& row : agents) {
+            if (row[2].is_null()) continue;
+            const int32_t trial_id = row[0].as<int32_t>();
+            absl::StatusOr<AgentRollup> rollup =
+                DecodeAgentRollup(DecodeByteaHex(row[2].as<std::string>()),
+                                  row[3].as<int64_t>());
+            if (!rollup.ok()) return rollup.status();
+            for (const auto& [id, stats] : *rollup) {
+              trial_ids.push_back(trial_id);
+              series_ids.push_back(id);
+              values.push_back({trial_id, row[1].as<std::string>(), "", "",
+                                "", stats.last_value, stats.last_time_us});
+            }
           }
+          absl::flat_hash_map<std::pair<int32_t, int64_t>, SeriesInfo> series;
+          if (!series_ids.empty()) {
+            for (const auto& row : tx.exec_params(
+                     absl::StrCat("SELECT s.trial_id, ", kSeriesColumns,
+                                  " FROM unnest($1::int[], $2::bigint[]) "
+                                  "k(trial_id, series_id) JOIN series s USING "
+                                  "(trial_id, series_id) WHERE "
+                                  "s.metric_group = $3"),
+                     IntArray(trial_ids), IntArray(series_ids),
+                     std::string(kSystemGroup))) {
+              SeriesInfo info = SeriesFromRow(row, 1);
+              series.emplace(std::pair(row[0].as<int32_t>(), info.series_id),
+                             std::move(info));
+            }
+          }
+          // Keeps the page's values whose series the registry has, named.
+          size_t kept = first;
+          for (size_t i = first; i < values.size(); ++i) {
+            const auto it = series.find(
+                std::pair(values[i].trial_id, series_ids[i - first]));
+            if (it == series.end()) continue;
+            LatestValue& v = values[kept++];
+            if (kept - 1 != i) v = std::move(values[i]);
+            v.gpu_uuid = it->second.gpu_uuid;
+            v.name = it->second.name;
+            v.unit = it->second.unit;
+          }
+          values.resize(kept);
+          if (agents.size() < static_cast<size_t>(kAgentsPerPage)) break;
+          after_trial = agents.back()[0].as<int64_t>();
+          after_agent = agents.back()[1].as<std::string>();
         }
         std::sort(values.begin(), values.end(),
                   [](const LatestValue& a, const LatestValue& b) {

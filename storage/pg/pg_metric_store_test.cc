@@ -7,6 +7,8 @@
 #include <pqxx/nontransaction>
 #include <pqxx/result>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <random>
@@ -609,6 +611,64 @@ TEST_F(PgMetricStoreTest, ManySmallBatchesQueuedAtOnceMakeGroupsOfBoundedSize) {
   EXPECT_EQ(groups[0][1].as<int>(), 10);
   EXPECT_EQ(groups[0][2].as<int>(), kAgents);
   EXPECT_OK(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
+}
+
+TEST_F(PgMetricStoreTest, LatestValuesAreTheNewestTrialsFirstUpToTheLimit) {
+  // Two active trials of 300 agents each (more than one page of agents),
+  // named in both cases so that the order must be byte by byte; a third
+  // trial has ended and is left out.
+  for (int32_t trial : {7, 8, 9}) MakeTrial(trial);
+  std::vector<std::string> agents;
+  for (int i = 0; i < 300; ++i) {
+    agents.push_back(absl::StrCat(i % 2 ? "Agent-" : "agent-", 1000 - i));
+  }
+  std::vector<std::pair<int32_t, std::string>> sent = {{9, "agent-ended"}};
+  for (int32_t trial : {7, 8}) {
+    for (const std::string& agent : agents) sent.emplace_back(trial, agent);
+  }
+  absl::BlockingCounter outstanding(static_cast<int>(sent.size()));
+  std::atomic<int> stored{0};
+  for (const auto& [trial, agent] : sent) {
+    ASSERT_OK(store_->SubmitBatch(Batch(trial, 1, agent), [&](BatchOutcome o) {
+      if (o.kind == BatchOutcome::Kind::kStored) ++stored;
+      outstanding.DecrementCount();
+    }));
+  }
+  outstanding.Wait();
+  ASSERT_EQ(stored.load(), static_cast<int>(sent.size()));
+  ASSERT_OK(store_->SetTrialState(9, TrialState::kCompleted, Deadline()));
+
+  ASSERT_OK_AND_ASSIGN(std::vector<LatestValue> all,
+                       store_->LatestValuesOfActiveTrials(100000, Deadline()));
+  std::vector<std::string> sorted = agents;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::string> expected, got;
+  for (int32_t trial : {8, 7}) {
+    for (const std::string& agent : sorted) {
+      for (const char* series : {"cpu_util_simple  11 percent",
+                                 "gpu_util GPU-1 50 percent",
+                                 "gpu_util GPU-2 60 percent"}) {
+        expected.push_back(absl::StrCat(trial, " ", agent, " ", series));
+      }
+    }
+  }
+  for (const LatestValue& v : all) {
+    got.push_back(absl::StrCat(v.trial_id, " ", v.agent_id, " ", v.name, " ",
+                               v.gpu_uuid, " ", v.value, " ", v.unit));
+  }
+  EXPECT_EQ(got, expected);
+
+  // A limit inside an agent's series takes the first values of that order.
+  ASSERT_OK_AND_ASSIGN(std::vector<LatestValue> cut,
+                       store_->LatestValuesOfActiveTrials(1001, Deadline()));
+  ASSERT_EQ(cut.size(), 1001u);
+  got.resize(1001);
+  for (size_t i = 0; i < cut.size(); ++i) {
+    EXPECT_EQ(absl::StrCat(cut[i].trial_id, " ", cut[i].agent_id, " ",
+                           cut[i].name, " ", cut[i].gpu_uuid, " ",
+                           cut[i].value, " ", cut[i].unit),
+              got[i]);
+  }
 }
 
 TEST_F(PgMetricStoreTest, ManyStreamsAtOnceIntoOneAndManyTrials) {
