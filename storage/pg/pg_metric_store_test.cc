@@ -114,6 +114,22 @@ class PgMetricStoreTest : public ::testing::Test {
 
   void MakeTrial(int32_t id) { ASSERT_OK(store_->CreateTrial(id, Deadline())); }
 
+  // Restarts the store with one writer lane and `options`, makes trial 7,
+  // and holds the rollup table for 2 s from the returned thread: commits
+  // wait on the lock while the batches submitted meanwhile queue up.
+  std::thread RestartWithOneLaneBehindARollupLock(PgMetricStoreOptions options) {
+    store_->Shutdown(Deadline());
+    options.writer.lanes = 1;
+    store_ = NewStore(options);
+    MakeTrial(7);
+    std::thread lock([] {
+      EXPECT_OK(test_util::LockRollupsFor(SharedDatabase()->url(),
+                                          absl::Seconds(2)));
+    });
+    absl::SleepFor(absl::Milliseconds(500));
+    return lock;
+  }
+
   std::unique_ptr<PgMetricStore> store_;
 };
 
@@ -530,18 +546,9 @@ TEST_F(PgMetricStoreTest, FullQueueIsRefusedAndUnreachableDatabaseFailsBatch) {
 TEST_F(PgMetricStoreTest, ReportsMinutesApartMakeSmallerGroups) {
   // A backfill: each report in a rollup bucket of its own, so a group's
   // rollup rows, not its values, are what its memory comes to.
-  store_->Shutdown(Deadline());
   PgMetricStoreOptions options;
-  options.writer.lanes = 1;
   options.writer.max_group_rollup_buckets = 100;
-  store_ = NewStore(options);
-  MakeTrial(7);
-  // Commits wait on the lock while all the batches queue up behind it.
-  std::thread lock([] {
-    EXPECT_OK(test_util::LockRollupsFor(SharedDatabase()->url(),
-                                        absl::Seconds(2)));
-  });
-  absl::SleepFor(absl::Milliseconds(500));
+  std::thread lock = RestartWithOneLaneBehindARollupLock(options);
   constexpr int kBatches = 20, kReports = 40;
   absl::BlockingCounter outstanding(kBatches);
   std::vector<BatchOutcome> outcomes(kBatches);
@@ -577,17 +584,9 @@ TEST_F(PgMetricStoreTest, ManySmallBatchesQueuedAtOnceMakeGroupsOfBoundedSize) {
   // A fan-in after a stall: many agents' one-report batches wait together.
   // Each brings its own position, series and rollup rows, so the group's
   // memory follows its batch count, which the writer bounds.
-  store_->Shutdown(Deadline());
   PgMetricStoreOptions options;
-  options.writer.lanes = 1;
   options.writer.max_group_batches = 10;
-  store_ = NewStore(options);
-  MakeTrial(7);
-  std::thread lock([] {
-    EXPECT_OK(test_util::LockRollupsFor(SharedDatabase()->url(),
-                                        absl::Seconds(2)));
-  });
-  absl::SleepFor(absl::Milliseconds(500));
+  std::thread lock = RestartWithOneLaneBehindARollupLock(options);
   constexpr int kAgents = 45;
   absl::BlockingCounter outstanding(kAgents);
   std::vector<BatchOutcome> outcomes(kAgents);
