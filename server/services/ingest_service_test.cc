@@ -251,6 +251,30 @@ TEST_F(IngestServiceTest, StreamAcknowledgesAndResumesWhereTheServerIs) {
   ASSERT_OK(pgtest::CheckRollupsMatchRawRows(server_->database_url(), 1));
 }
 
+TEST_F(IngestServiceTest, ClientsThatCancelOnTheOpenAnswerLeaveTheServerWell) {
+  // The open is answered from the store's thread, which writes the answer
+  // and then starts the next read; a client that cancels as soon as the
+  // answer arrives ends the call in between. Many times over, so a window
+  // of a few instructions is hit (without the fix, 2 of 7 runs of 400 to
+  // 1000 such streams aborted with "pure virtual method called").
+  MakeTrial(1);
+  for (int i = 0; i < 2000; ++i) {
+    auto context = Context();
+    auto stream = ingest_->StreamSystemMetrics(context.get());
+    v1::StreamSystemMetricsRequest open;
+    open.mutable_open()->set_stream_id(absl::StrCat("agent-", i % 4));
+    open.mutable_open()->set_trial_id(1);
+    ASSERT_TRUE(stream->Write(open));
+    v1::StreamSystemMetricsResponse ack;
+    ASSERT_TRUE(stream->Read(&ack));
+    context->TryCancel();
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  v1::ReportSystemMetricsResponse response;
+  grpc::Status after = Report(Batch(1, "agent-a", kNowSeconds - 10), &response);
+  EXPECT_TRUE(after.ok()) << after.error_message();
+}
+
 TEST_F(IngestServiceTest, GapInSequenceEndsTheStreamNamingTheExpectedOne) {
   MakeTrial(1);
   auto context = Context();

@@ -203,8 +203,9 @@ void IngestStreamReactor::OnOpened(absl::StatusOr<int64_t> position) {
       }
       ProgressLocked(actions);
     }
+    ++starting_;
   }
-  Run(std::move(actions));
+  RunFromStore(std::move(actions));
   Release();
 }
 
@@ -233,8 +234,9 @@ void IngestStreamReactor::OnCommitted(storage::BatchOutcome outcome) {
       }
       ProgressLocked(actions);
     }
+    ++starting_;
   }
-  Run(std::move(actions));
+  RunFromStore(std::move(actions));
   Release();
 }
 
@@ -245,10 +247,15 @@ void IngestStreamReactor::OnWriteDone(bool ok) {
     writing_ = false;
     if (!ok && !finished_) {
       finished_ = true;
-      actions.finish = grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                    "writing an acknowledgement failed");
+      grpc::Status failed(grpc::StatusCode::UNAVAILABLE,
+                          "writing an acknowledgement failed");
+      if (starting_ > 0) {
+        deferred_finish_ = std::move(failed);
+      } else {
+        actions.finish = std::move(failed);
+      }
     } else if (finished_) {
-      if (deferred_finish_.has_value()) {
+      if (deferred_finish_.has_value() && starting_ == 0) {
         actions.finish = std::move(*deferred_finish_);
         deferred_finish_.reset();
       }
@@ -287,7 +294,7 @@ void IngestStreamReactor::FinishLocked(const absl::Status& status,
   // Send what is acknowledged (and refused) before the status, so the client
   // learns of it even as the stream ends.
   PrepareAckLocked(actions);
-  if (writing_) {
+  if (writing_ || starting_ > 0) {
     deferred_finish_ = std::move(grpc_status);
   } else {
     actions.finish = std::move(grpc_status);
@@ -338,6 +345,19 @@ void IngestStreamReactor::Run(Actions actions) {
   if (actions.write) StartWrite(&response_);
   if (actions.read) StartRead(request_);
   if (actions.finish.has_value()) Finish(std::move(*actions.finish));
+}
+
+void IngestStreamReactor::RunFromStore(Actions actions) {
+  Run(std::move(actions));
+  std::optional<grpc::Status> finish;
+  {
+    absl::MutexLock lock(&mu_);
+    if (--starting_ == 0 && !writing_ && deferred_finish_.has_value()) {
+      finish = std::move(*deferred_finish_);
+      deferred_finish_.reset();
+    }
+  }
+  if (finish.has_value()) Finish(std::move(*finish));
 }
 
 void IngestStreamReactor::Release() {

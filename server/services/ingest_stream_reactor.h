@@ -89,6 +89,13 @@ class IngestStreamReactor
   // complete underneath; from a store callback, the callback's reference
   // keeps the reactor alive until Release.
   void Run(Actions actions);
+  // Run, from a store callback (REQUIRES: it counted itself in starting_).
+  // gRPC holds no reference to the call there: a Finish from a reaction
+  // meanwhile could end the call (OnDone) before this callback's StartRead
+  // or StartWrite, which would then touch a freed stream. So a Finish waits
+  // while any such callback is starting operations, and the last to finish
+  // starting issues it.
+  void RunFromStore(Actions actions) ABSL_LOCKS_EXCLUDED(mu_);
   // Drops a store callback's reference; deletes the reactor if it was the
   // last one after OnDone.
   void Release() ABSL_LOCKS_EXCLUDED(mu_);
@@ -115,12 +122,16 @@ class IngestStreamReactor
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;  // the client half-closed
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  // A Finish waiting for the write in progress, or for store callbacks
+  // still starting operations (starting_).
   std::optional<grpc::Status> deferred_finish_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;  // gRPC called OnDone
   // Store callbacks outstanding (each holds a reference): the reactor is
   // deleted only when this is 0 after OnDone.
   int refs_ ABSL_GUARDED_BY(mu_) = 0;
   int inflight_ ABSL_GUARDED_BY(mu_) = 0;   // batches awaiting commit
+  // Store callbacks between deciding gRPC operations and starting them.
+  int starting_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::string stream_id_ ABSL_GUARDED_BY(mu_);
   int32_t trial_id_ ABSL_GUARDED_BY(mu_) = 0;
