@@ -540,6 +540,54 @@ TEST_F(IngestServiceTest, MalformedAndOversizedMessagesLeaveTheServerWell) {
   EXPECT_EQ(Rows(), "3");
 }
 
+// The server leaves out gRPC's compression filter (its per-call state is
+// memory for every open stream), yet a client that compresses its messages
+// is still understood (the call layer decompresses what it reads), and the
+// message size limit holds for the decompressed message.
+TEST_F(IngestServiceTest, CompressedMessagesAreStoredAsAnyOther) {
+  MakeTrial(1);
+  v1::ReportSystemMetricsRequest request;
+  *request.mutable_batch() = Batch(1, "agent-a", kNowSeconds - 10, 50);
+  v1::ReportSystemMetricsResponse response;
+  auto context = Context();
+  context->set_compression_algorithm(GRPC_COMPRESS_GZIP);
+  grpc::Status status =
+      ingest_->ReportSystemMetrics(context.get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+
+  auto stream_context = Context();
+  stream_context->set_compression_algorithm(GRPC_COMPRESS_DEFLATE);
+  auto stream = ingest_->StreamSystemMetrics(stream_context.get());
+  v1::StreamSystemMetricsRequest open;
+  open.mutable_open()->set_stream_id("compressed");
+  open.mutable_open()->set_trial_id(1);
+  ASSERT_TRUE(stream->Write(open));
+  v1::StreamSystemMetricsResponse ack;
+  ASSERT_TRUE(stream->Read(&ack));
+  v1::StreamSystemMetricsRequest message;
+  *message.mutable_batch() = Batch(1, "agent-b", kNowSeconds - 10, 50);
+  message.mutable_batch()->set_sequence(1);
+  ASSERT_TRUE(stream->Write(message));
+  ASSERT_TRUE(stream->Read(&ack));
+  EXPECT_EQ(ack.acked_sequence(), 1);
+  stream->WritesDone();
+  status = stream->Finish();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(Scalar("SELECT count(*) || ' ' || count(DISTINCT agent_id) "
+                   "FROM metrics"),
+            "100 2");
+
+  // Small on the wire, over the 1 MiB limit once decompressed: refused.
+  *request.mutable_batch() = Batch(1, "agent-c", kNowSeconds - 10);
+  request.mutable_batch()->set_agent_id(std::string(4 << 20, 'x'));
+  auto bomb_context = Context();
+  bomb_context->set_compression_algorithm(GRPC_COMPRESS_GZIP);
+  status = ingest_->ReportSystemMetrics(bomb_context.get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << status.error_message();
+  EXPECT_EQ(Rows(), "100");
+}
+
 TEST_F(IngestServiceTest, ConcurrentNewSeriesCannotPassTheTrialLimit) {
   MakeTrial(1);
   std::vector<std::thread> threads;
