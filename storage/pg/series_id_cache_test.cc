@@ -81,5 +81,34 @@ TEST(SeriesIdCacheTest, AFullCacheStartsAfresh) {
   EXPECT_EQ(cache.Find({1, "system", "b", "", "s"})->unit, "v");
 }
 
+TEST(SeriesIdCacheTest, LabelsTooLongToPackAreLookedUpEachTimeInstead) {
+  SeriesIdCache cache(100);
+  const std::string long_gpu(300, 'g');
+  cache.Insert({1, "system", "a", long_gpu, "gpu_util"}, 1, "percent");
+  cache.Insert({1, "system", "a", "GPU-1", "gpu_util"}, 2, "percent");
+  EXPECT_FALSE(cache.Find({1, "system", "a", long_gpu, "gpu_util"}));
+  EXPECT_EQ(cache.Find({1, "system", "a", "GPU-1", "gpu_util"})->id, 2);
+  EXPECT_EQ(cache.size(), 1u);
+}
+
+TEST(SeriesIdCacheTest, MoreDistinctNamesThanItCanNumberStartAfresh) {
+  SeriesIdCache cache(1'000'000);
+  constexpr int kNames = 70'000;  // more than a 16-bit index counts
+  for (int i = 0; i < kNames; ++i) {
+    cache.Insert({1, "system", absl::StrCat("agent-", i), "",
+                  absl::StrCat("name-", i)},
+                 i + 1, "u");
+  }
+  EXPECT_LT(cache.size(), static_cast<size_t>(kNames));
+  for (int i : {kNames - 1, kNames - 100}) {
+    auto found = cache.Find({1, "system", absl::StrCat("agent-", i), "",
+                             absl::StrCat("name-", i)});
+    ASSERT_TRUE(found.has_value()) << i;
+    EXPECT_EQ(found->id, i + 1);
+    EXPECT_EQ(found->unit, "u");
+  }
+  EXPECT_FALSE(cache.Find({1, "system", "agent-0", "", "name-0"}));
+}
+
 }  // namespace
 }  // namespace metrics::storage::pg
