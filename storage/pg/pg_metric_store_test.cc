@@ -612,6 +612,45 @@ TEST_F(PgMetricStoreTest, ManySmallBatchesQueuedAtOnceMakeGroupsOfBoundedSize) {
   EXPECT_OK(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
 }
 
+TEST_F(PgMetricStoreTest, AGroupOfManyAgentsWritesTheirRollupsAFewAgentsAtATime) {
+  // 45 agents' batches in one group, written in chunks of 25 agents; a
+  // third of the agents have two batches there, whose samples land in the
+  // same buckets and must merge in order.
+  std::thread lock = RestartWithOneLaneBehindARollupLock(PgMetricStoreOptions());
+  constexpr int kAgents = 45;
+  std::vector<MetricBatch> batches;
+  for (int a = 0; a < kAgents; ++a) {
+    batches.push_back(Batch(7, 1, absl::StrCat("agent-", a)));
+  }
+  for (int a = 0; a < kAgents; a += 3) {
+    MetricBatch second = Batch(7, 2, absl::StrCat("agent-", a));
+    for (Report& r : second.reports) {
+      for (double& v : r.values) v = -v - a;
+    }
+    batches.push_back(std::move(second));
+  }
+  absl::BlockingCounter outstanding(static_cast<int>(batches.size()));
+  std::vector<BatchOutcome> outcomes(batches.size());
+  for (size_t b = 0; b < batches.size(); ++b) {
+    ASSERT_OK(store_->SubmitBatch(std::move(batches[b]), [&, b](BatchOutcome o) {
+      outcomes[b] = std::move(o);
+      outstanding.DecrementCount();
+    }));
+  }
+  outstanding.Wait();
+  lock.join();
+  for (const BatchOutcome& o : outcomes) {
+    EXPECT_EQ(o.kind, BatchOutcome::Kind::kStored) << o.status;
+  }
+  // The first batch commits alone (it met the lock); the rest as one group
+  // of more agents than a chunk takes.
+  EXPECT_GT(Exec("SELECT max(n) FROM (SELECT count(DISTINCT agent_id) AS n "
+                 "FROM metrics WHERE trial_id = 7 GROUP BY xmin::text) g")[0][0]
+                .as<int>(),
+            25);
+  EXPECT_OK(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
+}
+
 TEST_F(PgMetricStoreTest, LatestValuesAreTheNewestTrialsFirstUpToTheLimit) {
   // Two active trials of 300 agents each (more than one page of agents),
   // named in both cases so that the order must be byte by byte; a third
