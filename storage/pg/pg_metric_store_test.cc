@@ -130,6 +130,25 @@ class PgMetricStoreTest : public ::testing::Test {
     return lock;
   }
 
+  // Submits `batches` at once (queued behind `lock`'s hold), waits for
+  // every outcome and the hold's end, and expects each batch stored.
+  void SubmitAllAndExpectStored(std::vector<MetricBatch> batches,
+                                std::thread& lock) {
+    absl::BlockingCounter outstanding(static_cast<int>(batches.size()));
+    std::vector<BatchOutcome> outcomes(batches.size());
+    for (size_t b = 0; b < batches.size(); ++b) {
+      ASSERT_OK(store_->SubmitBatch(std::move(batches[b]), [&, b](BatchOutcome o) {
+        outcomes[b] = std::move(o);
+        outstanding.DecrementCount();
+      }));
+    }
+    outstanding.Wait();
+    lock.join();
+    for (const BatchOutcome& o : outcomes) {
+      EXPECT_EQ(o.kind, BatchOutcome::Kind::kStored) << o.status;
+    }
+  }
+
   std::unique_ptr<PgMetricStore> store_;
 };
 
@@ -550,8 +569,7 @@ TEST_F(PgMetricStoreTest, ReportsMinutesApartMakeSmallerGroups) {
   options.writer.max_group_rollup_buckets = 100;
   std::thread lock = RestartWithOneLaneBehindARollupLock(options);
   constexpr int kBatches = 20, kReports = 40;
-  absl::BlockingCounter outstanding(kBatches);
-  std::vector<BatchOutcome> outcomes(kBatches);
+  std::vector<MetricBatch> batches;
   for (int b = 0; b < kBatches; ++b) {
     MetricBatch batch = Batch(7, b + 1);
     batch.reports.clear();
@@ -560,16 +578,9 @@ TEST_F(PgMetricStoreTest, ReportsMinutesApartMakeSmallerGroups) {
       batch.reports.push_back(
           {absl::ToUnixMicros(t), {0, 1, 2}, {1.0 * r, 50, 60}, std::nullopt});
     }
-    ASSERT_OK(store_->SubmitBatch(std::move(batch), [&, b](BatchOutcome o) {
-      outcomes[b] = std::move(o);
-      outstanding.DecrementCount();
-    }));
+    batches.push_back(std::move(batch));
   }
-  outstanding.Wait();
-  lock.join();
-  for (const BatchOutcome& o : outcomes) {
-    EXPECT_EQ(o.kind, BatchOutcome::Kind::kStored) << o.status;
-  }
+  SubmitAllAndExpectStored(std::move(batches), lock);
   // One commit, one transaction id on its rows.
   const pqxx::result groups = Exec(
       "SELECT count(*), max(buckets) FROM (SELECT count(DISTINCT "
@@ -588,20 +599,11 @@ TEST_F(PgMetricStoreTest, ManySmallBatchesQueuedAtOnceMakeGroupsOfBoundedSize) {
   options.writer.max_group_batches = 10;
   std::thread lock = RestartWithOneLaneBehindARollupLock(options);
   constexpr int kAgents = 45;
-  absl::BlockingCounter outstanding(kAgents);
-  std::vector<BatchOutcome> outcomes(kAgents);
+  std::vector<MetricBatch> batches;
   for (int a = 0; a < kAgents; ++a) {
-    MetricBatch batch = Batch(7, 1, absl::StrCat("agent-", a));
-    ASSERT_OK(store_->SubmitBatch(std::move(batch), [&, a](BatchOutcome o) {
-      outcomes[a] = std::move(o);
-      outstanding.DecrementCount();
-    }));
+    batches.push_back(Batch(7, 1, absl::StrCat("agent-", a)));
   }
-  outstanding.Wait();
-  lock.join();
-  for (const BatchOutcome& o : outcomes) {
-    EXPECT_EQ(o.kind, BatchOutcome::Kind::kStored) << o.status;
-  }
+  SubmitAllAndExpectStored(std::move(batches), lock);
   // A transaction id per commit: 45 batches in groups of at most 10.
   const pqxx::result groups =
       Exec("SELECT count(*), max(n), sum(n) FROM (SELECT count(*) AS n FROM "
@@ -629,19 +631,7 @@ TEST_F(PgMetricStoreTest, AGroupOfManyAgentsWritesTheirRollupsAFewAgentsAtATime)
     }
     batches.push_back(std::move(second));
   }
-  absl::BlockingCounter outstanding(static_cast<int>(batches.size()));
-  std::vector<BatchOutcome> outcomes(batches.size());
-  for (size_t b = 0; b < batches.size(); ++b) {
-    ASSERT_OK(store_->SubmitBatch(std::move(batches[b]), [&, b](BatchOutcome o) {
-      outcomes[b] = std::move(o);
-      outstanding.DecrementCount();
-    }));
-  }
-  outstanding.Wait();
-  lock.join();
-  for (const BatchOutcome& o : outcomes) {
-    EXPECT_EQ(o.kind, BatchOutcome::Kind::kStored) << o.status;
-  }
+  SubmitAllAndExpectStored(std::move(batches), lock);
   // The first batch commits alone (it met the lock); the rest as one group
   // of more agents than a chunk takes.
   EXPECT_GT(Exec("SELECT max(n) FROM (SELECT count(DISTINCT agent_id) AS n "
