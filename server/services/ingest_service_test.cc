@@ -120,6 +120,20 @@ class IngestServiceTest : public ::testing::Test {
     return ingest_->ReportSystemMetrics(Context().get(), request, response);
   }
 
+  using Stream = grpc::ClientReaderWriter<v1::StreamSystemMetricsRequest,
+                                         v1::StreamSystemMetricsResponse>;
+  // Opens `stream` for (`stream_id`, `trial`) and returns the acked_sequence
+  // of the server's first answer, or -1 if none came.
+  static int64_t Open(Stream& stream, const std::string& stream_id,
+                      int32_t trial) {
+    v1::StreamSystemMetricsRequest open;
+    open.mutable_open()->set_stream_id(stream_id);
+    open.mutable_open()->set_trial_id(trial);
+    v1::StreamSystemMetricsResponse ack;
+    if (!stream.Write(open) || !stream.Read(&ack)) return -1;
+    return ack.acked_sequence();
+  }
+
   std::unique_ptr<TestServer> server_;
   std::unique_ptr<v1::TrialService::Stub> trials_;
   std::unique_ptr<v1::IngestService::Stub> ingest_;
@@ -211,13 +225,7 @@ TEST_F(IngestServiceTest, StreamAcknowledgesAndResumesWhereTheServerIs) {
   MakeTrial(1);
   auto context = Context();
   auto stream = ingest_->StreamSystemMetrics(context.get());
-  v1::StreamSystemMetricsRequest open;
-  open.mutable_open()->set_stream_id("agent-a/1");
-  open.mutable_open()->set_trial_id(1);
-  ASSERT_TRUE(stream->Write(open));
-  v1::StreamSystemMetricsResponse ack;
-  ASSERT_TRUE(stream->Read(&ack));
-  EXPECT_EQ(ack.acked_sequence(), 0);  // a new stream
+  ASSERT_EQ(Open(*stream, "agent-a/1", 1), 0);  // a new stream
 
   for (int seq = 1; seq <= 5; ++seq) {
     v1::StreamSystemMetricsRequest request;
@@ -227,6 +235,7 @@ TEST_F(IngestServiceTest, StreamAcknowledgesAndResumesWhereTheServerIs) {
   }
   stream->WritesDone();
   int64_t acked = 0;
+  v1::StreamSystemMetricsResponse ack;
   while (stream->Read(&ack)) {
     EXPECT_GE(ack.acked_sequence(), acked);
     EXPECT_EQ(ack.rejected_size(), 0);
@@ -558,12 +567,8 @@ TEST_F(IngestServiceTest, CompressedMessagesAreStoredAsAnyOther) {
   auto stream_context = Context();
   stream_context->set_compression_algorithm(GRPC_COMPRESS_DEFLATE);
   auto stream = ingest_->StreamSystemMetrics(stream_context.get());
-  v1::StreamSystemMetricsRequest open;
-  open.mutable_open()->set_stream_id("compressed");
-  open.mutable_open()->set_trial_id(1);
-  ASSERT_TRUE(stream->Write(open));
+  ASSERT_EQ(Open(*stream, "compressed", 1), 0);
   v1::StreamSystemMetricsResponse ack;
-  ASSERT_TRUE(stream->Read(&ack));
   v1::StreamSystemMetricsRequest message;
   *message.mutable_batch() = Batch(1, "agent-b", kNowSeconds - 10, 50);
   message.mutable_batch()->set_sequence(1);
