@@ -107,6 +107,10 @@ class Recorder {
     absl::MutexLock lock(&mu_);
     if (enabled_) ms_.push_back(ms);
   }
+  size_t Count() {
+    absl::MutexLock lock(&mu_);
+    return ms_.size();
+  }
   std::vector<double> Take() {
     absl::MutexLock lock(&mu_);
     return std::move(ms_);
@@ -256,6 +260,24 @@ class FanInStream : public grpc::ClientBidiReactor<
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
+// CPU seconds used by the PostgreSQL cluster, this process (the COPY's or
+// the streams' client) and metricsd: the machine's cost of the work.
+struct CpuUse {
+  double postgres = 0, client = 0, metricsd = 0;
+
+  // So far; `metricsd` the pids of the metricsd processes, if any.
+  static CpuUse Now(pid_t postmaster, const std::vector<pid_t>& metricsd) {
+    CpuUse use{ProcessTreeCpuSeconds(postmaster), SelfCpuSeconds(), 0};
+    for (pid_t pid : metricsd) use.metricsd += ProcessCpuSeconds(pid);
+    return use;
+  }
+  CpuUse operator-(const CpuUse& before) const {
+    return {postgres - before.postgres, client - before.client,
+            metricsd - before.metricsd};
+  }
+  double Total() const { return postgres + client + metricsd; }
+};
+
 struct FanInResult {
   int streams = 0;
   size_t acks = 0;
@@ -264,6 +286,10 @@ struct FanInResult {
   int64_t skipped = 0;
   int64_t rejected = 0;
   double rss_mb = 0;
+  // CPU per report acknowledged in the measured seconds, in microseconds:
+  // steadier than the latencies on a shared machine, and what decides
+  // whether a step keeps up once the machine is busy.
+  double cpu_us_metricsd = 0, cpu_us_postgres = 0, cpu_us_client = 0;
 };
 
 // Fan-in agents belong to trials of this many, as multi-host jobs would: a
@@ -295,7 +321,7 @@ absl::Status CreateFanInTrials(const std::string& target, int step,
 // all `servers` together.
 FanInResult RunFanIn(const std::vector<std::string>& targets,
                      const std::vector<const Subprocess*>& servers,
-                     int streams, int step) {
+                     pid_t postmaster, int streams, int step) {
   FanInResult result;
   result.streams = streams;
   if (absl::Status created = CreateFanInTrials(targets[0], step, streams);
@@ -334,16 +360,28 @@ FanInResult RunFanIn(const std::vector<std::string>& targets,
   // Each stream sends once a second, spread evenly over the second.
   const int total = absl::GetFlag(FLAGS_warmup_seconds) +
                     absl::GetFlag(FLAGS_fanin_seconds);
+  std::vector<pid_t> pids;
+  for (const Subprocess* server : servers) pids.push_back(server->pid());
+  CpuUse cpu_before;
   const absl::Time start = absl::Now();
   constexpr int kTicks = 100;
   for (int second = 0; second < total; ++second) {
-    if (second == absl::GetFlag(FLAGS_warmup_seconds)) recorder.Enable();
+    if (second == absl::GetFlag(FLAGS_warmup_seconds)) {
+      recorder.Enable();
+      cpu_before = CpuUse::Now(postmaster, pids);
+    }
     for (int tick = 0; tick < kTicks; ++tick) {
       for (int i = tick; i < streams; i += kTicks) agents[i]->SendOne();
       const absl::Time next =
           start + absl::Seconds(second) + absl::Milliseconds(10 * (tick + 1));
       absl::SleepFor(next - absl::Now());
     }
+  }
+  const CpuUse cpu = CpuUse::Now(postmaster, pids) - cpu_before;
+  if (const size_t acked = recorder.Count(); acked > 0) {
+    result.cpu_us_metricsd = 1e6 * cpu.metricsd / acked;
+    result.cpu_us_postgres = 1e6 * cpu.postgres / acked;
+    result.cpu_us_client = 1e6 * cpu.client / acked;
   }
   absl::SleepFor(absl::Seconds(2));  // let the last acknowledgements arrive
   for (auto& a : agents) a->Close();
@@ -410,24 +448,6 @@ BulkResult RunBulk(const std::vector<std::string>& targets,
   for (auto& t : senders) t.join();
   return {absl::Now() - start, failures.load()};
 }
-
-// CPU seconds used by the PostgreSQL cluster, this process (the COPY's or
-// the streams' client) and metricsd: the machine's cost of the work.
-struct CpuUse {
-  double postgres = 0, client = 0, metricsd = 0;
-
-  // So far; `metricsd` the pids of the metricsd processes, if any.
-  static CpuUse Now(pid_t postmaster, const std::vector<pid_t>& metricsd) {
-    CpuUse use{ProcessTreeCpuSeconds(postmaster), SelfCpuSeconds(), 0};
-    for (pid_t pid : metricsd) use.metricsd += ProcessCpuSeconds(pid);
-    return use;
-  }
-  CpuUse operator-(const CpuUse& before) const {
-    return {postgres - before.postgres, client - before.client,
-            metricsd - before.metricsd};
-  }
-  double Total() const { return postgres + client + metricsd; }
-};
 
 struct FreshBulkResult {
   BulkResult run;
@@ -755,9 +775,9 @@ int Run() {
 
   // 3. Fan-in.
   std::printf("fan-in: each stream sends 1 report (25 values) per second\n");
-  std::printf("  %8s %8s %9s %9s %9s %7s %8s %8s %9s\n", "streams", "acks",
+  std::printf("  %8s %8s %9s %9s %9s %7s %8s %8s %9s  %s\n", "streams", "acks",
               "p50 ms", "p99 ms", "max ms", "failed", "refused", "skipped",
-              "rss MB");
+              "rss MB", "CPU us/report: metricsd pg client");
   int best = 0;
   double best_p99 = 0, peak_rss = 0;
   int step = 0;
@@ -765,11 +785,12 @@ int Run() {
        absl::StrSplit(absl::GetFlag(FLAGS_fanin_steps), ',')) {
     int n = 0;
     if (!absl::SimpleAtoi(text, &n)) continue;
-    FanInResult r = RunFanIn({target}, {metricsd->get()}, n, step++);
-    std::printf("  %8d %8zu %9.1f %9.1f %9.1f %7d %8lld %8lld %9.1f\n",
+    FanInResult r = RunFanIn({target}, {metricsd->get()}, postmaster, n, step++);
+    std::printf("  %8d %8zu %9.1f %9.1f %9.1f %7d %8lld %8lld %9.1f  %.0f %.0f %.0f\n",
                 r.streams, r.acks, r.p50_ms, r.p99_ms, r.max_ms, r.failed,
                 static_cast<long long>(r.rejected),
-                static_cast<long long>(r.skipped), r.rss_mb);
+                static_cast<long long>(r.skipped), r.rss_mb,
+                r.cpu_us_metricsd, r.cpu_us_postgres, r.cpu_us_client);
     std::fflush(stdout);
     peak_rss = std::max(peak_rss, r.rss_mb);
     if (r.p99_ms < 1000 && r.failed == 0 && r.acks > 0) {
@@ -792,11 +813,13 @@ int Run() {
       return 1;
     }
     two = RunFanIn({target, second->grpc_target},
-                   {metricsd->get(), second->process.get()}, best, step++);
-    std::printf("  %8d %8zu %9.1f %9.1f %9.1f %7d %8lld %8lld %9.1f  (two metricsd: RSS of both)\n",
+                   {metricsd->get(), second->process.get()}, postmaster, best,
+                   step++);
+    std::printf("  %8d %8zu %9.1f %9.1f %9.1f %7d %8lld %8lld %9.1f  %.0f %.0f %.0f  (two metricsd: RSS and CPU of both)\n",
                 two.streams, two.acks, two.p50_ms, two.p99_ms, two.max_ms,
                 two.failed, static_cast<long long>(two.rejected),
-                static_cast<long long>(two.skipped), two.rss_mb);
+                static_cast<long long>(two.skipped), two.rss_mb,
+                two.cpu_us_metricsd, two.cpu_us_postgres, two.cpu_us_client);
     second->process->Signal(SIGTERM);
     (void)second->process->Wait(absl::Seconds(60));
   }
