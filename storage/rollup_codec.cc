@@ -172,14 +172,22 @@ T Get(const char*& in) {
   return value;
 }
 
-absl::StatusOr<AgentRollup> DecodeFormat1(absl::string_view bytes,
-                                          int64_t start_us,
-                                          const std::vector<int64_t>* wanted) {
+// Appends a series' stats to either form, by id ascending.
+void Append(AgentRollup& rollup, int64_t id, const RollupStats& s) {
+  rollup.emplace_hint(rollup.end(), id, s);
+}
+void Append(SortedRollup& rollup, int64_t id, const RollupStats& s) {
+  rollup.emplace_back(id, s);
+}
+
+template <typename Rollup>
+absl::StatusOr<Rollup> DecodeFormat1(absl::string_view bytes, int64_t start_us,
+                                     const std::vector<int64_t>* wanted) {
   if ((bytes.size() - 1) % kFormat1EntryBytes != 0) {
     return absl::DataLossError(absl::StrCat(
         "rollup row of ", bytes.size(), " bytes is not in packed format 1"));
   }
-  AgentRollup rollup;
+  Rollup rollup;
   for (const char* in = bytes.data() + 1; in < bytes.data() + bytes.size();) {
     const auto id = Get<int64_t>(in);
     RollupStats s;
@@ -210,16 +218,17 @@ absl::StatusOr<AgentRollup> DecodeFormat1(absl::string_view bytes,
     }
     if (wanted == nullptr ||
         std::binary_search(wanted->begin(), wanted->end(), id)) {
-      rollup[id] = s;
+      Append(rollup, id, s);
     }
   }
   return rollup;
 }
 
-absl::StatusOr<AgentRollup> Decode(absl::string_view bytes, int64_t start_us,
-                                   const std::vector<int64_t>* wanted) {
+template <typename Rollup>
+absl::StatusOr<Rollup> Decode(absl::string_view bytes, int64_t start_us,
+                              const std::vector<int64_t>* wanted) {
   if (!bytes.empty() && bytes[0] == kFormat1) {
-    return DecodeFormat1(bytes, start_us, wanted);
+    return DecodeFormat1<Rollup>(bytes, start_us, wanted);
   }
   const auto corrupt = [&] {
     return absl::DataLossError(absl::StrCat(
@@ -227,7 +236,7 @@ absl::StatusOr<AgentRollup> Decode(absl::string_view bytes, int64_t start_us,
   };
   if (bytes.empty() || bytes[0] != kFormat2) return corrupt();
   absl::string_view in = bytes.substr(1);
-  AgentRollup rollup;
+  Rollup rollup;
   uint64_t id = 0;
   RollupStats s;
   for (bool first = true; !in.empty(); first = false) {
@@ -244,7 +253,7 @@ absl::StatusOr<AgentRollup> Decode(absl::string_view bytes, int64_t start_us,
     const auto series_id = static_cast<int64_t>(id);
     if (wanted == nullptr ||
         std::binary_search(wanted->begin(), wanted->end(), series_id)) {
-      rollup.emplace_hint(rollup.end(), series_id, s);
+      Append(rollup, series_id, s);
     }
   }
   return rollup;
@@ -286,13 +295,18 @@ std::string EncodeAgentRollup(const SortedRollup& rollup,
 
 absl::StatusOr<AgentRollup> DecodeAgentRollup(absl::string_view bytes,
                                               int64_t bucket_start_us) {
-  return Decode(bytes, bucket_start_us, nullptr);
+  return Decode<AgentRollup>(bytes, bucket_start_us, nullptr);
 }
 
 absl::StatusOr<AgentRollup> DecodeAgentRollup(
     absl::string_view bytes, int64_t bucket_start_us,
     const std::vector<int64_t>& wanted) {
-  return Decode(bytes, bucket_start_us, &wanted);
+  return Decode<AgentRollup>(bytes, bucket_start_us, &wanted);
+}
+
+absl::StatusOr<SortedRollup> DecodeSortedRollup(absl::string_view bytes,
+                                                int64_t bucket_start_us) {
+  return Decode<SortedRollup>(bytes, bucket_start_us, nullptr);
 }
 
 }  // namespace metrics::storage

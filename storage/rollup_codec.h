@@ -41,6 +41,10 @@ absl::StatusOr<AgentRollup> DecodeAgentRollup(absl::string_view bytes,
 absl::StatusOr<AgentRollup> DecodeAgentRollup(
     absl::string_view bytes, int64_t bucket_start_us,
     const std::vector<int64_t>& wanted);
+// The same as a vector: what ingest merges into, without a btree to build
+// and free for each stored bucket.
+absl::StatusOr<SortedRollup> DecodeSortedRollup(absl::string_view bytes,
+                                                int64_t bucket_start_us);
 
 }  // namespace metrics::storage
 

@@ -55,9 +55,11 @@ TEST(RollupCodecTest, RoundTripsAnyStatsAndAWantedSubset) {
     const std::string bytes = EncodeAgentRollup(rollup, kStart);
     ASSERT_OK_AND_ASSIGN(AgentRollup back, DecodeAgentRollup(bytes, kStart));
     ExpectSame(rollup, back);
-    // Ingest's sorted form is written the same.
+    // Ingest's sorted form is written and read the same.
     ASSERT_EQ(EncodeAgentRollup(SortedRollup(rollup.begin(), rollup.end()), kStart),
               bytes);
+    ASSERT_OK_AND_ASSIGN(SortedRollup sorted, DecodeSortedRollup(bytes, kStart));
+    ExpectSame(rollup, AgentRollup(sorted.begin(), sorted.end()));
 
     std::vector<int64_t> wanted;
     AgentRollup subset;
@@ -113,7 +115,11 @@ TEST(RollupCodecTest, Format1IsStillRead) {
   want[7].Add(10, 1);
   want[7].Add(20, 2);
   ExpectSame(want, back);
+  ASSERT_OK_AND_ASSIGN(SortedRollup sorted, DecodeSortedRollup(bytes, kStart));
+  ExpectSame(want, AgentRollup(sorted.begin(), sorted.end()));
   EXPECT_THAT(DecodeAgentRollup(bytes.substr(0, 50), kStart),
+              StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(DecodeSortedRollup(bytes.substr(0, 50), kStart),
               StatusIs(absl::StatusCode::kDataLoss));
 }
 
@@ -138,6 +144,9 @@ TEST(RollupCodecTest, GarbageIsDataLoss) {
     }
     EXPECT_THAT(r, StatusIs(absl::StatusCode::kDataLoss,
                             testing::HasSubstr("packed format 2")))
+        << cut;
+    EXPECT_THAT(DecodeSortedRollup(bytes.substr(0, cut), kStart),
+                StatusIs(absl::StatusCode::kDataLoss))
         << cut;
   }
 }

@@ -6,11 +6,11 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <numeric>
 #include <optional>
-#include <set>
 #include <stdexcept>
 #include <tuple>
 #include <utility>
@@ -38,6 +38,16 @@ using StreamKey = std::pair<int32_t, std::string>;  // (trial, stream id)
 
 // (trial, agent, width, bucket start in microseconds)
 using RollupKey = std::tuple<int32_t, std::string, int, int64_t>;
+// The same naming a stored row's agent in place, to find its bucket.
+using RollupKeyView = std::tuple<int32_t, absl::string_view, int, int64_t>;
+
+// A bucket of a group's samples, and whether a row of it is stored (merged
+// in; it is then updated, not inserted).
+struct FreshBucket {
+  SortedRollup rollup;
+  bool stored = false;
+};
+using FreshBuckets = std::map<RollupKey, FreshBucket, std::less<>>;
 
 // The writer's statements, prepared on each writer connection.
 struct Statements {
@@ -402,7 +412,7 @@ class GroupTransaction {
     }
     Lock(std::move(locks));
     for (auto agent = by_agent.begin(); agent != by_agent.end();) {
-      std::map<RollupKey, SortedRollup> fresh;
+      FreshBuckets fresh;
       for (size_t n = 0; n < kRollupChunkAgents && agent != by_agent.end();
            ++n, ++agent) {
         for (const Accepted* a : agent->second) AggregateBatch(*a, fresh);
@@ -413,26 +423,29 @@ class GroupTransaction {
 
   // Merges `fresh` (whose agents' locks are held) with what is stored and
   // writes it.
-  void WriteRollupChunk(std::map<RollupKey, SortedRollup>& fresh) {
+  void WriteRollupChunk(FreshBuckets& fresh) {
     if (fresh.empty()) return;
     // Merge with what is stored: stored samples were ingested earlier.
     // Relies on the primary key (trial_id, agent_id, width_s, bucket_start).
     const RollupRanges ranges(fresh);
-    std::set<RollupKey> stored_keys;
+    std::string bytes;  // a stored bucket's, decoded from hex
     for (const auto& row :
          tx_.exec_prepared(Sql().read_rollups.name, IntArray(ranges.trials),
                            TextArray(ranges.agents), IntArray(ranges.widths),
                            IntArray(ranges.from), IntArray(ranges.to))) {
-      const RollupKey key{row[0].as<int32_t>(), row[1].as<std::string>(),
-                          row[2].as<int>(), row[3].as<int64_t>()};
-      const auto ours = fresh.find(key);
+      const int64_t start = row[3].as<int64_t>();
+      const auto ours = fresh.find(RollupKeyView{
+          row[0].as<int32_t>(), absl::string_view(row[1].c_str(), row[1].size()),
+          row[2].as<int>(), start});
       if (ours == fresh.end()) continue;  // in a range, not in this group
-      absl::StatusOr<AgentRollup> stored = DecodeAgentRollup(
-          DecodeByteaHex(row[4].as<std::string>()), std::get<3>(key));
+      if (!DecodeByteaHexInto(absl::string_view(row[4].c_str(), row[4].size()),
+                              bytes)) {
+        throw std::runtime_error("a stored rollup bucket is not bytea's hex");
+      }
+      absl::StatusOr<SortedRollup> stored = DecodeSortedRollup(bytes, start);
       if (!stored.ok()) throw std::runtime_error(stored.status().ToString());
-      ours->second = MergeSortedRollups(
-          SortedRollup(stored->begin(), stored->end()), ours->second);
-      stored_keys.insert(key);
+      ours->second.rollup = MergeSortedRollups(*stored, ours->second.rollup);
+      ours->second.stored = true;
     }
     // New buckets are inserted plainly and stored ones updated: no
     // ON CONFLICT, whose speculative insertion cost a third of these
@@ -440,10 +453,10 @@ class GroupTransaction {
     // the advisory locks above keep every other writer of these agents'
     // rollups (ingest on any server, rebuilds) out until this commits.
     RollupColumns inserted, updated;
-    for (const auto& [key, rollup] : fresh) {
-      RollupColumns& into = stored_keys.count(key) > 0 ? updated : inserted;
+    for (const auto& [key, bucket] : fresh) {
+      RollupColumns& into = bucket.stored ? updated : inserted;
       into.AddKey(key);
-      into.stats.push_back(EncodeAgentRollup(rollup, std::get<3>(key)));
+      into.stats.push_back(EncodeAgentRollup(bucket.rollup, std::get<3>(key)));
     }
     for (const auto& [statement, rows] :
          {std::pair{&Sql().insert_rollups, &inserted},
@@ -465,8 +478,7 @@ class GroupTransaction {
   // the coarser widths, and each bucket into `fresh` once. A bucket holds
   // its stats by declaration (a slot per declared series), not in a map
   // by series id: one array slot per sample instead of a map look-up.
-  static void AggregateBatch(const Accepted& a,
-                             std::map<RollupKey, SortedRollup>& fresh) {
+  static void AggregateBatch(const Accepted& a, FreshBuckets& fresh) {
     const MetricBatch& batch = *a.batch;
     if (batch.metric_group != kSystemGroup) return;  // no rollups kept
     using Buckets = absl::btree_map<int64_t, std::vector<RollupStats>>;
@@ -512,7 +524,8 @@ class GroupTransaction {
           if (stats[d].count > 0) gathered.emplace_back(a.series_ids[d], stats[d]);
         }
         SortedRollup& into = fresh[RollupKey{batch.trial_id, batch.agent_id,
-                                             kRollupWidthsSeconds[w], start}];
+                                             kRollupWidthsSeconds[w], start}]
+                                 .rollup;
         // Another batch of the group may have filled it already.
         into = into.empty() ? std::move(gathered)
                             : MergeSortedRollups(into, gathered);

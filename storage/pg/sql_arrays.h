@@ -27,6 +27,9 @@ std::string ByteaArrayBinary(const std::vector<std::string>& values);
 
 // Decodes bytea's hex output ("\x0a0b") to bytes; empty on malformed input.
 std::string DecodeByteaHex(absl::string_view text);
+// The same into `out`, whose buffer a caller decoding many rows reuses;
+// false (and `out` empty) on malformed input.
+bool DecodeByteaHexInto(absl::string_view text, std::string& out);
 
 }  // namespace metrics::storage::pg
 

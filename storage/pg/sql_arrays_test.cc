@@ -1,6 +1,7 @@
 // The binary bytea[] parameter against a real PostgreSQL: what the server
 // reads is what was sent, for an empty array, empty elements and every
-// byte value.
+// byte value. And bytea's hex output read back byte for byte, malformed
+// text refused.
 #include "storage/pg/sql_arrays.h"
 
 #include <pqxx/binarystring>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_database.h"
@@ -42,6 +44,34 @@ TEST(ByteaArrayBinaryTest, TheServerReadsWhatWasSent) {
       EXPECT_TRUE("\\x" + back[i][0].as<std::string>() == ByteaHex(sent[i]))
           << "element " << i << " of " << sent.size();
     }
+  }
+}
+
+TEST(DecodeByteaHexTest, ReadsWhatTheServerWrites) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<TestDatabase> db, TestDatabase::Create());
+  pqxx::connection conn(db->url());
+  pqxx::nontransaction tx(conn);
+  std::string all_bytes;
+  for (int b = 0; b < 256; ++b) all_bytes += static_cast<char>(b);
+  std::string reused = "left from an earlier row";
+  for (const std::string& sent : {std::string(), all_bytes + all_bytes}) {
+    const pqxx::result back = tx.exec_params(
+        "SELECT $1::bytea", pqxx::binarystring(sent.data(), sent.size()));
+    const absl::string_view text(back[0][0].c_str(), back[0][0].size());
+    EXPECT_TRUE(DecodeByteaHex(text) == sent);
+    ASSERT_TRUE(DecodeByteaHexInto(text, reused));
+    EXPECT_TRUE(reused == sent);
+  }
+  EXPECT_EQ(DecodeByteaHex("\\x0A0b"), "\n\x0b");  // either case
+}
+
+TEST(DecodeByteaHexTest, RefusesMalformedText) {
+  std::string out = "stale";
+  for (absl::string_view text :
+       {"", "\\", "0a0b", "\\x0", "\\x0a0", "\\x0g", "\\xg0", "\\x\xff\xff"}) {
+    EXPECT_FALSE(DecodeByteaHexInto(text, out)) << text;
+    EXPECT_EQ(out, "") << text;
+    EXPECT_EQ(DecodeByteaHex(text), "") << text;
   }
 }
 
