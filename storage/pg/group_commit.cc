@@ -51,12 +51,18 @@ using FreshBuckets = std::map<RollupKey, FreshBucket, std::less<>>;
 
 // The writer's statements, prepared on each writer connection.
 struct Statements {
+  // A look-up by primary key per stream. As a join, the planner hashed
+  // the keys and scanned every stream's position, a row per stream ever
+  // ingested, in each group (bench/README, fan-in, eighth session); the
+  // LIMIT (a key has one row) keeps the subquery from being flattened
+  // into that join.
   PreparedStatement read_positions{
       "read_positions",
       "SELECT p.trial_id, p.stream_id, p.last_sequence "
-      "FROM ingest_positions p "
-      "JOIN unnest($1::int[], $2::text[]) AS k(trial_id, stream_id) "
-      "USING (trial_id, stream_id)"};
+      "FROM unnest($1::int[], $2::text[]) AS k(trial_id, stream_id) "
+      "CROSS JOIN LATERAL (SELECT * FROM ingest_positions p "
+      "WHERE p.trial_id = k.trial_id AND p.stream_id = k.stream_id "
+      "LIMIT 1) p"};
   PreparedStatement read_trials{
       "read_trials",
       "SELECT id, state FROM trials WHERE id = ANY($1::int[]) "

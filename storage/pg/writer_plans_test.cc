@@ -1,0 +1,113 @@
+// The ingest writer's per-group look-ups against a real PostgreSQL whose
+// tables hold many rows (a row per stream and per series ever ingested):
+// each probes its key with an index scan, under the custom plans of a
+// prepared statement's first runs and the generic plan it then settles on.
+// As joins, they were planned as a hash of the keys and a scan of the whole
+// table in every group commit (bench/README, fan-in, eighth session).
+#include <pqxx/connection>
+#include <pqxx/nontransaction>
+#include <pqxx/result>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "storage/pg/group_commit.h"
+#include "storage/pg/prepared.h"
+#include "storage/pg/sql_arrays.h"
+#include "tests/testing/test_database.h"
+
+namespace metrics::storage::pg {
+namespace {
+
+using ::metrics::test_util::TestDatabase;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class WriterPlansTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(db_, TestDatabase::Create());
+    conn_ = std::make_unique<pqxx::connection>(db_->url());
+    pqxx::nontransaction tx(*conn_);
+    // 20 000 streams and series of 2 000 trials, as after a few weeks.
+    tx.exec(
+        "INSERT INTO ingest_positions (trial_id, stream_id, last_sequence) "
+        "SELECT g % 2000, 'stream-' || g, 1 FROM generate_series(1, 20000) g");
+    tx.exec(
+        "INSERT INTO series (trial_id, metric_group, agent_id, gpu_uuid, "
+        "name, unit) SELECT g % 2000, 'system', 'agent-' || g / 25, '', "
+        "'series-' || g % 25, '' FROM generate_series(1, 20000) g");
+    tx.exec("ANALYZE");
+    // In SQL: libpqxx prepares its own on first use, out of EXPLAIN's reach.
+    for (const PreparedStatement& s : GroupCommitter::Statements()) {
+      tx.exec(absl::StrCat("PREPARE ", s.name, " AS ", s.sql));
+    }
+  }
+
+  // The plans of `name` run with `args`, custom and generic.
+  std::vector<std::string> Plans(const std::string& name,
+                                 const std::vector<std::string>& args) {
+    pqxx::nontransaction tx(*conn_);
+    std::vector<std::string> plans;
+    for (const char* mode : {"force_custom_plan", "force_generic_plan"}) {
+      tx.exec(absl::StrCat("SET plan_cache_mode = ", mode));
+      std::string plan = absl::StrCat(mode, ":\n");
+      for (const auto& row : tx.exec(absl::StrCat(
+               "EXPLAIN EXECUTE ", name, "(",
+               absl::StrJoin(args, ", ",
+                             [&tx](std::string* out, const std::string& a) {
+                               out->append(tx.quote(a));
+                             }),
+               ")"))) {
+        absl::StrAppend(&plan, row[0].c_str(), "\n");
+      }
+      plans.push_back(std::move(plan));
+    }
+    return plans;
+  }
+
+  std::unique_ptr<TestDatabase> db_;
+  std::unique_ptr<pqxx::connection> conn_;
+};
+
+TEST_F(WriterPlansTest, StreamPositionsAreReadByKey) {
+  std::vector<int64_t> trials;
+  std::vector<std::string> streams;
+  for (int g = 1; g <= 20000; g += 200) {  // a group of 100 streams
+    trials.push_back(g % 2000);
+    streams.push_back(absl::StrCat("stream-", g));
+  }
+  for (const std::string& plan :
+       Plans("read_positions", {IntArray(trials), TextArray(streams)})) {
+    EXPECT_THAT(plan, HasSubstr("Index Scan using ingest_positions_pkey"));
+    EXPECT_THAT(plan, Not(HasSubstr("Seq Scan on ingest_positions")));
+  }
+}
+
+TEST_F(WriterPlansTest, SeriesAreLookedUpByTheirLabels) {
+  std::vector<int64_t> trials;
+  std::vector<std::string> groups, agents, gpus, names;
+  for (int g = 1; g <= 2500; ++g) {  // 100 agents' 25 series
+    trials.push_back(g % 2000);
+    groups.push_back("system");
+    agents.push_back(absl::StrCat("agent-", g / 25));
+    gpus.push_back("");
+    names.push_back(absl::StrCat("series-", g % 25));
+  }
+  for (const std::string& plan :
+       Plans("series_look_up", {IntArray(trials), TextArray(groups),
+                                TextArray(agents), TextArray(gpus),
+                                TextArray(names)})) {
+    EXPECT_THAT(plan, HasSubstr("Index Scan using series_labels_key"));
+    EXPECT_THAT(plan, Not(HasSubstr("Seq Scan on series")));
+  }
+}
+
+}  // namespace
+}  // namespace metrics::storage::pg
