@@ -41,11 +41,11 @@ using RollupKey = std::tuple<int32_t, std::string, int, int64_t>;
 // The same naming a stored row's agent in place, to find its bucket.
 using RollupKeyView = std::tuple<int32_t, absl::string_view, int, int64_t>;
 
-// A bucket of a group's samples, and whether a row of it is stored (merged
-// in; it is then updated, not inserted).
+// A bucket of a group's samples and, when a row of it is stored (and merged
+// in), that row's address (ctid): it is then updated there, not inserted.
 struct FreshBucket {
   SortedRollup rollup;
-  bool stored = false;
+  std::string stored_at;
 };
 using FreshBuckets = std::map<RollupKey, FreshBucket, std::less<>>;
 
@@ -75,12 +75,12 @@ struct Statements {
       "SELECT pg_advisory_xact_lock(k) FROM "
       "(SELECT k FROM unnest($1::bigint[]) AS k ORDER BY k OFFSET 0) s"};
   // The stored buckets in ranges of bucket starts (RollupRanges), one
-  // index range scan each.
+  // index range scan each, and where each row is.
   PreparedStatement read_rollups{
       "read_rollups",
       absl::StrCat("SELECT r.trial_id, r.agent_id, r.width_s, ",
                    EpochMicrosSql("r.bucket_start"),
-                   ", r.stats "
+                   ", r.stats, r.ctid "
                    "FROM unnest($1::int[], $2::text[], $3::int[], "
                    "$4::bigint[], $5::bigint[]) "
                    "AS k(trial_id, agent_id, width_s, from_us, to_us) "
@@ -97,14 +97,20 @@ struct Statements {
           TimestampFromMicrosSql("k.bucket_us"),
           ", k.stats FROM unnest($1::int[], $2::text[], $3::int[], $4::bigint[], "
           "  $5::bytea[]) AS k(trial_id, agent_id, width_s, bucket_us, stats)")};
+  // Each row at the address the read found (a TID scan, not another
+  // descent of the primary key: a third of the update's time), which the
+  // agents' advisory locks keep from moving meanwhile. The key is checked
+  // too: a row found elsewhere is not updated, and the count says so.
   PreparedStatement update_rollups{
       "update_rollups",
       absl::StrCat(
           "UPDATE system_rollups r SET stats = k.stats "
           "FROM unnest($1::int[], $2::text[], $3::int[], $4::bigint[], "
-          "  $5::bytea[]) AS k(trial_id, agent_id, width_s, bucket_us, stats) "
-          "WHERE r.trial_id = k.trial_id AND r.agent_id = k.agent_id "
-          "AND r.width_s = k.width_s AND r.bucket_start = ",
+          "  $5::bytea[], $6::tid[]) "
+          "AS k(trial_id, agent_id, width_s, bucket_us, stats, row) "
+          "WHERE r.ctid = k.row AND r.trial_id = k.trial_id "
+          "AND r.agent_id = k.agent_id AND r.width_s = k.width_s "
+          "AND r.bucket_start = ",
           TimestampFromMicrosSql("k.bucket_us"))};
   PreparedStatement notify{
       "notify",
@@ -132,6 +138,7 @@ struct RollupColumns {
   std::vector<int64_t> trials, widths, buckets;
   std::vector<std::string> agents;
   std::vector<std::string> stats;  // EncodeAgentRollup's bytes
+  std::vector<std::string> rows;   // stored rows' addresses, to update
 
   void AddKey(const RollupKey& key) {
     trials.push_back(std::get<0>(key));
@@ -451,7 +458,7 @@ class GroupTransaction {
       absl::StatusOr<SortedRollup> stored = DecodeSortedRollup(bytes, start);
       if (!stored.ok()) throw std::runtime_error(stored.status().ToString());
       ours->second.rollup = MergeSortedRollups(*stored, ours->second.rollup);
-      ours->second.stored = true;
+      ours->second.stored_at = row[5].as<std::string>();
     }
     // New buckets are inserted plainly and stored ones updated: no
     // ON CONFLICT, whose speculative insertion cost a third of these
@@ -460,23 +467,35 @@ class GroupTransaction {
     // rollups (ingest on any server, rebuilds) out until this commits.
     RollupColumns inserted, updated;
     for (const auto& [key, bucket] : fresh) {
-      RollupColumns& into = bucket.stored ? updated : inserted;
+      const bool stored = !bucket.stored_at.empty();
+      RollupColumns& into = stored ? updated : inserted;
       into.AddKey(key);
       into.stats.push_back(EncodeAgentRollup(bucket.rollup, std::get<3>(key)));
+      if (stored) into.rows.push_back(bucket.stored_at);
     }
-    for (const auto& [statement, rows] :
-         {std::pair{&Sql().insert_rollups, &inserted},
-          std::pair{&Sql().update_rollups, &updated}}) {
-      if (rows->trials.empty()) continue;
-      const pqxx::result written = tx_.exec_prepared(
-          statement->name, IntArray(rows->trials), TextArray(rows->agents),
-          IntArray(rows->widths), IntArray(rows->buckets),
-          pqxx::binarystring(ByteaArrayBinary(rows->stats)));
-      // An insert of a stored bucket fails on the key by itself; an update
-      // of a vanished one would drop its stats silently.
-      if (written.affected_rows() != rows->trials.size()) {
+    // An insert of a stored bucket fails on the key by itself; an update
+    // of a vanished or moved one would drop its stats silently.
+    const auto check = [](const pqxx::result& written, const RollupColumns& rows) {
+      if (written.affected_rows() != rows.trials.size()) {
         throw std::runtime_error("rollup rows changed under their lock");
       }
+    };
+    if (!inserted.trials.empty()) {
+      check(tx_.exec_prepared(
+                Sql().insert_rollups.name, IntArray(inserted.trials),
+                TextArray(inserted.agents), IntArray(inserted.widths),
+                IntArray(inserted.buckets),
+                pqxx::binarystring(ByteaArrayBinary(inserted.stats))),
+            inserted);
+    }
+    if (!updated.trials.empty()) {
+      check(tx_.exec_prepared(
+                Sql().update_rollups.name, IntArray(updated.trials),
+                TextArray(updated.agents), IntArray(updated.widths),
+                IntArray(updated.buckets),
+                pqxx::binarystring(ByteaArrayBinary(updated.stats)),
+                TextArray(updated.rows)),
+            updated);
     }
   }
 

@@ -1,9 +1,11 @@
-// The ingest writer's per-group look-ups against a real PostgreSQL whose
+// The ingest writer's per-group statements against a real PostgreSQL whose
 // tables hold many rows (a row per stream and per series ever ingested):
-// each probes its key with an index scan, under the custom plans of a
-// prepared statement's first runs and the generic plan it then settles on.
-// As joins, they were planned as a hash of the keys and a scan of the whole
-// table in every group commit (bench/README, fan-in, eighth session).
+// each look-up probes its key with an index scan, and stored rollup rows
+// are updated at the address the read found them (a TID scan), under the
+// custom plans of a prepared statement's first runs and the generic plan
+// it then settles on. As joins, the look-ups were planned as a hash of the
+// keys and a scan of the whole table in every group commit (bench/README,
+// fan-in, eighth session).
 #include <pqxx/connection>
 #include <pqxx/nontransaction>
 #include <pqxx/result>
@@ -43,6 +45,10 @@ class WriterPlansTest : public ::testing::Test {
         "INSERT INTO series (trial_id, metric_group, agent_id, gpu_uuid, "
         "name, unit) SELECT g % 2000, 'system', 'agent-' || g / 25, '', "
         "'series-' || g % 25, '' FROM generate_series(1, 20000) g");
+    tx.exec(
+        "INSERT INTO system_rollups (trial_id, agent_id, width_s, "
+        "bucket_start, stats) SELECT g % 2000, 'agent-' || g, 10, "
+        "timestamptz '2026-11-26', '\\x02' FROM generate_series(1, 20000) g");
     tx.exec("ANALYZE");
     // In SQL: libpqxx prepares its own on first use, out of EXPLAIN's reach.
     for (const PreparedStatement& s : GroupCommitter::Statements()) {
@@ -106,6 +112,31 @@ TEST_F(WriterPlansTest, SeriesAreLookedUpByTheirLabels) {
                                 TextArray(names)})) {
     EXPECT_THAT(plan, HasSubstr("Index Scan using series_labels_key"));
     EXPECT_THAT(plan, Not(HasSubstr("Seq Scan on series")));
+  }
+}
+
+TEST_F(WriterPlansTest, StoredRollupsAreUpdatedWhereTheyWereRead) {
+  std::vector<int64_t> trials, widths, buckets;
+  std::vector<std::string> agents, stats, rows;
+  {
+    pqxx::nontransaction tx(*conn_);
+    for (const auto& row : tx.exec(
+             "SELECT trial_id, agent_id, ctid FROM system_rollups "
+             "ORDER BY agent_id LIMIT 150")) {
+      trials.push_back(row[0].as<int64_t>());
+      agents.push_back(row[1].as<std::string>());
+      widths.push_back(10);
+      buckets.push_back(1795651200000000);  // 2026-11-26
+      stats.push_back("\\x02");
+      rows.push_back(row[2].as<std::string>());
+    }
+  }
+  for (const std::string& plan :
+       Plans("update_rollups",
+             {IntArray(trials), TextArray(agents), IntArray(widths),
+              IntArray(buckets), TextArray(stats), TextArray(rows)})) {
+    EXPECT_THAT(plan, HasSubstr("Tid Scan on system_rollups"));
+    EXPECT_THAT(plan, Not(HasSubstr("Index Scan")));
   }
 }
 
