@@ -188,6 +188,7 @@ absl::StatusOr<Rollup> DecodeFormat1(absl::string_view bytes, int64_t start_us,
         "rollup row of ", bytes.size(), " bytes is not in packed format 1"));
   }
   Rollup rollup;
+  int64_t previous = 0;
   for (const char* in = bytes.data() + 1; in < bytes.data() + bytes.size();) {
     const auto id = Get<int64_t>(in);
     RollupStats s;
@@ -205,7 +206,10 @@ absl::StatusOr<Rollup> DecodeFormat1(absl::string_view bytes, int64_t start_us,
     constexpr int64_t kFar = int64_t{1} << 62;
     const int64_t from_start = Diff(s.first_time_us, start_us);
     const int64_t span = Diff(s.last_time_us, s.first_time_us);
-    if (id < 1 || s.count < 1 || from_start <= -kFar || from_start >= kFar ||
+    // Format 1 wrote a btree_map's entries: ids ascending, each once (the
+    // sorted form ingest merges relies on it).
+    if (id <= previous || s.count < 1 || from_start <= -kFar ||
+        from_start >= kFar ||
         span < 0 || span >= kFar ||
         (s.count == 1 &&
          (s.first_time_us != s.last_time_us || !Same(s.sum, s.first_value) ||
@@ -214,8 +218,10 @@ absl::StatusOr<Rollup> DecodeFormat1(absl::string_view bytes, int64_t start_us,
       return absl::DataLossError(absl::StrCat(
           "rollup row of ", bytes.size(),
           " bytes is not in packed format 1: series ", id, " (count ",
-          s.count, ") is not a registry id with stats samples give"));
+          s.count, ") is not a registry id, after the previous one, with "
+          "stats samples give"));
     }
+    previous = id;
     if (wanted == nullptr ||
         std::binary_search(wanted->begin(), wanted->end(), id)) {
       Append(rollup, id, s);

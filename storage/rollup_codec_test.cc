@@ -121,6 +121,21 @@ TEST(RollupCodecTest, Format1IsStillRead) {
               StatusIs(absl::StatusCode::kDataLoss));
   EXPECT_THAT(DecodeSortedRollup(bytes.substr(0, 50), kStart),
               StatusIs(absl::StatusCode::kDataLoss));
+  // Format 1 wrote ids ascending, each once: a series repeated, or one
+  // before the previous, is not its output.
+  const std::string entry = bytes.substr(1);
+  std::string id9 = entry;
+  const int64_t nine = 9;
+  std::memcpy(&id9[0], &nine, 8);
+  for (const std::string& bad : {bytes + entry, "\x01" + id9 + entry}) {
+    EXPECT_THAT(DecodeAgentRollup(bad, kStart),
+                StatusIs(absl::StatusCode::kDataLoss));
+    EXPECT_THAT(DecodeSortedRollup(bad, kStart),
+                StatusIs(absl::StatusCode::kDataLoss));
+  }
+  ASSERT_OK_AND_ASSIGN(AgentRollup two,
+                       DecodeAgentRollup(bytes + id9, kStart));  // 7, then 9
+  EXPECT_EQ(two.size(), 2u);
 }
 
 TEST(RollupCodecTest, GarbageIsDataLoss) {
