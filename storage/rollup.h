@@ -9,6 +9,16 @@
 // agent instead of one per series keeps the upkeep within the ingest
 // transaction cheap (25 series of an agent cost one row write, not 25).
 //
+// Folding: each agent's newest finest bucket may be "unfolded"
+// (rollup_codec.h), its samples not yet in the coarser widths. Ingest adds a
+// report in that bucket to it alone, one row instead of one per width, and
+// folds the bucket into the coarser widths in the transaction that starts a
+// newer one; a late report (older than the newest bucket) goes to every
+// width at once. A reader of a coarser width adds each agent's unfolded
+// bucket to the bucket holding it. Only the newest finest bucket is ever
+// unfolded, so this is one more row per agent to read, and its times come
+// after everything the coarser buckets hold.
+//
 // First and last: among samples with equal times, the one ingested later
 // counts as later (first keeps the earlier, last takes the later).
 //

@@ -12,6 +12,8 @@ namespace {
 
 constexpr char kFormat1 = 1;
 constexpr char kFormat2 = 2;
+// Format 2's layout, for a finest bucket the coarser widths do not hold yet.
+constexpr char kFormat2Unfolded = 3;
 constexpr size_t kFormat1EntryBytes = 9 * 8;
 
 // Flags of format 2, in the high nibble of the third kinds byte.
@@ -240,7 +242,9 @@ absl::StatusOr<Rollup> Decode(absl::string_view bytes, int64_t start_us,
     return absl::DataLossError(absl::StrCat(
         "rollup row of ", bytes.size(), " bytes is not in packed format 2"));
   };
-  if (bytes.empty() || bytes[0] != kFormat2) return corrupt();
+  if (bytes.empty() || (bytes[0] != kFormat2 && bytes[0] != kFormat2Unfolded)) {
+    return corrupt();
+  }
   absl::string_view in = bytes.substr(1);
   Rollup rollup;
   uint64_t id = 0;
@@ -267,12 +271,13 @@ absl::StatusOr<Rollup> Decode(absl::string_view bytes, int64_t start_us,
 
 // Either form of an agent's bucket: (series id, stats) by id ascending.
 template <typename Rollup>
-std::string Encode(const Rollup& rollup, int64_t bucket_start_us) {
+std::string Encode(const Rollup& rollup, int64_t bucket_start_us,
+                   Folding folding) {
   // Sized for the longest encoding, written through a pointer, then cut.
   std::string out(1 + rollup.size() * kMaxEntryBytes, '\0');
   char* const begin = &out[0];
   char* at = begin;
-  *at++ = kFormat2;
+  *at++ = folding == Folding::kFolded ? kFormat2 : kFormat2Unfolded;
   int64_t previous = 0;
   const RollupStats* previous_stats = nullptr;
   for (const auto& [series_id, s] : rollup) {
@@ -290,13 +295,21 @@ std::string Encode(const Rollup& rollup, int64_t bucket_start_us) {
 }  // namespace
 
 std::string EncodeAgentRollup(const AgentRollup& rollup,
-                              int64_t bucket_start_us) {
-  return Encode(rollup, bucket_start_us);
+                              int64_t bucket_start_us, Folding folding) {
+  return Encode(rollup, bucket_start_us, folding);
 }
 
 std::string EncodeAgentRollup(const SortedRollup& rollup,
-                              int64_t bucket_start_us) {
-  return Encode(rollup, bucket_start_us);
+                              int64_t bucket_start_us, Folding folding) {
+  return Encode(rollup, bucket_start_us, folding);
+}
+
+bool IsUnfolded(absl::string_view bytes) {
+  return !bytes.empty() && bytes[0] == kFormat2Unfolded;
+}
+
+void MarkFolded(std::string& bytes) {
+  if (IsUnfolded(bytes)) bytes[0] = kFormat2;
 }
 
 absl::StatusOr<AgentRollup> DecodeAgentRollup(absl::string_view bytes,

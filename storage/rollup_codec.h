@@ -13,6 +13,11 @@
 // agent's values, against 72 in format 1 (a version byte, then 72 fixed
 // bytes per series), which is still read.
 //
+// Version byte 3 is format 2 for a finest bucket whose samples the coarser
+// widths do not hold yet: ingest adds a report to its agent's newest finest
+// bucket alone, and folds that bucket into the coarser ones once a newer
+// one starts (rollup.h).
+//
 // Thread-safety: pure functions.
 #ifndef METRICS_STORAGE_ROLLUP_CODEC_H_
 #define METRICS_STORAGE_ROLLUP_CODEC_H_
@@ -27,12 +32,21 @@
 
 namespace metrics::storage {
 
+// Whether the coarser widths hold a finest bucket's samples.
+enum class Folding { kFolded, kUnfolded };
+
 // The stats of a bucket starting at `bucket_start_us` (times are stored
 // relative to it).
 std::string EncodeAgentRollup(const AgentRollup& rollup,
-                              int64_t bucket_start_us);
+                              int64_t bucket_start_us,
+                              Folding folding = Folding::kFolded);
 std::string EncodeAgentRollup(const SortedRollup& rollup,
-                              int64_t bucket_start_us);
+                              int64_t bucket_start_us,
+                              Folding folding = Folding::kFolded);
+// Whether `bytes` (an encoded bucket) is marked unfolded.
+bool IsUnfolded(absl::string_view bytes);
+// Marks an encoded bucket folded, in place.
+void MarkFolded(std::string& bytes);
 // DATA_LOSS for bytes that are not EncodeAgentRollup's output for a bucket
 // starting at `bucket_start_us`.
 absl::StatusOr<AgentRollup> DecodeAgentRollup(absl::string_view bytes,

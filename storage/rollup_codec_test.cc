@@ -92,6 +92,25 @@ TEST(RollupCodecTest, A10SecondBucketOfAnAgentIsAboutAThirdOfFormat1) {
   ExpectSame(rollup, back);
 }
 
+TEST(RollupCodecTest, AnUnfoldedBucketIsMarkedAndReadAsAnyOther) {
+  AgentRollup rollup;
+  rollup[3].Add(kStart + 1000000, 1.5);
+  rollup[3].Add(kStart + 2000000, -4);
+  rollup[9].Add(kStart + 1000000, 7);
+  const std::string folded = EncodeAgentRollup(rollup, kStart);
+  const std::string unfolded =
+      EncodeAgentRollup(rollup, kStart, Folding::kUnfolded);
+  EXPECT_FALSE(IsUnfolded(folded));
+  EXPECT_TRUE(IsUnfolded(unfolded));
+  EXPECT_EQ(unfolded.substr(1), folded.substr(1));  // only the marker differs
+  ASSERT_OK_AND_ASSIGN(AgentRollup back, DecodeAgentRollup(unfolded, kStart));
+  ExpectSame(rollup, back);
+  ASSERT_OK_AND_ASSIGN(SortedRollup sorted, DecodeSortedRollup(unfolded, kStart));
+  ASSERT_EQ(sorted.size(), 2u);
+  EXPECT_EQ(sorted[1].first, 9);
+  EXPECT_FALSE(IsUnfolded(""));
+}
+
 TEST(RollupCodecTest, Format1IsStillRead) {
   // One series (id 7): count 2, sum 3, min 1, max 2, first (10, 1), last
   // (20, 2), as format 1 wrote it.

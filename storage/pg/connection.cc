@@ -12,7 +12,8 @@ namespace metrics::storage::pg {
 
 absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     const std::string& url, absl::string_view application_name,
-    const std::vector<PreparedStatement>& statements) {
+    const std::vector<PreparedStatement>& statements,
+    const std::vector<SessionSetting>& settings) {
   return GuardPg(
       "connecting to PostgreSQL",
       [&]() -> absl::StatusOr<std::unique_ptr<pqxx::connection>> {
@@ -22,6 +23,10 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
           tx.exec("SET jit = off");
           tx.exec("SELECT set_config('application_name', " +
                   tx.quote(std::string(application_name)) + ", false)");
+          for (const auto& [name, value] : settings) {
+            tx.exec("SELECT set_config(" + tx.quote(name) + ", " +
+                    tx.quote(value) + ", false)");
+          }
         }
         Prepare(*conn, statements);
         return conn;

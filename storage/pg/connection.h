@@ -1,7 +1,7 @@
 // Opens a PostgreSQL connection configured the way every part of the service
 // wants it: JIT off (it costs 15-560 ms on mid-size queries and buys nothing
-// for ours), an application_name that shows in pg_stat_activity, and the
-// caller's prepared statements.
+// for ours), an application_name that shows in pg_stat_activity, the
+// caller's settings and its prepared statements.
 //
 // Thread-safety: the returned connection belongs to one thread at a time
 // (libpqxx's rule); Connect itself is thread-safe.
@@ -21,13 +21,18 @@
 
 namespace metrics::storage::pg {
 
+// A setting of the session (`SET name = value`), made before the
+// statements are prepared.
+using SessionSetting = std::pair<std::string, std::string>;
+
 // Connects to `url` (a libpq URI or keyword string; empty means the PG*
 // environment variables). Returns UNAVAILABLE when the server cannot be
 // reached (the message names host and port, as libpq does),
 // PERMISSION_DENIED when it refuses the login.
 absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     const std::string& url, absl::string_view application_name,
-    const std::vector<PreparedStatement>& statements = {});
+    const std::vector<PreparedStatement>& statements = {},
+    const std::vector<SessionSetting>& settings = {});
 
 // `url` with libpq connection options added (or replacing its own), as a
 // keyword string: for example {"connect_timeout", "5"}. INVALID_ARGUMENT

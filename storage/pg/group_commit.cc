@@ -5,7 +5,6 @@
 #include <pqxx/transaction>
 
 #include <algorithm>
-#include <array>
 #include <functional>
 #include <iterator>
 #include <map>
@@ -41,13 +40,19 @@ using RollupKey = std::tuple<int32_t, std::string, int, int64_t>;
 // The same naming a stored row's agent in place, to find its bucket.
 using RollupKeyView = std::tuple<int32_t, absl::string_view, int, int64_t>;
 
-// A bucket of a group's samples and, when a row of it is stored (and merged
-// in), that row's address (ctid): it is then updated there, not inserted.
+// A bucket to write: a group's samples and, when a row of it is stored (and
+// merged in), that row's address (ctid): it is then updated there, not
+// inserted.
 struct FreshBucket {
   SortedRollup rollup;
   std::string stored_at;
+  Folding folding = Folding::kFolded;
 };
 using FreshBuckets = std::map<RollupKey, FreshBucket, std::less<>>;
+// A group's samples in finest buckets, before they are folded or written.
+using FinestBuckets = std::map<RollupKey, SortedRollup>;
+
+constexpr int kFinestWidth = kRollupWidthsSeconds[0];
 
 // The writer's statements, prepared on each writer connection.
 struct Statements {
@@ -89,6 +94,17 @@ struct Statements {
                    "AND r.bucket_start BETWEEN ",
                    TimestampFromMicrosSql("k.from_us"), " AND ",
                    TimestampFromMicrosSql("k.to_us"))};
+  // Each agent's newest finest bucket: one backward probe of the primary
+  // key per agent.
+  PreparedStatement newest_finest{
+      "newest_finest",
+      absl::StrCat("SELECT k.trial_id, k.agent_id, r.start_us, r.stats, r.ctid "
+                   "FROM unnest($1::int[], $2::text[]) AS k(trial_id, agent_id) "
+                   "CROSS JOIN LATERAL (SELECT ",
+                   EpochMicrosSql("r.bucket_start"),
+                   " AS start_us, r.stats, r.ctid FROM system_rollups r "
+                   "WHERE r.trial_id = k.trial_id AND r.agent_id = k.agent_id "
+                   "AND r.width_s = $3 ORDER BY r.bucket_start DESC LIMIT 1) r")};
   PreparedStatement insert_rollups{
       "insert_rollups",
       absl::StrCat(
@@ -123,8 +139,9 @@ struct Statements {
       "SET last_sequence = excluded.last_sequence, updated_at = now()"};
 
   std::vector<PreparedStatement> All() const {
-    return {read_positions, read_trials,    lock_keys, read_rollups,
-            insert_rollups, update_rollups, notify,    write_positions};
+    return {read_positions, read_trials,    lock_keys,
+            newest_finest,  read_rollups,   insert_rollups,
+            update_rollups, notify,         write_positions};
   }
 };
 
@@ -399,10 +416,9 @@ class GroupTransaction {
   }
 
   // Rollups are gathered, merged and written for this many agents at a
-  // time. Every bucket of every width of a batch's agent is held until it is
-  // written, about 25 KB for a one-report batch of 25 series; a group of a
-  // hundred agents' batches held them all at once (bench/README, fan-in,
-  // seventh session). A few more statements a group cost far less.
+  // time. What a batch's agent has to write is held until it is written; a
+  // group of a hundred agents' batches held it all at once (bench/README,
+  // fan-in, seventh session). A few more statements a group cost far less.
   static constexpr size_t kRollupChunkAgents = 25;
 
   void WriteRollups() {
@@ -425,53 +441,183 @@ class GroupTransaction {
     }
     Lock(std::move(locks));
     for (auto agent = by_agent.begin(); agent != by_agent.end();) {
-      FreshBuckets fresh;
+      FinestBuckets finest;
       for (size_t n = 0; n < kRollupChunkAgents && agent != by_agent.end();
            ++n, ++agent) {
-        for (const Accepted* a : agent->second) AggregateBatch(*a, fresh);
+        for (const Accepted* a : agent->second) AggregateBatch(*a, finest);
       }
-      WriteRollupChunk(fresh);
+      WriteRollupChunk(finest);
     }
   }
 
-  // Merges `fresh` (whose agents' locks are held) with what is stored and
-  // writes it.
-  void WriteRollupChunk(FreshBuckets& fresh) {
-    if (fresh.empty()) return;
-    // Merge with what is stored: stored samples were ingested earlier.
+  // An agent's newest stored finest bucket.
+  struct NewestBucket {
+    int64_t start = 0;
+    SortedRollup rollup;
+    std::string stored_at;
+    bool unfolded = false;
+  };
+  using AgentKey = std::pair<int32_t, std::string>;
+
+  // Writes `finest` (whose agents' locks are held) and what it changes in
+  // the coarser widths. A report in its agent's newest finest bucket goes
+  // to that bucket alone, which stays unfolded; the coarser widths take a
+  // bucket once a newer one starts, and a late report (older than the
+  // newest bucket) at once (rollup.h). Merged with what is stored: stored
+  // samples were ingested earlier.
+  void WriteRollupChunk(const FinestBuckets& finest) {
+    if (finest.empty()) return;
+    std::map<AgentKey, NewestBucket> newest = ReadNewest(finest);
+    FreshBuckets ready;    // rows whose stored part is merged in already
+    FreshBuckets pending;  // rows to merge with what is stored first
+    for (auto it = finest.begin(); it != finest.end();) {
+      const int32_t trial = std::get<0>(it->first);
+      const std::string& agent = std::get<1>(it->first);
+      auto end = it;
+      while (end != finest.end() && std::get<0>(end->first) == trial &&
+             std::get<1>(end->first) == agent) {
+        ++end;
+      }
+      // The agent's buckets, in time order; `top` will be its newest.
+      const auto found = newest.find(AgentKey{trial, agent});
+      NewestBucket* stored = found == newest.end() ? nullptr : &found->second;
+      int64_t top = std::get<3>(std::prev(end)->first);
+      if (stored != nullptr) top = std::max(top, stored->start);
+      bool stored_taken = false;
+      for (; it != end; ++it) {
+        const RollupKey& key = it->first;
+        const int64_t start = std::get<3>(key);
+        const SortedRollup& samples = it->second;
+        if (stored != nullptr && start < stored->start) {
+          // Late: the coarser widths hold this bucket's stored samples.
+          Fold(key, samples, pending);
+          pending[key].rollup = samples;
+          continue;
+        }
+        FreshBucket& row = ready[key];
+        if (stored != nullptr && start == stored->start) {
+          stored_taken = true;
+          row.rollup = MergeSortedRollups(stored->rollup, samples);
+          row.stored_at = stored->stored_at;
+          if (!stored->unfolded) {
+            Fold(key, samples, pending);  // folded by a rebuild, or before 0.9
+            continue;
+          }
+        } else {
+          row.rollup = samples;
+        }
+        if (start == top) {
+          row.folding = Folding::kUnfolded;
+        } else {
+          Fold(key, row.rollup, pending);
+        }
+      }
+      if (stored != nullptr && !stored_taken && stored->unfolded &&
+          stored->start < top) {
+        // Passed by newer samples: folded, and marked so.
+        const RollupKey key{trial, agent, kFinestWidth, stored->start};
+        Fold(key, stored->rollup, pending);
+        FreshBucket& row = ready[key];
+        row.rollup = std::move(stored->rollup);
+        row.stored_at = std::move(stored->stored_at);
+      }
+    }
+    MergeStored(pending);
+    WriteRows(ready, pending);
+  }
+
+  // The newest stored finest bucket of each of `finest`'s agents that has
+  // one.
+  std::map<AgentKey, NewestBucket> ReadNewest(const FinestBuckets& finest) {
+    std::vector<int64_t> trials;
+    std::vector<std::string> agents;
+    for (const auto& [key, unused] : finest) {
+      if (!agents.empty() && trials.back() == std::get<0>(key) &&
+          agents.back() == std::get<1>(key)) {
+        continue;
+      }
+      trials.push_back(std::get<0>(key));
+      agents.push_back(std::get<1>(key));
+    }
+    std::map<AgentKey, NewestBucket> newest;
+    std::string bytes;
+    for (const auto& row :
+         tx_.exec_prepared(Sql().newest_finest.name, IntArray(trials),
+                           TextArray(agents), kFinestWidth)) {
+      NewestBucket& bucket =
+          newest[AgentKey{row[0].as<int32_t>(), row[1].as<std::string>()}];
+      bucket.start = row[2].as<int64_t>();
+      bucket.rollup = DecodeStored(row[3], bucket.start, bytes);
+      bucket.unfolded = IsUnfolded(bytes);
+      bucket.stored_at = row[4].as<std::string>();
+    }
+    return newest;
+  }
+
+  // Merges into `rows` what is stored of them, and notes where.
+  void MergeStored(FreshBuckets& rows) {
+    if (rows.empty()) return;
     // Relies on the primary key (trial_id, agent_id, width_s, bucket_start).
-    const RollupRanges ranges(fresh);
-    std::string bytes;  // a stored bucket's, decoded from hex
+    const RollupRanges ranges(rows);
+    std::string bytes;
     for (const auto& row :
          tx_.exec_prepared(Sql().read_rollups.name, IntArray(ranges.trials),
                            TextArray(ranges.agents), IntArray(ranges.widths),
                            IntArray(ranges.from), IntArray(ranges.to))) {
       const int64_t start = row[3].as<int64_t>();
-      const auto ours = fresh.find(RollupKeyView{
+      const auto ours = rows.find(RollupKeyView{
           row[0].as<int32_t>(), absl::string_view(row[1].c_str(), row[1].size()),
           row[2].as<int>(), start});
-      if (ours == fresh.end()) continue;  // in a range, not in this group
-      if (!DecodeByteaHexInto(absl::string_view(row[4].c_str(), row[4].size()),
-                              bytes)) {
-        throw std::runtime_error("a stored rollup bucket is not bytea's hex");
-      }
-      absl::StatusOr<SortedRollup> stored = DecodeSortedRollup(bytes, start);
-      if (!stored.ok()) throw std::runtime_error(stored.status().ToString());
-      ours->second.rollup = MergeSortedRollups(*stored, ours->second.rollup);
+      if (ours == rows.end()) continue;  // in a range, not in this group
+      ours->second.rollup =
+          MergeSortedRollups(DecodeStored(row[4], start, bytes), ours->second.rollup);
       ours->second.stored_at = row[5].as<std::string>();
     }
-    // New buckets are inserted plainly and stored ones updated: no
-    // ON CONFLICT, whose speculative insertion cost a third of these
-    // writes' time (pg_stat_statements, bench/README.md). Sound because
-    // the advisory locks above keep every other writer of these agents'
-    // rollups (ingest on any server, rebuilds) out until this commits.
+  }
+
+  // A stored bucket's stats; `bytes` receives its packed form.
+  static SortedRollup DecodeStored(const pqxx::field& stats, int64_t start,
+                                   std::string& bytes) {
+    if (!DecodeByteaHexInto(absl::string_view(stats.c_str(), stats.size()),
+                            bytes)) {
+      throw std::runtime_error("a stored rollup bucket is not bytea's hex");
+    }
+    absl::StatusOr<SortedRollup> decoded = DecodeSortedRollup(bytes, start);
+    if (!decoded.ok()) throw std::runtime_error(decoded.status().ToString());
+    return *std::move(decoded);
+  }
+
+  // Adds a finest bucket's `samples` to the buckets of the coarser widths
+  // holding it, in `into`.
+  static void Fold(const RollupKey& finest, const SortedRollup& samples,
+                   FreshBuckets& into) {
+    for (size_t w = 1; w < std::size(kRollupWidthsSeconds); ++w) {
+      SortedRollup& coarse =
+          into[RollupKey{std::get<0>(finest), std::get<1>(finest),
+                         kRollupWidthsSeconds[w],
+                         BucketStartMicros(std::get<3>(finest),
+                                           kRollupWidthsSeconds[w])}]
+              .rollup;
+      coarse = coarse.empty() ? samples : MergeSortedRollups(coarse, samples);
+    }
+  }
+
+  // Inserts the new buckets and updates the stored ones: no ON CONFLICT,
+  // whose speculative insertion cost a third of these writes' time
+  // (pg_stat_statements, bench/README.md). Sound because the advisory locks
+  // keep every other writer of these agents' rollups (ingest on any server,
+  // rebuilds) out until this commits.
+  void WriteRows(const FreshBuckets& ready, const FreshBuckets& pending) {
     RollupColumns inserted, updated;
-    for (const auto& [key, bucket] : fresh) {
-      const bool stored = !bucket.stored_at.empty();
-      RollupColumns& into = stored ? updated : inserted;
-      into.AddKey(key);
-      into.stats.push_back(EncodeAgentRollup(bucket.rollup, std::get<3>(key)));
-      if (stored) into.rows.push_back(bucket.stored_at);
+    for (const FreshBuckets* rows : {&ready, &pending}) {
+      for (const auto& [key, bucket] : *rows) {
+        const bool stored = !bucket.stored_at.empty();
+        RollupColumns& into = stored ? updated : inserted;
+        into.AddKey(key);
+        into.stats.push_back(
+            EncodeAgentRollup(bucket.rollup, std::get<3>(key), bucket.folding));
+        if (stored) into.rows.push_back(bucket.stored_at);
+      }
     }
     // An insert of a stored bucket fails on the key by itself; an update
     // of a vanished or moved one would drop its stats silently.
@@ -499,40 +645,27 @@ class GroupTransaction {
     }
   }
 
-  // Adds a batch's samples to the finest buckets, then merges those into
-  // the coarser widths, and each bucket into `fresh` once. A bucket holds
-  // its stats by declaration (a slot per declared series), not in a map
-  // by series id: one array slot per sample instead of a map look-up.
-  static void AggregateBatch(const Accepted& a, FreshBuckets& fresh) {
+  // Adds a batch's samples to its finest buckets in `finest`. A bucket holds
+  // its stats by declaration (a slot per declared series) while it is
+  // filled, not in a map by series id: one array slot per sample instead of
+  // a map look-up.
+  static void AggregateBatch(const Accepted& a, FinestBuckets& finest) {
     const MetricBatch& batch = *a.batch;
     if (batch.metric_group != kSystemGroup) return;  // no rollups kept
-    using Buckets = absl::btree_map<int64_t, std::vector<RollupStats>>;
-    constexpr size_t kWidths = std::size(kRollupWidthsSeconds);
-    std::array<Buckets, kWidths> buckets;
     const size_t declared = a.series_ids.size();
-    auto slots = [declared](Buckets& width, int64_t start) -> std::vector<RollupStats>& {
-      std::vector<RollupStats>& stats = width[start];
-      if (stats.empty()) stats.resize(declared);
-      return stats;
-    };
+    absl::btree_map<int64_t, std::vector<RollupStats>> buckets;
     std::vector<RollupStats>* open = nullptr;  // reports come mostly in order
     int64_t open_start = 0;
     for (const Report& report : batch.reports) {
       const int64_t t = report.time_us;
-      const int64_t start = BucketStartMicros(t, kRollupWidthsSeconds[0]);
+      const int64_t start = BucketStartMicros(t, kFinestWidth);
       if (open == nullptr || start != open_start) {
-        open = &slots(buckets[0], start);
+        open = &buckets[start];
+        if (open->empty()) open->resize(declared);
         open_start = start;
       }
       for (size_t v = 0; v < report.values.size(); ++v) {
         (*open)[report.series[v]].Add(t, report.values[v]);
-      }
-    }
-    for (size_t w = 1; w < kWidths; ++w) {
-      for (const auto& [start, finest] : buckets[0]) {
-        std::vector<RollupStats>& coarse =
-            slots(buckets[w], BucketStartMicros(start, kRollupWidthsSeconds[w]));
-        for (size_t d = 0; d < declared; ++d) coarse[d].Merge(finest[d]);
       }
     }
     // The declarations by series id, so each bucket is gathered sorted.
@@ -541,20 +674,17 @@ class GroupTransaction {
     std::sort(by_id.begin(), by_id.end(), [&a](size_t x, size_t y) {
       return a.series_ids[x] < a.series_ids[y];
     });
-    for (size_t w = 0; w < kWidths; ++w) {
-      for (const auto& [start, stats] : buckets[w]) {
-        SortedRollup gathered;
-        gathered.reserve(declared);
-        for (size_t d : by_id) {
-          if (stats[d].count > 0) gathered.emplace_back(a.series_ids[d], stats[d]);
-        }
-        SortedRollup& into = fresh[RollupKey{batch.trial_id, batch.agent_id,
-                                             kRollupWidthsSeconds[w], start}]
-                                 .rollup;
-        // Another batch of the group may have filled it already.
-        into = into.empty() ? std::move(gathered)
-                            : MergeSortedRollups(into, gathered);
+    for (const auto& [start, stats] : buckets) {
+      SortedRollup gathered;
+      gathered.reserve(declared);
+      for (size_t d : by_id) {
+        if (stats[d].count > 0) gathered.emplace_back(a.series_ids[d], stats[d]);
       }
+      SortedRollup& into =
+          finest[RollupKey{batch.trial_id, batch.agent_id, kFinestWidth, start}];
+      // Another batch of the group may have filled it already.
+      into = into.empty() ? std::move(gathered)
+                          : MergeSortedRollups(into, gathered);
     }
   }
 
@@ -615,6 +745,18 @@ std::vector<PreparedStatement> GroupCommitter::Statements() {
     all.push_back(std::move(s));
   }
   return all;
+}
+
+std::vector<SessionSetting> GroupCommitter::Settings() {
+  // Every statement here probes keys, and a prepared statement settles on
+  // the plan it made for the tables as they were then. Made while a table
+  // was a page or two (a new database, before its first ANALYZE), that plan
+  // was a sequential scan, which then read the whole table for every key
+  // until autovacuum analyzed it: at 4000 new streams, each stream's
+  // position cost a scan of 60-86 pages, 8.6 ms a group, and the step fell
+  // behind (bench/README, fan-in, ninth session). A sequential scan is what
+  // none of them should ever do.
+  return {{"enable_seqscan", "off"}};
 }
 
 size_t FinestRollupBuckets(const MetricBatch& batch) {

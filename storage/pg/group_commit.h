@@ -4,8 +4,8 @@
 // or if its trial is unknown or terminal, a unit changes, or the trial would
 // pass its series limit; otherwise store it: raw rows into the profiling
 // partition of `metrics` by COPY, new series into the registry, the packed
-// rollups of every width merged with what is stored, and the stream's
-// position. A batch whose sequence number leaves a gap fails without using
+// rollups merged with what is stored (the finest buckets, and the coarser
+// widths as finest ones are folded: rollup.h), and the stream's position. A batch whose sequence number leaves a gap fails without using
 // its number. The series of all the group's batches are looked up and
 // registered with a fixed number of statements (SeriesResolver); the
 // trials' series counters are locked only just before the commit, and the
@@ -28,6 +28,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "storage/metric_store.h"
+#include "storage/pg/connection.h"
 #include "storage/pg/prepared.h"
 #include "storage/pg/series_resolver.h"
 
@@ -63,6 +64,8 @@ class GroupCommitter {
 
   // The statements Commit runs, to prepare on each writer connection.
   static std::vector<PreparedStatement> Statements();
+  // The settings of each writer connection, made before it prepares them.
+  static std::vector<SessionSetting> Settings();
 
  private:
   const int max_series_per_trial_;

@@ -27,6 +27,33 @@ namespace metrics::storage::pg {
 
 namespace {
 
+// The newest rollup row of width `width_param` (an SQL parameter) of each
+// (trial_id, agent_id) row of `agents_sql`, as trial_id, agent_id, stats,
+// start_us: one backward probe of the primary key (trial_id, agent_id,
+// width_s, bucket_start) per agent. An agent with no such row is left out,
+// or with `keep_agents_without_row` kept with NULL stats.
+std::string NewestFinestBucketsSql(absl::string_view agents_sql,
+                                   absl::string_view width_param,
+                                   bool keep_agents_without_row = false) {
+  return absl::StrCat(
+      "SELECT a.trial_id, a.agent_id, r.stats, r.start_us FROM (", agents_sql,
+      keep_agents_without_row ? ") a LEFT JOIN LATERAL (SELECT stats, "
+                              : ") a CROSS JOIN LATERAL (SELECT stats, ",
+      EpochMicrosSql("bucket_start"),
+      " AS start_us FROM system_rollups r WHERE "
+      "r.trial_id = a.trial_id AND r.agent_id = a.agent_id AND r.width_s = ",
+      width_param, " ORDER BY r.bucket_start DESC LIMIT 1) r",
+      keep_agents_without_row ? " ON true" : "");
+}
+
+// Each agent's newest finest bucket when the coarser widths do not hold it
+// yet (rollup.h), as trial_id, agent_id, stats, start_us: what a read of a
+// coarser width adds. Rows that turn out folded are skipped by the reader.
+std::string UnfoldedBucketsSql(absl::string_view agents_sql) {
+  return NewestFinestBucketsSql(agents_sql,
+                                absl::StrCat(kRollupWidthsSeconds[0]));
+}
+
 // The columns TrialFromRow maps.
 std::string TrialColumnsSql() {
   return absl::StrCat("id, state, ", EpochMicrosSql("created_at"), ", ",
@@ -97,12 +124,18 @@ struct Statements {
                    " FROM series WHERE trial_id = $1 "
                    "ORDER BY metric_group, agent_id, name, gpu_uuid")};
   // Range scans of the primary key (trial_id, agent_id, width_s,
-  // bucket_start), one per agent.
+  // bucket_start), one per agent, and each agent's newest finest bucket
+  // (width_s is then the finest width: kept only if unfolded).
   PreparedStatement rollups_of_agents{
       "rollups_of_agents",
       absl::StrCat("SELECT stats, ", EpochMicrosSql("bucket_start"),
-                   " FROM system_rollups WHERE trial_id = $1 "
-                   "AND agent_id = ANY($2::text[]) AND width_s = $3")};
+                   ", width_s FROM system_rollups WHERE trial_id = $1 "
+                   "AND agent_id = ANY($2::text[]) AND width_s = $3 "
+                   "UNION ALL SELECT u.stats, u.start_us, ",
+                   kRollupWidthsSeconds[0], " FROM (",
+                   UnfoldedBucketsSql("SELECT $1::int AS trial_id, "
+                                      "unnest($2::text[]) AS agent_id"),
+                   ") u")};
   // Raw rows of an agent from a cursor ($3 time, $4 row id) on, in ingest
   // order: a range scan of metrics_profiling_system_idx. The value columns
   // are RawValueColumns' for the series (name $6, GPU $7).
@@ -363,25 +396,6 @@ absl::StatusOr<StreamStart> PgMetricStore::GetStreamStart(
 
 namespace {
 
-// The newest rollup row of width `width_param` (an SQL parameter) of each
-// (trial_id, agent_id) row of `agents_sql`, as trial_id, agent_id, stats,
-// start_us: one backward probe of the primary key (trial_id, agent_id,
-// width_s, bucket_start) per agent. An agent with no such row is left out,
-// or with `keep_agents_without_row` kept with NULL stats.
-std::string NewestFinestBucketsSql(absl::string_view agents_sql,
-                                   absl::string_view width_param,
-                                   bool keep_agents_without_row = false) {
-  return absl::StrCat(
-      "SELECT a.trial_id, a.agent_id, r.stats, r.start_us FROM (", agents_sql,
-      keep_agents_without_row ? ") a LEFT JOIN LATERAL (SELECT stats, "
-                              : ") a CROSS JOIN LATERAL (SELECT stats, ",
-      EpochMicrosSql("bucket_start"),
-      " AS start_us FROM system_rollups r WHERE "
-      "r.trial_id = a.trial_id AND r.agent_id = a.agent_id AND r.width_s = ",
-      width_param, " ORDER BY r.bucket_start DESC LIMIT 1) r",
-      keep_agents_without_row ? " ON true" : "");
-}
-
 // Sets each GPU series' gpu_index: its GPU's rank among the agent's GPUs
 // by the first series id registered for it, which is the order the agent
 // first reported them.
@@ -442,12 +456,16 @@ absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeriesFrom(
             agents.push_back(info.agent_id);  // series are ordered by agent
           }
         }
+        // The newest finest buckets hold what the coarsest do not yet.
         for (const auto& row : tx.exec_prepared(
                  Sql().rollups_of_agents.name, trial_id, TextArray(agents),
                  kRollupWidthsSeconds[std::size(kRollupWidthsSeconds) - 1])) {
+          const std::string bytes = DecodeByteaHex(row[0].as<std::string>());
+          if (row[2].as<int>() == kRollupWidthsSeconds[0] && !IsUnfolded(bytes)) {
+            continue;
+          }
           absl::StatusOr<AgentRollup> rollup =
-              DecodeAgentRollup(DecodeByteaHex(row[0].as<std::string>()),
-                                row[1].as<int64_t>());
+              DecodeAgentRollup(bytes, row[1].as<int64_t>());
           if (!rollup.ok()) return rollup.status();
           for (const auto& [id, stats] : *rollup) {
             auto it = by_id.find(id);
@@ -684,15 +702,32 @@ absl::Status PgMetricStore::ReadRollupsFrom(
         sink.Restart();
         // DECLARE takes no parameters: the numbers are written out, the
         // agents quoted.
+        const std::string agent_array =
+            absl::StrCat(tx.quote(TextArray(agents)), "::text[]");
+        // A coarser width's buckets lack their agent's newest finest bucket
+        // while it is unfolded (rollup.h): it comes after them, the rows of
+        // the coarser width first where the starts are equal, and merges
+        // into the bucket holding it. One statement, so one snapshot.
+        const bool coarser = width_s != kRollupWidthsSeconds[0];
         tx.exec(absl::StrCat(
-            "DECLARE rollup_rows NO SCROLL CURSOR FOR SELECT agent_id, ",
+            "DECLARE rollup_rows NO SCROLL CURSOR FOR SELECT agent_id, "
+            "start_us, stats, width_s FROM (SELECT agent_id, ",
             EpochMicrosSql("bucket_start"),
-            ", stats FROM system_rollups WHERE trial_id = ", trial_id,
-            " AND agent_id = ANY(", tx.quote(TextArray(agents)),
-            "::text[]) AND width_s = ", width_s, " AND bucket_start >= ",
+            " AS start_us, stats, width_s FROM system_rollups WHERE trial_id = ",
+            trial_id,
+            " AND agent_id = ANY(", agent_array, ") AND width_s = ", width_s,
+            " AND bucket_start >= ",
             TimestampFromMicrosSql(absl::StrCat(from_us)),
             " AND bucket_start < ", TimestampFromMicrosSql(absl::StrCat(to_us)),
-            " ORDER BY agent_id, bucket_start"));
+            coarser ? absl::StrCat(
+                          " UNION ALL SELECT u.agent_id, u.start_us, "
+                          "u.stats, ", kRollupWidthsSeconds[0], " FROM (",
+                          UnfoldedBucketsSql(absl::StrCat(
+                              "SELECT ", trial_id, " AS trial_id, unnest(",
+                              agent_array, ") AS agent_id")),
+                          ") u")
+                    : "",
+            ") r ORDER BY agent_id, start_us, width_s DESC"));
         const std::string fetch =
             absl::StrCat("FETCH ", kRowsPerFetch, " FROM rollup_rows");
         RollupRow r;
@@ -700,10 +735,18 @@ absl::Status PgMetricStore::ReadRollupsFrom(
           const pqxx::result rows = tx.exec(fetch);
           for (const auto& row : rows) {
             r.agent_id = row[0].as<std::string>();
-            r.bucket_start_us = row[1].as<int64_t>();
+            const int64_t start = row[1].as<int64_t>();
+            const std::string bytes = DecodeByteaHex(row[2].c_str());
+            r.bucket_start_us = start;
+            if (coarser && row[3].as<int>() == kRollupWidthsSeconds[0]) {
+              r.bucket_start_us = BucketStartMicros(start, width_s);
+              if (!IsUnfolded(bytes) || r.bucket_start_us < from_us ||
+                  r.bucket_start_us >= to_us) {
+                continue;
+              }
+            }
             absl::StatusOr<AgentRollup> stats =
-                DecodeAgentRollup(DecodeByteaHex(row[2].c_str()),
-                                  r.bucket_start_us, wanted);
+                DecodeAgentRollup(bytes, start, wanted);
             if (!stats.ok()) return stats.status();
             r.stats = *std::move(stats);
             sink.Take(r);

@@ -5,7 +5,9 @@
 
 #include <pqxx/connection>
 #include <pqxx/nontransaction>
+#include <pqxx/binarystring>
 #include <pqxx/result>
+#include <pqxx/transaction>
 
 #include <algorithm>
 #include <atomic>
@@ -20,7 +22,11 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "storage/pg/sql_arrays.h"
+#include "storage/pg/sql_time.h"
 #include "storage/pg/testing/pg_checks.h"
+#include "storage/rollup.h"
+#include "storage/rollup_codec.h"
 #include "tests/testing/test_database.h"
 
 namespace metrics::storage::pg {
@@ -253,9 +259,10 @@ TEST_F(PgMetricStoreTest, StoresRawRowRegistryRollupsAndPosition) {
   EXPECT_EQ(Scalar("SELECT last_sequence FROM ingest_positions WHERE "
                    "trial_id = 7 AND stream_id = 'agent-1-stream'"),
             "1");
-  EXPECT_EQ(Scalar("SELECT string_agg(width_s::text, ',' ORDER BY width_s) "
-                   "FROM system_rollups"),
-            "10,60,600,3600,7200,21600");
+  // The agent's first bucket, not yet folded into the coarser widths.
+  EXPECT_EQ(Scalar("SELECT string_agg(width_s || ':' || get_byte(stats, 0), "
+                   "',' ORDER BY width_s) FROM system_rollups"),
+            "10:3");
   ASSERT_OK_AND_ASSIGN(StreamStart start,
                        store_->GetStreamStart(7, "agent-1-stream", Deadline()));
   EXPECT_EQ(start.trial.id, 7);
@@ -453,6 +460,144 @@ TEST_F(PgMetricStoreTest, RollupsMergeAcrossGapsAndLeaveBucketsBetweenAlone) {
                            SharedDatabase()->url(),
                            "SELECT count(*) FROM system_rollups WHERE width_s = 10"));
   EXPECT_EQ(ten_second, "5");
+}
+
+// Collects what a rollup read hands over: per series id, the buckets' stats
+// merged by bucket start, as the query engine merges them.
+class CollectingSink : public RollupSink {
+ public:
+  void Restart() override { buckets.clear(); }
+  void Take(const RollupRow& row) override {
+    for (const auto& [id, stats] : row.stats) {
+      const auto [it, added] = buckets[id].try_emplace(row.bucket_start_us, stats);
+      if (!added) it->second.Merge(stats);
+    }
+  }
+  std::map<int64_t, std::map<int64_t, RollupStats>> buckets;
+};
+
+// A report in its agent's newest finest bucket is written to that bucket
+// alone; the bucket is folded into the coarser widths when a newer one
+// starts, and a late report goes to every width at once (rollup.h). Reads
+// of a coarser width and the series' extents count the unfolded bucket.
+TEST_F(PgMetricStoreTest, TheNewestFinestBucketIsFoldedWhenANewerOneStarts) {
+  MakeTrial(7);
+  const auto at = [](int64_t sequence, int second) {
+    MetricBatch batch = Batch(7, sequence);
+    batch.reports[0].time_us = absl::ToUnixMicros(kT0 + absl::Seconds(second));
+    batch.reports[0].values = {1.0 * second, 2.0 * second, 3.0 * second};
+    return batch;
+  };
+  // Width and version byte of each row, in order.
+  const auto rows = [] {
+    return Scalar(
+        "SELECT string_agg(width_s || ':' || get_byte(stats, 0), ' ' ORDER BY "
+        "width_s, bucket_start) FROM system_rollups");
+  };
+  const auto coarser_versions = [] {
+    return Scalar(
+        "SELECT string_agg(ctid::text || xmin::text, ' ' ORDER BY width_s) "
+        "FROM system_rollups WHERE width_s > 10");
+  };
+  ASSERT_EQ(Submit(at(1, 1)).kind, BatchOutcome::Kind::kStored);
+  ASSERT_EQ(Submit(at(2, 2)).kind, BatchOutcome::Kind::kStored);
+  EXPECT_EQ(rows(), "10:3");  // unfolded; no coarser bucket yet
+  ASSERT_OK(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
+
+  ASSERT_EQ(Submit(at(3, 12)).kind, BatchOutcome::Kind::kStored);
+  const std::string after_fold =
+      "10:2 10:3 60:2 600:2 3600:2 7200:2 21600:2";
+  EXPECT_EQ(rows(), after_fold);
+  const std::string versions = coarser_versions();
+  ASSERT_EQ(Submit(at(4, 13)).kind, BatchOutcome::Kind::kStored);
+  EXPECT_EQ(rows(), after_fold);
+  EXPECT_EQ(coarser_versions(), versions);  // not rewritten
+  ASSERT_OK(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
+
+  ASSERT_EQ(Submit(at(5, 3)).kind, BatchOutcome::Kind::kStored);  // late
+  EXPECT_EQ(rows(), after_fold);
+  EXPECT_NE(coarser_versions(), versions);
+  ASSERT_OK_AND_ASSIGN(int64_t compared,
+                       test_util::CheckRollupsMatchRawRows(
+                           SharedDatabase()->url(), 7));
+  EXPECT_EQ(compared, 3 * (2 + 5));
+
+  // Each series: samples at 1, 2, 3 (folded) and 12, 13 (unfolded).
+  ASSERT_OK_AND_ASSIGN(std::vector<SeriesInfo> series,
+                       store_->ListSeries(7, /*extents=*/true, Deadline()));
+  ASSERT_EQ(series.size(), 3u);
+  for (const SeriesInfo& info : series) {
+    EXPECT_EQ(info.sample_count, 5) << info.series_id;
+    EXPECT_EQ(info.first_time_us, absl::ToUnixMicros(kT0 + absl::Seconds(1)));
+    EXPECT_EQ(info.last_time_us, absl::ToUnixMicros(kT0 + absl::Seconds(13)));
+  }
+  const int64_t minute = BucketStartMicros(absl::ToUnixMicros(kT0), 60);
+  for (int width : {60, 600, 21600}) {
+    CollectingSink sink;
+    const int64_t start = BucketStartMicros(absl::ToUnixMicros(kT0), width);
+    ASSERT_OK(store_->ReadRollups(7, {"agent-1"}, width,
+                                  {series[0].series_id}, start,
+                                  start + int64_t{width} * 1000000, Deadline(),
+                                  sink));
+    ASSERT_EQ(sink.buckets.size(), 1u) << width;
+    const std::map<int64_t, RollupStats>& got = sink.buckets.begin()->second;
+    ASSERT_EQ(got.size(), 1u) << width;
+    EXPECT_EQ(got.begin()->first, start);
+    const RollupStats& stats = got.begin()->second;
+    EXPECT_EQ(stats.count, 5) << width;
+    EXPECT_EQ(stats.sum, 1 + 2 + 3 + 12 + 13) << width;
+    EXPECT_EQ(stats.max, 13) << width;
+    EXPECT_EQ(stats.last_value, 13) << width;
+  }
+  // A window that ends before the unfolded bucket's minute leaves it out.
+  CollectingSink before;
+  ASSERT_OK(store_->ReadRollups(7, {"agent-1"}, 60, {series[0].series_id},
+                                minute - 60000000, minute, Deadline(), before));
+  EXPECT_TRUE(before.buckets.empty());
+}
+
+// A newest finest bucket written folded (by versions before folding, which
+// wrote every width for each report) takes later reports in every width.
+TEST_F(PgMetricStoreTest, ANewestBucketWrittenFoldedTakesReportsInEveryWidth) {
+  MakeTrial(7);
+  ASSERT_EQ(Submit(Batch(7, 1)).kind, BatchOutcome::Kind::kStored);
+  // What those versions left: the bucket in every width, all folded.
+  {
+    pqxx::connection conn(SharedDatabase()->url());
+    pqxx::work tx(conn);
+    const pqxx::result finest = tx.exec(absl::StrCat(
+        "SELECT ", EpochMicrosSql("bucket_start"),
+        ", stats FROM system_rollups WHERE width_s = 10"));
+    ASSERT_EQ(finest.size(), 1u);
+    const int64_t start = finest[0][0].as<int64_t>();
+    ASSERT_OK_AND_ASSIGN(
+        AgentRollup rollup,
+        DecodeAgentRollup(DecodeByteaHex(finest[0][1].as<std::string>()), start));
+    tx.exec("DELETE FROM system_rollups");
+    for (int width : kRollupWidthsSeconds) {
+      const int64_t bucket = BucketStartMicros(start, width);
+      tx.exec_params(
+          absl::StrCat("INSERT INTO system_rollups (trial_id, agent_id, "
+                       "width_s, bucket_start, stats) VALUES (7, 'agent-1', $1, ",
+                       TimestampFromMicrosSql("$2::bigint"), ", $3)"),
+          width, bucket,
+          pqxx::binarystring(EncodeAgentRollup(rollup, bucket, Folding::kFolded)));
+    }
+    tx.commit();
+  }
+  ASSERT_OK(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
+  ASSERT_EQ(Submit(Batch(7, 2)).kind, BatchOutcome::Kind::kStored);  // same bucket
+  ASSERT_OK(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
+  MetricBatch newer = Batch(7, 3);
+  newer.reports[0].time_us = absl::ToUnixMicros(kT0 + absl::Seconds(12));
+  ASSERT_EQ(Submit(newer).kind, BatchOutcome::Kind::kStored);
+  ASSERT_OK_AND_ASSIGN(int64_t compared,
+                       test_util::CheckRollupsMatchRawRows(
+                           SharedDatabase()->url(), 7));
+  EXPECT_EQ(compared, 3 * (2 + 5));
+  EXPECT_EQ(Scalar("SELECT count(*) FROM system_rollups "
+                   "WHERE width_s = 10 AND get_byte(stats, 0) = 3"),
+            "1");
 }
 
 // Rows written before migration 0004 keep their jsonb: raw reads and

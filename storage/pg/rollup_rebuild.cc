@@ -32,26 +32,30 @@ constexpr int kRowsPerFetch = 5000;
 constexpr size_t kBucketsPerInsert = 2000;
 
 // Accumulates one agent's buckets in time order and writes each when time
-// has moved past it.
+// has moved past it. Finest buckets are folded into the coarser widths as
+// they close, and the newest is left unfolded: what ingest leaves
+// (rollup.h).
 class AgentRebuild {
  public:
   AgentRebuild(pqxx::work& tx, int32_t trial, std::string agent)
       : tx_(tx), trial_(trial), agent_(std::move(agent)) {}
 
   void Add(int64_t time_us, int64_t series_id, double value) {
-    for (size_t w = 0; w < kWidths; ++w) {
-      const int64_t start = BucketStartMicros(time_us, kRollupWidthsSeconds[w]);
-      if (open_[w].has_value() && *open_[w] != start) Close(w);
-      open_[w] = start;
-      stats_[w][series_id].Add(time_us, value);
+    const int64_t start = BucketStartMicros(time_us, kRollupWidthsSeconds[0]);
+    if (open_[0].has_value() && *open_[0] != start) {
+      FoldFinest();
+      Close(0, Folding::kFolded);
     }
+    open_[0] = start;
+    stats_[0][series_id].Add(time_us, value);
     ++samples_;
   }
 
   // Writes what is still open; returns the buckets written.
   int64_t Finish() {
-    for (size_t w = 0; w < kWidths; ++w) {
-      if (open_[w].has_value()) Close(w);
+    if (open_[0].has_value()) Close(0, Folding::kUnfolded);
+    for (size_t w = 1; w < kWidths; ++w) {
+      if (open_[w].has_value()) Close(w, Folding::kFolded);
     }
     Flush();
     return written_;
@@ -60,10 +64,20 @@ class AgentRebuild {
   int64_t samples() const { return samples_; }
 
  private:
-  void Close(size_t w) {
+  // Adds the open finest bucket to the coarser widths' buckets holding it.
+  void FoldFinest() {
+    for (size_t w = 1; w < kWidths; ++w) {
+      const int64_t start = BucketStartMicros(*open_[0], kRollupWidthsSeconds[w]);
+      if (open_[w].has_value() && *open_[w] != start) Close(w, Folding::kFolded);
+      open_[w] = start;
+      MergeAgentRollup(stats_[w], stats_[0]);
+    }
+  }
+
+  void Close(size_t w, Folding folding) {
     widths_.push_back(kRollupWidthsSeconds[w]);
     starts_.push_back(*open_[w]);
-    blobs_.push_back(EncodeAgentRollup(stats_[w], *open_[w]));
+    blobs_.push_back(EncodeAgentRollup(stats_[w], *open_[w], folding));
     stats_[w].clear();
     open_[w].reset();
     if (blobs_.size() >= kBucketsPerInsert) Flush();

@@ -1,6 +1,7 @@
 // The ingest writer's per-group statements against a real PostgreSQL whose
 // tables hold many rows (a row per stream and per series ever ingested):
-// each look-up probes its key with an index scan, and stored rollup rows
+// each look-up probes its key with an index scan (each agent's newest
+// finest rollup bucket a backward one), and stored rollup rows
 // are updated at the address the read found them (a TID scan), under the
 // custom plans of a prepared statement's first runs and the generic plan
 // it then settles on. As joins, the look-ups were planned as a hash of the
@@ -19,6 +20,7 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "storage/pg/connection.h"
 #include "storage/pg/group_commit.h"
 #include "storage/pg/prepared.h"
 #include "storage/pg/sql_arrays.h"
@@ -113,6 +115,64 @@ TEST_F(WriterPlansTest, SeriesAreLookedUpByTheirLabels) {
     EXPECT_THAT(plan, HasSubstr("Index Scan using series_labels_key"));
     EXPECT_THAT(plan, Not(HasSubstr("Seq Scan on series")));
   }
+}
+
+TEST_F(WriterPlansTest, EachAgentsNewestFinestBucketIsProbedByKey) {
+  std::vector<int64_t> trials;
+  std::vector<std::string> agents;
+  for (int g = 1; g <= 20000; g += 800) {  // a chunk of 25 agents
+    trials.push_back(g % 2000);
+    agents.push_back(absl::StrCat("agent-", g));
+  }
+  for (const std::string& plan :
+       Plans("newest_finest",
+             {IntArray(trials), TextArray(agents), "10"})) {
+    EXPECT_THAT(plan, HasSubstr("Index Scan Backward using system_rollups_pkey"));
+    EXPECT_THAT(plan, Not(HasSubstr("Seq Scan on system_rollups")));
+  }
+}
+
+// A writer connection's statements settle on a plan made for the tables as
+// they were then: on a table of a few rows (a new database), that was a
+// sequential scan, kept as the table grew until autovacuum analyzed it. The
+// writer's settings keep it a probe of the key.
+TEST_F(WriterPlansTest, PlansMadeWhileATableWasTinyStillProbeOnceItGrew) {
+  {
+    pqxx::nontransaction tx(*conn_);
+    tx.exec("ALTER TABLE ingest_positions SET (autovacuum_enabled = false)");
+    tx.exec("TRUNCATE ingest_positions");
+    tx.exec(
+        "INSERT INTO ingest_positions (trial_id, stream_id, last_sequence) "
+        "SELECT g, 'stream-' || g, 1 FROM generate_series(1, 4) g");
+    tx.exec("ANALYZE ingest_positions");
+  }
+  const auto settled_plan = [&](const std::vector<SessionSetting>& settings) {
+    absl::StatusOr<std::unique_ptr<pqxx::connection>> writer = Connect(
+        db_->url(), "writer", GroupCommitter::Statements(), settings);
+    EXPECT_OK(writer);
+    if (!writer.ok()) return std::string();
+    pqxx::nontransaction tx(**writer);
+    for (int i = 0; i < 10; ++i) {  // past the custom plans of the first runs
+      tx.exec_prepared("read_positions", IntArray({1, 2}),
+                       TextArray({"stream-1", "stream-2"}));
+    }
+    tx.exec(
+        "INSERT INTO ingest_positions (trial_id, stream_id, last_sequence) "
+        "SELECT g % 2000, 'stream-' || g, 1 FROM generate_series(5, 20000) g");
+    std::string plan;
+    for (const auto& row : tx.exec(
+             "EXPLAIN EXECUTE read_positions('{1, 2}', '{stream-1, stream-2}')")) {
+      absl::StrAppend(&plan, row[0].c_str(), "\n");
+    }
+    tx.exec("DELETE FROM ingest_positions WHERE last_sequence = 1 AND "
+            "stream_id <> ALL('{stream-1, stream-2, stream-3, stream-4}')");
+    return plan;
+  };
+  // The hazard, on a connection without them.
+  EXPECT_THAT(settled_plan({}), HasSubstr("Seq Scan on ingest_positions"));
+  const std::string plan = settled_plan(GroupCommitter::Settings());
+  EXPECT_THAT(plan, HasSubstr("Index Scan using ingest_positions_pkey"));
+  EXPECT_THAT(plan, Not(HasSubstr("Seq Scan")));
 }
 
 TEST_F(WriterPlansTest, StoredRollupsAreUpdatedWhereTheyWereRead) {

@@ -9,11 +9,13 @@
 #include <pqxx/result>
 #include <pqxx/transaction>
 
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <tuple>
+#include <vector>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -81,17 +83,48 @@ absl::StatusOr<int64_t> CheckRollupsMatchRawRows(const std::string& url,
     pqxx::nontransaction tx(conn);
     using Key = std::tuple<std::string, int64_t, int, int64_t>;
     std::map<Key, RollupStats> stored;
+    // Per agent: its newest finest bucket, and its unfolded ones.
+    struct Finest {
+      int64_t newest = INT64_MIN;
+      std::vector<std::pair<int64_t, AgentRollup>> unfolded;
+    };
+    std::map<std::string, Finest> finest;
     for (const auto& row : tx.exec_params(
              absl::StrCat("SELECT agent_id, width_s, ",
                           EpochMicrosSql("bucket_start"),
                           ", stats FROM system_rollups WHERE trial_id = $1"),
              trial_id)) {
-      ASSIGN_OR_RETURN(AgentRollup rollup,
-                       DecodeAgentRollup(DecodeByteaHex(row[3].as<std::string>()),
-                                         row[2].as<int64_t>()));
+      const std::string agent = row[0].as<std::string>();
+      const int width = row[1].as<int>();
+      const int64_t start = row[2].as<int64_t>();
+      const std::string bytes = DecodeByteaHex(row[3].as<std::string>());
+      ASSIGN_OR_RETURN(AgentRollup rollup, DecodeAgentRollup(bytes, start));
+      if (width == kRollupWidthsSeconds[0]) {
+        finest[agent].newest = std::max(finest[agent].newest, start);
+        if (IsUnfolded(bytes)) finest[agent].unfolded.emplace_back(start, rollup);
+      }
       for (const auto& [series_id, stats] : rollup) {
-        stored[{row[0].as<std::string>(), series_id, row[1].as<int>(),
-                row[2].as<int64_t>()}] = stats;
+        stored[{agent, series_id, width, start}] = stats;
+      }
+    }
+    // An unfolded bucket is its agent's newest finest one, which the
+    // coarser widths do not hold yet: added to them here, as readers do.
+    for (const auto& [agent, f] : finest) {
+      for (const auto& [start, rollup] : f.unfolded) {
+        if (start != f.newest || f.unfolded.size() > 1) {
+          return absl::InternalError(absl::StrCat(
+              "agent ", agent, " has an unfolded finest bucket at ", start,
+              " that is not its newest (", f.newest, ")"));
+        }
+        for (size_t w = 1; w < std::size(kRollupWidthsSeconds); ++w) {
+          const int width = kRollupWidthsSeconds[w];
+          for (const auto& [series_id, stats] : rollup) {
+            const auto [it, added] = stored.try_emplace(
+                Key{agent, series_id, width, BucketStartMicros(start, width)},
+                stats);
+            if (!added) it->second.Merge(stats);
+          }
+        }
       }
     }
     int64_t compared = 0;

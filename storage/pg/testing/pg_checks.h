@@ -23,8 +23,9 @@ namespace metrics::storage::pg::test_util {
 // Compares every stored rollup bucket of `trial_id` (all agents, series and
 // widths) with the same aggregate computed by plain SQL over the raw rows
 // of `metrics`: count, min, max, first and last exactly, sum to 1e-9
-// relative. OK, or INTERNAL describing the first difference. Returns the
-// number of buckets compared.
+// relative. Each agent's unfolded finest bucket is added to the coarser
+// widths first, as readers do, and must be its newest one. OK, or INTERNAL
+// describing the first difference. Returns the number of buckets compared.
 absl::StatusOr<int64_t> CheckRollupsMatchRawRows(const std::string& url,
                                                  int32_t trial_id);
 
