@@ -19,6 +19,7 @@
 #include "common/command_line.h"
 #include "common/database_url.h"
 #include "common/logging.h"
+#include "common/memory_trimmer.h"
 #include "common/stop_signals.h"
 #include "common/time_format.h"
 #include "server/metrics_server.h"
@@ -226,6 +227,8 @@ int Run() {
             << (options.web.root.empty() ? "" : "; profiler page: /") << ")"
             << std::endl;
   metrics::common::LogInfo("metricsd serving");
+  // Streams come and go by the thousand; see memory_trimmer.h.
+  const metrics::common::MemoryTrimmer trimmer(absl::Seconds(10));
 
   const int signal_number = metrics::common::WaitForStopSignal(stop_signals);
   metrics::common::LogInfo("received ", strsignal(signal_number),

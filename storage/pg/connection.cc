@@ -33,6 +33,10 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
       });
 }
 
+std::vector<SessionSetting> KeyedAccessSettings() {
+  return {{"enable_seqscan", "off"}};
+}
+
 absl::StatusOr<std::string> WithConnectionOptions(
     const std::string& url,
     const std::vector<std::pair<std::string, std::string>>& options) {

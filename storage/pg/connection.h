@@ -34,6 +34,16 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     const std::vector<PreparedStatement>& statements = {},
     const std::vector<SessionSetting>& settings = {});
 
+// The settings of connections whose statements all find rows by key (the
+// ingest writer's, the service's reads): no sequential scans. A prepared
+// statement settles on the plan it made for the tables as they were then;
+// made while a table was a page or two (a new database, before autovacuum
+// first analyzed it), that was a sequential scan, kept as the table grew:
+// at 4000 new streams, each stream's position cost a scan of 60-86 pages,
+// 8.6 ms a group commit, and ingest fell behind (bench/README, fan-in,
+// ninth session).
+std::vector<SessionSetting> KeyedAccessSettings();
+
 // `url` with libpq connection options added (or replacing its own), as a
 // keyword string: for example {"connect_timeout", "5"}. INVALID_ARGUMENT
 // when libpq cannot parse `url`.

@@ -67,7 +67,7 @@ absl::StatusOr<ConnectionPool::Lease> ConnectionPool::Acquire(
   dead.clear();
   absl::StatusOr<std::unique_ptr<pqxx::connection>> conn =
       Connect(options_.database_url, options_.application_name,
-              options_.statements);
+              options_.statements, options_.settings);
   if (!conn.ok()) {
     absl::MutexLock lock(&mu_);
     --open_;

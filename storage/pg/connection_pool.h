@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "storage/pg/connection.h"
 #include "storage/pg/prepared.h"
 
 namespace metrics::storage::pg {
@@ -31,8 +32,9 @@ struct ConnectionPoolOptions {
   std::string database_url;  // "" for the PG* variables
   std::string application_name = "metricsd";
   int size = 4;  // connections at most
-  // Prepared on every connection the pool opens.
+  // Prepared on every connection the pool opens, after these settings.
   std::vector<PreparedStatement> statements;
+  std::vector<SessionSetting> settings;
 };
 
 class ConnectionPool {

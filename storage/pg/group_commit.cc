@@ -747,18 +747,6 @@ std::vector<PreparedStatement> GroupCommitter::Statements() {
   return all;
 }
 
-std::vector<SessionSetting> GroupCommitter::Settings() {
-  // Every statement here probes keys, and a prepared statement settles on
-  // the plan it made for the tables as they were then. Made while a table
-  // was a page or two (a new database, before its first ANALYZE), that plan
-  // was a sequential scan, which then read the whole table for every key
-  // until autovacuum analyzed it: at 4000 new streams, each stream's
-  // position cost a scan of 60-86 pages, 8.6 ms a group, and the step fell
-  // behind (bench/README, fan-in, ninth session). A sequential scan is what
-  // none of them should ever do.
-  return {{"enable_seqscan", "off"}};
-}
-
 size_t FinestRollupBuckets(const MetricBatch& batch) {
   if (batch.metric_group != kSystemGroup) return 0;
   std::vector<int64_t> starts;

@@ -28,7 +28,6 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "storage/metric_store.h"
-#include "storage/pg/connection.h"
 #include "storage/pg/prepared.h"
 #include "storage/pg/series_resolver.h"
 
@@ -62,10 +61,9 @@ class GroupCommitter {
   absl::StatusOr<std::vector<BatchOutcome>> Commit(
       pqxx::connection& conn, const std::vector<PendingBatch*>& group);
 
-  // The statements Commit runs, to prepare on each writer connection.
+  // The statements Commit runs, to prepare on each writer connection (with
+  // KeyedAccessSettings).
   static std::vector<PreparedStatement> Statements();
-  // The settings of each writer connection, made before it prepares them.
-  static std::vector<SessionSetting> Settings();
 
  private:
   const int max_series_per_trial_;

@@ -142,7 +142,7 @@ class IngestWriter::Lane {
       absl::StatusOr<std::unique_ptr<pqxx::connection>> conn =
           Connect(writer_->options_.database_url,
                   absl::StrCat("metricsd-writer-", index_),
-                  GroupCommitter::Statements(), GroupCommitter::Settings());
+                  GroupCommitter::Statements(), KeyedAccessSettings());
       if (!conn.ok()) return conn.status();
       conn_ = *std::move(conn);
     }

@@ -224,7 +224,8 @@ class PgMetricStore::PrimaryView : public MetricStoreWrapper {
 PgMetricStore::PgMetricStore(PgMetricStoreOptions options)
     : options_(std::move(options)),
       pool_(ConnectionPoolOptions{options_.database_url, "metricsd",
-                                  options_.pool_size, Sql().All()}),
+                                  options_.pool_size, Sql().All(),
+                                  KeyedAccessSettings()}),
       notifier_(options_.database_url) {
   IngestWriterOptions writer = options_.writer;
   writer.database_url = options_.database_url;

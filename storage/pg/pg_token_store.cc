@@ -48,7 +48,8 @@ absl::Status UnknownToken() { return absl::NotFoundError("no such token"); }
 
 PgTokenStore::PgTokenStore(std::string database_url)
     : pool_(ConnectionPoolOptions{
-          std::move(database_url), "metricsd-tokens", 2, {}}) {}
+          std::move(database_url), "metricsd-tokens", 2, {},
+          KeyedAccessSettings()}) {}
 
 absl::StatusOr<CreatedToken> PgTokenStore::Create(const TokenRequest& request,
                                                   absl::Time deadline) {

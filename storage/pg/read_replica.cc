@@ -60,7 +60,8 @@ absl::Duration ReplicaLag::Observe(
 ReadReplica::ReadReplica(ReadReplicaOptions options)
     : options_(std::move(options)),
       pool_(ConnectionPoolOptions{ReadPoolUrl(options_.standby_url), "metricsd",
-                                  options_.pool_size, options_.statements}) {
+                                  options_.pool_size, options_.statements,
+                                  KeyedAccessSettings()}) {
   monitor_ = std::thread([this] { Monitor(); });
 }
 

@@ -134,8 +134,8 @@ TEST_F(WriterPlansTest, EachAgentsNewestFinestBucketIsProbedByKey) {
 
 // A writer connection's statements settle on a plan made for the tables as
 // they were then: on a table of a few rows (a new database), that was a
-// sequential scan, kept as the table grew until autovacuum analyzed it. The
-// writer's settings keep it a probe of the key.
+// sequential scan, kept as the table grew until autovacuum analyzed it.
+// KeyedAccessSettings keep it a probe of the key.
 TEST_F(WriterPlansTest, PlansMadeWhileATableWasTinyStillProbeOnceItGrew) {
   {
     pqxx::nontransaction tx(*conn_);
@@ -170,7 +170,7 @@ TEST_F(WriterPlansTest, PlansMadeWhileATableWasTinyStillProbeOnceItGrew) {
   };
   // The hazard, on a connection without them.
   EXPECT_THAT(settled_plan({}), HasSubstr("Seq Scan on ingest_positions"));
-  const std::string plan = settled_plan(GroupCommitter::Settings());
+  const std::string plan = settled_plan(KeyedAccessSettings());
   EXPECT_THAT(plan, HasSubstr("Index Scan using ingest_positions_pkey"));
   EXPECT_THAT(plan, Not(HasSubstr("Seq Scan")));
 }
