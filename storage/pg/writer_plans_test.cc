@@ -84,15 +84,22 @@ class WriterPlansTest : public ::testing::Test {
   std::unique_ptr<pqxx::connection> conn_;
 };
 
-TEST_F(WriterPlansTest, StreamPositionsAreReadByKey) {
+// Every `step`th of the 20 000 (trial, `prefix` + number) keys SetUp made,
+// as the arrays of trials and names a statement takes.
+std::vector<std::string> KeyArrays(const std::string& prefix, int step) {
   std::vector<int64_t> trials;
-  std::vector<std::string> streams;
-  for (int g = 1; g <= 20000; g += 200) {  // a group of 100 streams
+  std::vector<std::string> names;
+  for (int g = 1; g <= 20000; g += step) {
     trials.push_back(g % 2000);
-    streams.push_back(absl::StrCat("stream-", g));
+    names.push_back(absl::StrCat(prefix, g));
   }
+  return {IntArray(trials), TextArray(names)};
+}
+
+TEST_F(WriterPlansTest, StreamPositionsAreReadByKey) {
+  // A group of 100 streams.
   for (const std::string& plan :
-       Plans("read_positions", {IntArray(trials), TextArray(streams)})) {
+       Plans("read_positions", KeyArrays("stream-", 200))) {
     EXPECT_THAT(plan, HasSubstr("Index Scan using ingest_positions_pkey"));
     EXPECT_THAT(plan, Not(HasSubstr("Seq Scan on ingest_positions")));
   }
@@ -118,15 +125,9 @@ TEST_F(WriterPlansTest, SeriesAreLookedUpByTheirLabels) {
 }
 
 TEST_F(WriterPlansTest, EachAgentsNewestFinestBucketIsProbedByKey) {
-  std::vector<int64_t> trials;
-  std::vector<std::string> agents;
-  for (int g = 1; g <= 20000; g += 800) {  // a chunk of 25 agents
-    trials.push_back(g % 2000);
-    agents.push_back(absl::StrCat("agent-", g));
-  }
-  for (const std::string& plan :
-       Plans("newest_finest",
-             {IntArray(trials), TextArray(agents), "10"})) {
+  std::vector<std::string> args = KeyArrays("agent-", 800);  // 25 agents
+  args.push_back("10");
+  for (const std::string& plan : Plans("newest_finest", args)) {
     EXPECT_THAT(plan, HasSubstr("Index Scan Backward using system_rollups_pkey"));
     EXPECT_THAT(plan, Not(HasSubstr("Seq Scan on system_rollups")));
   }
