@@ -500,7 +500,7 @@ class GroupTransaction {
           row.rollup = MergeSortedRollups(stored->rollup, samples);
           row.stored_at = stored->stored_at;
           if (!stored->unfolded) {
-            Fold(key, samples, pending);  // folded by a rebuild, or before 0.9
+            Fold(key, samples, pending);  // written folded, by an older version
             continue;
           }
         } else {
