@@ -23,6 +23,7 @@
 #include "storage/pg/copy_rows.h"
 #include "storage/pg/lock_keys.h"
 #include "storage/pg/pg_errors.h"
+#include "storage/pg/rollup_sql.h"
 #include "storage/pg/series_resolver.h"
 #include "storage/pg/sql_arrays.h"
 #include "storage/pg/sql_time.h"
@@ -94,17 +95,13 @@ struct Statements {
                    "AND r.bucket_start BETWEEN ",
                    TimestampFromMicrosSql("k.from_us"), " AND ",
                    TimestampFromMicrosSql("k.to_us"))};
-  // Each agent's newest finest bucket: one backward probe of the primary
-  // key per agent.
+  // Each agent's newest finest bucket, and where it is.
   PreparedStatement newest_finest{
       "newest_finest",
-      absl::StrCat("SELECT k.trial_id, k.agent_id, r.start_us, r.stats, r.ctid "
-                   "FROM unnest($1::int[], $2::text[]) AS k(trial_id, agent_id) "
-                   "CROSS JOIN LATERAL (SELECT ",
-                   EpochMicrosSql("r.bucket_start"),
-                   " AS start_us, r.stats, r.ctid FROM system_rollups r "
-                   "WHERE r.trial_id = k.trial_id AND r.agent_id = k.agent_id "
-                   "AND r.width_s = $3 ORDER BY r.bucket_start DESC LIMIT 1) r")};
+      NewestRollupRowsSql("SELECT * FROM unnest($1::int[], $2::text[]) "
+                          "AS k(trial_id, agent_id)",
+                          "$3", /*keep_agents_without_row=*/false,
+                          /*with_row_address=*/true)};
   PreparedStatement insert_rollups{
       "insert_rollups",
       absl::StrCat(
@@ -546,8 +543,8 @@ class GroupTransaction {
                            TextArray(agents), kFinestWidth)) {
       NewestBucket& bucket =
           newest[AgentKey{row[0].as<int32_t>(), row[1].as<std::string>()}];
-      bucket.start = row[2].as<int64_t>();
-      bucket.rollup = DecodeStored(row[3], bucket.start, bytes);
+      bucket.start = row[3].as<int64_t>();
+      bucket.rollup = DecodeStored(row[2], bucket.start, bytes);
       bucket.unfolded = IsUnfolded(bytes);
       bucket.stored_at = row[4].as<std::string>();
     }

@@ -18,6 +18,7 @@
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/pooled_transaction.h"
 #include "storage/pg/raw_values.h"
+#include "storage/pg/rollup_sql.h"
 #include "storage/pg/sql_arrays.h"
 #include "storage/pg/sql_time.h"
 #include "storage/report_json.h"
@@ -27,31 +28,11 @@ namespace metrics::storage::pg {
 
 namespace {
 
-// The newest rollup row of width `width_param` (an SQL parameter) of each
-// (trial_id, agent_id) row of `agents_sql`, as trial_id, agent_id, stats,
-// start_us: one backward probe of the primary key (trial_id, agent_id,
-// width_s, bucket_start) per agent. An agent with no such row is left out,
-// or with `keep_agents_without_row` kept with NULL stats.
-std::string NewestFinestBucketsSql(absl::string_view agents_sql,
-                                   absl::string_view width_param,
-                                   bool keep_agents_without_row = false) {
-  return absl::StrCat(
-      "SELECT a.trial_id, a.agent_id, r.stats, r.start_us FROM (", agents_sql,
-      keep_agents_without_row ? ") a LEFT JOIN LATERAL (SELECT stats, "
-                              : ") a CROSS JOIN LATERAL (SELECT stats, ",
-      EpochMicrosSql("bucket_start"),
-      " AS start_us FROM system_rollups r WHERE "
-      "r.trial_id = a.trial_id AND r.agent_id = a.agent_id AND r.width_s = ",
-      width_param, " ORDER BY r.bucket_start DESC LIMIT 1) r",
-      keep_agents_without_row ? " ON true" : "");
-}
-
 // Each agent's newest finest bucket when the coarser widths do not hold it
 // yet (rollup.h), as trial_id, agent_id, stats, start_us: what a read of a
 // coarser width adds. Rows that turn out folded are skipped by the reader.
 std::string UnfoldedBucketsSql(absl::string_view agents_sql) {
-  return NewestFinestBucketsSql(agents_sql,
-                                absl::StrCat(kRollupWidthsSeconds[0]));
+  return NewestRollupRowsSql(agents_sql, absl::StrCat(kRollupWidthsSeconds[0]));
 }
 
 // The columns TrialFromRow maps.
@@ -506,7 +487,7 @@ absl::StatusOr<std::vector<LatestValue>> PgMetricStore::LatestValuesOfActiveTria
           // yet still counts in the page, so a short page is the last.
           const pqxx::result agents = tx.exec_params(
               absl::StrCat(
-                  NewestFinestBucketsSql(
+                  NewestRollupRowsSql(
                       "SELECT s.trial_id, s.agent_id FROM trials t JOIN "
                       "series s ON s.trial_id = t.id AND s.metric_group = $1 "
                       "WHERE t.state = 'ACTIVE' AND (s.trial_id < $3::bigint "
@@ -588,7 +569,7 @@ absl::StatusOr<std::vector<AgentActivity>> PgMetricStore::AgentActivityOfTrials(
         // An agent's newest finest bucket holds its newest sample.
         std::vector<AgentActivity> agents;
         for (const auto& row : tx.exec_params(
-                 absl::StrCat(NewestFinestBucketsSql(
+                 absl::StrCat(NewestRollupRowsSql(
                                   "SELECT DISTINCT trial_id, agent_id FROM "
                                   "series WHERE trial_id = ANY($1::int[]) AND "
                                   "metric_group = $2",
