@@ -308,10 +308,6 @@ bool IsUnfolded(absl::string_view bytes) {
   return !bytes.empty() && bytes[0] == kFormat2Unfolded;
 }
 
-void MarkFolded(std::string& bytes) {
-  if (IsUnfolded(bytes)) bytes[0] = kFormat2;
-}
-
 absl::StatusOr<AgentRollup> DecodeAgentRollup(absl::string_view bytes,
                                               int64_t bucket_start_us) {
   return Decode<AgentRollup>(bytes, bucket_start_us, nullptr);

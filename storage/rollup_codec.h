@@ -45,8 +45,6 @@ std::string EncodeAgentRollup(const SortedRollup& rollup,
                               Folding folding = Folding::kFolded);
 // Whether `bytes` (an encoded bucket) is marked unfolded.
 bool IsUnfolded(absl::string_view bytes);
-// Marks an encoded bucket folded, in place.
-void MarkFolded(std::string& bytes);
 // DATA_LOSS for bytes that are not EncodeAgentRollup's output for a bucket
 // starting at `bucket_start_us`.
 absl::StatusOr<AgentRollup> DecodeAgentRollup(absl::string_view bytes,
