@@ -2,10 +2,14 @@
 // as a restart does): the next calls, reads and writes, all succeed on fresh
 // connections instead of failing one per dead idle connection; a connection
 // that dies under a call is replaced once, and a body's own errors are not
-// run again.
+// run again. Every connection it opens has the pool's session settings.
 #include "storage/pg/connection_pool.h"
 
+#include <pqxx/nontransaction>
 #include <pqxx/transaction>
+
+#include <string>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "common/testing/status_matchers.h"
@@ -73,6 +77,40 @@ TEST_F(ConnectionPoolTest, EveryCallSucceedsAfterTheIdleConnectionsWereKilled) {
                          tx.exec0("CREATE TABLE pool_test (x int)");
                          return 0;
                        }));
+}
+
+// The pool's session settings (metricsd's: KeyedAccessSettings) hold on
+// every connection it opens, also those replacing dead ones.
+TEST_F(ConnectionPoolTest, EveryConnectionHasThePoolsSettings) {
+  ConnectionPoolOptions options;
+  options.database_url = db_->url();
+  options.application_name = kApplication;
+  options.size = 2;
+  options.settings = KeyedAccessSettings();
+  ConnectionPool pool(options);
+  const auto seqscan = [](ConnectionPool& from) {
+    return Read<std::string>(
+               from, "reading a setting", Deadline(),
+               [](pqxx::transaction_base& tx) -> absl::StatusOr<std::string> {
+                 return tx.exec1("SHOW enable_seqscan")[0].as<std::string>();
+               })
+        .value_or("(failed)");
+  };
+  {
+    std::vector<ConnectionPool::Lease> leases;
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_OK_AND_ASSIGN(ConnectionPool::Lease lease, pool.Acquire(Deadline()));
+      pqxx::nontransaction tx(lease.connection());
+      EXPECT_EQ(tx.exec1("SHOW enable_seqscan")[0].as<std::string>(), "off");
+      leases.push_back(std::move(lease));
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(int killed,
+                       test_util::TerminateBackends(db_->url(), kApplication));
+  ASSERT_GE(killed, 2);
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(seqscan(pool), "off");
+  EXPECT_EQ(seqscan(*pool_), "on");  // SetUp's pool has no settings
 }
 
 TEST_F(ConnectionPoolTest, AConnectionKilledUnderACallIsReplacedOnce) {
