@@ -25,24 +25,13 @@
 
 #include <pqxx/connection>
 
-#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "storage/metric_store.h"
+#include "storage/pg/pending_batch.h"
 #include "storage/pg/prepared.h"
 #include "storage/pg/series_resolver.h"
 
 namespace metrics::storage::pg {
-
-struct PendingBatch {
-  MetricBatch batch;
-  // Not OK: refused before the database; only its sequence is recorded.
-  absl::Status rejection;
-  absl::AnyInvocable<void(BatchOutcome) &&> done;
-  absl::Time submitted;  // for the commit latency
-  // The finest rollup buckets its reports fall in (0 for groups without
-  // rollups): what bounds a group's rollup rows, and so its memory.
-  size_t rollup_buckets = 0;
-};
 
 // The number of finest rollup buckets `batch`'s reports fall in (0 for a
 // group without rollups).

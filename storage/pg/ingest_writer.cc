@@ -116,7 +116,10 @@ class IngestWriter::Lane {
           TakeGroup(past_deadline);
       if (group.empty()) return;  // stopping, queue drained
       std::vector<PendingBatch*> batches;
-      for (auto& p : group) batches.push_back(p.get());
+      for (auto& p : group) {
+        p->UnpackSeries();
+        batches.push_back(p.get());
+      }
       std::vector<BatchOutcome> outcomes =
           past_deadline
               ? AllFailed(batches.size(),
@@ -128,6 +131,7 @@ class IngestWriter::Lane {
       for (size_t i = 0; i < group.size(); ++i) {
         const size_t values = group[i]->batch.ValueCount();
         writer_->queued_values_ -= values;
+        --writer_->queued_batches_;
         writer_->Release(group[i]->batch, index_, values);
         writer_->Count(outcomes[i], values,
                        absl::ToDoubleSeconds(now - group[i]->submitted));
@@ -259,10 +263,14 @@ absl::Status IngestWriter::Submit(std::unique_ptr<PendingBatch> batch) {
           "database); retry later"));
     }
   } while (!queued_values_.compare_exchange_weak(queued, queued + values));
+  if (queued_batches_++ >= options_.pack_labels_after_batches) {
+    batch->PackSeries();
+  }
   const size_t lane = Assign(batch->batch, values);
   if (!lanes_[lane]->Push(batch)) {
     Release(batch->batch, lane, values);
     queued_values_ -= values;
+    --queued_batches_;
     return absl::UnavailableError("metricsd is shutting down");
   }
   return absl::OkStatus();

@@ -57,6 +57,12 @@ struct IngestWriterOptions {
   // after a stall (tens of MB each, measured in bench/README, "fan-in").
   // A hundred keep a commit short and still amortise its round trips.
   size_t max_group_batches = 100;
+  // A batch submitted while this many batches or more are queued keeps its
+  // series labels packed until its group commits (PendingBatch::
+  // PackSeries): it will wait, and its labels are most of its memory. Below
+  // it, a batch is likely in the next group, and packing would cost for
+  // nothing.
+  size_t pack_labels_after_batches = 100;
   // How long to keep retrying a group while the database is unreachable.
   absl::Duration retry_for = absl::Seconds(30);
   int max_series_per_trial = 10000;
@@ -110,6 +116,7 @@ class IngestWriter {
 
   const IngestWriterOptions options_;
   std::atomic<size_t> queued_values_{0};
+  std::atomic<size_t> queued_batches_{0};
   std::atomic<int64_t> stored_batches_{0};
   std::atomic<int64_t> stored_values_{0};
   std::atomic<int64_t> duplicate_batches_{0};

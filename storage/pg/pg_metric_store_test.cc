@@ -14,7 +14,9 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
@@ -756,6 +758,44 @@ TEST_F(PgMetricStoreTest, ManySmallBatchesQueuedAtOnceMakeGroupsOfBoundedSize) {
   EXPECT_GE(groups[0][0].as<int>(), 5);
   EXPECT_EQ(groups[0][1].as<int>(), 10);
   EXPECT_EQ(groups[0][2].as<int>(), kAgents);
+  EXPECT_OK(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
+}
+
+TEST_F(PgMetricStoreTest, BatchesWaitingWithPackedLabelsStoreTheSeriesTheyDeclared) {
+  // Past the third batch waiting, each keeps its labels packed until its
+  // group commits; each agent declares a UUID of its own, runs of the same
+  // UUID and unit, and a unit of its own.
+  PgMetricStoreOptions options;
+  options.writer.pack_labels_after_batches = 3;
+  std::thread lock = RestartWithOneLaneBehindARollupLock(options);
+  constexpr int kAgents = 20;
+  const auto uuid = [](int a) {
+    return absl::StrCat("GPU-", a, "-5f3c1c4e-8f2b-1d2e-9a3b-4c5d6e7f8a9b");
+  };
+  std::vector<MetricBatch> batches;
+  for (int a = 0; a < kAgents; ++a) {
+    MetricBatch batch = Batch(7, 1, absl::StrCat("agent-", a));
+    batch.series = {{"cpu_util_simple", "", "percent"},
+                    {"gpu_util", uuid(a), "percent"},
+                    {"gpu_free_memory", uuid(a), absl::StrCat("unit-", a)}};
+    batches.push_back(std::move(batch));
+  }
+  SubmitAllAndExpectStored(std::move(batches), lock);
+  ASSERT_OK_AND_ASSIGN(std::vector<SeriesInfo> series,
+                       store_->ListSeries(7, /*extents=*/true, Deadline()));
+  std::set<std::tuple<std::string, std::string, std::string, std::string>>
+      stored, declared;
+  for (const SeriesInfo& info : series) {
+    stored.emplace(info.agent_id, info.name, info.gpu_uuid, info.unit);
+    EXPECT_EQ(info.sample_count, 1) << info.agent_id << " " << info.name;
+  }
+  for (int a = 0; a < kAgents; ++a) {
+    const std::string agent = absl::StrCat("agent-", a);
+    declared.emplace(agent, "cpu_util_simple", "", "percent");
+    declared.emplace(agent, "gpu_util", uuid(a), "percent");
+    declared.emplace(agent, "gpu_free_memory", uuid(a), absl::StrCat("unit-", a));
+  }
+  EXPECT_EQ(stored, declared);
   EXPECT_OK(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
 }
 
