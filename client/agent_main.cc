@@ -19,10 +19,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -256,13 +254,7 @@ int main(int argc, char** argv) {
       "Exit status: 0 when stopped and everything was sent (or the trial "
       "ended), 1 when samples could not be sent or the server refused the "
       "trial, 2 for bad flags.");
-  // --help lists the flags of the file with main; absl finds it by the
-  // program's name, which this file's name does not match.
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "client/agent_main.cc");
-  };
-  absl::SetFlagsUsageConfig(usage);
+  metrics::common::ListFlagsInHelp("client/agent_main.cc");
   std::vector<char*> args = metrics::common::DashedFlagsToUnderscores(argc, argv);
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   return Run();

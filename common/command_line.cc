@@ -1,6 +1,10 @@
 #include "common/command_line.h"
 
 #include <cstring>
+#include <string>
+
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 
 namespace metrics::common {
 
@@ -15,6 +19,15 @@ std::vector<char*> DashedFlagsToUnderscores(int argc, char** argv) {
     }
   }
   return out;
+}
+
+void ListFlagsInHelp(absl::string_view main_file) {
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [file = std::string(main_file)](
+                                  absl::string_view path) {
+    return absl::EndsWith(path, file);
+  };
+  absl::SetFlagsUsageConfig(usage);
 }
 
 }  // namespace metrics::common

@@ -256,6 +256,7 @@ int main(int argc, char** argv) {
       "/api/v1/, GET /healthz, GET /metrics) "
       "until SIGINT or SIGTERM. Every call but health needs an API token "
       "(metricsctl tokens create); beyond loopback, TLS too.");
+  metrics::common::ListFlagsInHelp("server/main.cc");
   std::vector<char*> args = metrics::common::DashedFlagsToUnderscores(argc, argv);
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   return Run();

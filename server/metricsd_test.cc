@@ -28,6 +28,7 @@ using ::metrics::test_util::Subprocess;
 using ::metrics::test_util::TestDatabase;
 using ::metrics::test_util::TestDatabaseOptions;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::unique_ptr<TestDatabase> NewDatabase(bool migrate) {
   TestDatabaseOptions options;
@@ -206,6 +207,19 @@ TEST(MetricsdTest, UnusableAddressIsOneClearLine) {
   EXPECT_EQ(metricsd->stderr_text(),
             "metricsd: error: --grpc-address \"localhost\": no port "
             "(expected host:port)\n");
+}
+
+TEST(MetricsdTest, HelpListsTheFlagsWithTheirDefaults) {
+  ASSERT_OK_AND_ASSIGN(auto metricsd, Subprocess::Start({METRICSD_PATH, "--help"}));
+  ASSERT_OK_AND_ASSIGN(int code, metricsd->Wait(absl::Seconds(30)));
+  EXPECT_NE(code, 0);  // absl's exit status for a usage request
+  const std::string& help = metricsd->stdout_text();
+  EXPECT_THAT(help, HasSubstr("Usage: metricsd"));
+  EXPECT_THAT(help, Not(HasSubstr("No flags matched")));
+  EXPECT_THAT(help, HasSubstr("-database_url"));
+  EXPECT_THAT(help, HasSubstr("-raw_retention"));
+  EXPECT_THAT(help, HasSubstr("-writer_lanes"));
+  EXPECT_THAT(help, HasSubstr("default: 2"));
 }
 
 TEST(MetricsdTest, RawRetentionFlagRemovesOldRawRowsAtStart) {
