@@ -43,7 +43,8 @@ absl::StatusOr<std::map<int64_t, RollupStats>> RawBucketsOf(
     const std::string& gpu_uuid, const std::string& name, int64_t from_us,
     int64_t to_us, int64_t bucket_us);
 
-// Values stored for `trial_id` in raw rows (every number in the jsonb).
+// Values stored for `trial_id` in raw system rows: each of a packed row,
+// each number of a jsonb one.
 absl::StatusOr<int64_t> CountRawValues(const std::string& url,
                                        int32_t trial_id);
 
