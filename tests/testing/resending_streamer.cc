@@ -23,8 +23,8 @@ struct Attempt {
 
 }  // namespace
 
-absl::Status ResendingStreamer::SendAll(
-    std::vector<v1::SystemMetricsBatch> batches) {
+absl::Status ResendingStreamer::Send(
+    std::vector<v1::SystemMetricsBatch>& batches) {
   const int64_t n = static_cast<int64_t>(batches.size());
   for (int64_t i = 0; i < n; ++i) batches[i].set_sequence(i + 1);
   const absl::Time deadline = absl::Now() + options_.timeout;

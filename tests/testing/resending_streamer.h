@@ -45,7 +45,13 @@ class ResendingStreamer {
   // DEADLINE_EXCEEDED (with the last error) after options.timeout; a
   // stream-level error that retrying cannot fix (INVALID_ARGUMENT,
   // NOT_FOUND, FAILED_PRECONDITION other than a sequence gap) is returned.
-  absl::Status SendAll(std::vector<v1::SystemMetricsBatch> batches);
+  absl::Status SendAll(std::vector<v1::SystemMetricsBatch> batches) {
+    return Send(batches);
+  }
+  // The same with `batches` lent, not given: their sequence numbers are
+  // set, and they stay the caller's to free (a benchmark frees them after
+  // its clock stops).
+  absl::Status Send(std::vector<v1::SystemMetricsBatch>& batches);
 
   int connections() const { return connections_; }
   const std::vector<v1::BatchRejection>& rejections() const {
