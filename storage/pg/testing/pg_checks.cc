@@ -484,6 +484,15 @@ absl::StatusOr<std::pair<absl::Duration, int64_t>> TimeNaiveBucketQuery(
       });
 }
 
+absl::Status VacuumAnalyze(const std::string& url) {
+  return GuardPg("vacuuming", [&]() -> absl::Status {
+    pqxx::connection conn(url);
+    pqxx::nontransaction tx(conn);
+    tx.exec("VACUUM ANALYZE");
+    return absl::OkStatus();
+  });
+}
+
 absl::Status TruncateProfilingRows(const std::string& url) {
   return GuardPg("truncating metrics_profiling", [&]() -> absl::Status {
     pqxx::connection conn(url);

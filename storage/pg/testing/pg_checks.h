@@ -126,6 +126,10 @@ absl::StatusOr<std::pair<absl::Duration, int64_t>> TimeNaiveBucketQuery(
     const std::string& name, int64_t from_us, int64_t to_us,
     int64_t bucket_us);
 
+// VACUUM ANALYZE of the whole database, so what comes next starts settled
+// rather than sharing the machine with an autovacuum pass.
+absl::Status VacuumAnalyze(const std::string& url);
+
 // For benchmarks: empties the profiling partition, so two measured loads
 // start from the same state.
 absl::Status TruncateProfilingRows(const std::string& url);
