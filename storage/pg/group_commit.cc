@@ -744,6 +744,12 @@ std::vector<PreparedStatement> GroupCommitter::Statements() {
   return all;
 }
 
+std::vector<SessionSetting> GroupCommitter::SessionSettings() {
+  std::vector<SessionSetting> settings = KeyedAccessSettings();
+  settings.push_back({"plan_cache_mode", "force_generic_plan"});
+  return settings;
+}
+
 size_t FinestRollupBuckets(const MetricBatch& batch) {
   if (batch.metric_group != kSystemGroup) return 0;
   std::vector<int64_t> starts;

@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "storage/metric_store.h"
+#include "storage/pg/connection.h"
 #include "storage/pg/pending_batch.h"
 #include "storage/pg/prepared.h"
 #include "storage/pg/series_resolver.h"
@@ -50,9 +51,16 @@ class GroupCommitter {
   absl::StatusOr<std::vector<BatchOutcome>> Commit(
       pqxx::connection& conn, const std::vector<PendingBatch*>& group);
 
-  // The statements Commit runs, to prepare on each writer connection (with
-  // KeyedAccessSettings).
+  // The statements Commit runs, to prepare on each writer connection.
   static std::vector<PreparedStatement> Statements();
+  // A writer connection's settings: KeyedAccessSettings, and generic plans
+  // only. The statements take arrays whose lengths a custom plan knows, and
+  // PostgreSQL kept choosing custom plans for most of them: it planned
+  // newest_finest at every call (pg_stat_statements.track_planning: 1652
+  // plans in 1630 calls), in all about 4 % of the bulk ingest's PostgreSQL
+  // CPU (bench/README, eleventh session). Their generic plans are the same
+  // index probes (writer_plans_test).
+  static std::vector<SessionSetting> SessionSettings();
 
  private:
   const int max_series_per_trial_;

@@ -146,7 +146,8 @@ class IngestWriter::Lane {
       absl::StatusOr<std::unique_ptr<pqxx::connection>> conn =
           Connect(writer_->options_.database_url,
                   absl::StrCat("metricsd-writer-", index_),
-                  GroupCommitter::Statements(), KeyedAccessSettings());
+                  GroupCommitter::Statements(),
+                  GroupCommitter::SessionSettings());
       if (!conn.ok()) return conn.status();
       conn_ = *std::move(conn);
     }

@@ -176,6 +176,33 @@ TEST_F(WriterPlansTest, PlansMadeWhileATableWasTinyStillProbeOnceItGrew) {
   EXPECT_THAT(plan, Not(HasSubstr("Seq Scan")));
 }
 
+// Custom plans know the arrays' lengths, and PostgreSQL kept choosing them
+// for the writer's statements: a planning at every call. A writer
+// connection plans each statement once.
+TEST_F(WriterPlansTest, AWriterConnectionPlansEachStatementOnce) {
+  const auto plans_of_newest_finest = [&](const std::vector<SessionSetting>& settings) {
+    absl::StatusOr<std::unique_ptr<pqxx::connection>> writer = Connect(
+        db_->url(), "writer", GroupCommitter::Statements(), settings);
+    EXPECT_OK(writer);
+    if (!writer.ok()) return std::pair<int, int>{-1, -1};
+    pqxx::nontransaction tx(**writer);
+    for (int i = 0; i < 12; ++i) {
+      // Groups of one or two agents, as from a few busy streams.
+      std::vector<std::string> args = KeyArrays("agent-", i % 2 == 0 ? 10000 : 20000);
+      tx.exec_prepared("newest_finest", args[0], args[1], 10);
+    }
+    const pqxx::row counts = tx.exec1(
+        "SELECT custom_plans, generic_plans FROM pg_prepared_statements "
+        "WHERE name = 'newest_finest'");
+    return std::pair<int, int>{counts[0].as<int>(), counts[1].as<int>()};
+  };
+  // The hazard, with the keyed-access settings alone: more custom plans
+  // than the five of the first runs.
+  EXPECT_GT(plans_of_newest_finest(KeyedAccessSettings()).first, 5);
+  EXPECT_EQ(plans_of_newest_finest(GroupCommitter::SessionSettings()),
+            (std::pair<int, int>{0, 12}));
+}
+
 TEST_F(WriterPlansTest, StoredRollupsAreUpdatedWhereTheyWereRead) {
   std::vector<int64_t> trials, widths, buckets;
   std::vector<std::string> agents, stats, rows;
