@@ -429,8 +429,8 @@ struct BulkResult {
 // is from the first send to the last acknowledgement. The batches are lent:
 // the caller frees them after its clock and CPU reading, as it does the
 // COPY's rows. Built and freed by the bench, they are neither side's work;
-// freed by the four senders at once, in the clock, they had cost a fifth of
-// the client's CPU (bench/README, eleventh session).
+// freed by the four senders at once, in the clock, they had cost about two
+// thirds of the client's CPU (bench/README, eleventh session).
 BulkResult RunBulk(const std::vector<std::string>& targets,
                    std::vector<std::vector<v1::SystemMetricsBatch>>& work,
                    const StreamerOptions& base) {
