@@ -36,6 +36,17 @@ export function formatValue(value, unit) {
   }
 }
 
+// A bucket's range, shorter where both ends share a unit: "1.5 – 12.5 GiB",
+// "0 – 100%", but "200 MiB – 12.5 GiB".
+export function formatRange(low, high, unit) {
+  const from = formatValue(low, unit);
+  const to = formatValue(high, unit);
+  const suffix = (text) => text.replace(/^-?[\d.]+(e[-+]?\d+)?/, '');
+  const shared = suffix(from);
+  return shared && shared !== from && shared === suffix(to)
+    ? `${from.slice(0, from.length - shared.length)} – ${to}` : `${from} – ${to}`;
+}
+
 // Decimals that tell ticks `step` apart: as many as the step has.
 function decimalsFor(step) {
   let decimals = 0;

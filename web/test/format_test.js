@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import {
-  byteTickSteps, formatDuration, formatResolution, formatTicks, formatTime, formatTimeTicks,
+  byteTickSteps, formatDuration, formatRange, formatResolution, formatTicks, formatTime, formatTimeTicks,
   formatValue,
 } from '../src/format.js';
 
@@ -17,6 +17,15 @@ test('percent, bytes and bytes/s', () => {
   assert.equal(formatValue(250 * 1024 ** 2, 'bytes/s'), '250 MiB/s');
   assert.equal(formatValue(1234.5, 'operations/s'), '1235 operations/s');
   assert.equal(formatValue(null, 'percent'), '–');
+});
+
+test('a bucket\'s range names a shared unit once', () => {
+  assert.equal(formatRange(0, 100, 'percent'), '0 – 100%');
+  assert.equal(formatRange(1.5 * 2 ** 30, 12.5 * 2 ** 30, 'bytes'), '1.5 – 12.5 GiB');
+  assert.equal(formatRange(200 * 2 ** 20, 12.5 * 2 ** 30, 'bytes'), '200 MiB – 12.5 GiB');
+  assert.equal(formatRange(3 * 2 ** 20, 9 * 2 ** 20, 'bytes/s'), '3 – 9 MiB/s');
+  assert.equal(formatRange(-2.5, 40, ''), '-2.5 – 40');
+  assert.equal(formatRange(12, 150, 'operations/s'), '12 – 150 operations/s');
 });
 
 test('bucket widths and durations', () => {
