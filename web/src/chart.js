@@ -1,16 +1,19 @@
-// One chart of one metric family: per series, its bucket means as a line
-// and the band between the bucket's minimum and maximum, so a one-sample
-// spike stays visible at any zoom. With many lines (8 GPUs) the bands
-// would blur into one mass: they are drawn only for the highlighted line
-// (hover or click its legend entry, or choose one GPU) and the other lines
-// fade. Holds the
-// buckets it was given by time, so follow updates (changed buckets only)
-// merge into them. Dragging across the chart asks the owner to zoom.
+// One chart of one metric family: per series, its bucket means as a line,
+// the band between the bucket's minimum and maximum, and every extreme that
+// leaves its line (extremes.js) as a whisker from the line to a dot in the
+// line's colour, so a one-sample spike or dip stays visible at any zoom and
+// with any number of lines. With many lines (8 GPUs) the bands would blur
+// into one mass: they are drawn only for the highlighted line (hover or
+// click its legend entry, or choose one GPU) and the other lines and their
+// whiskers fade; the whiskers are drawn for every line. Holds the buckets it
+// was given by time, so follow updates (changed buckets only) merge into
+// them. Dragging across the chart asks the owner to zoom.
 //
 // Uses uPlot (window.uPlot, served by metricsd from npm's package).
 
+import { departures, typicalSpreads } from './extremes.js';
 import { seriesLabel } from './families.js';
-import { byteTickSteps, formatResolution, formatTicks, formatTime, formatTimeTicks,
+import { byteTickSteps, formatRange, formatResolution, formatTicks, formatTime, formatTimeTicks,
   formatValue } from './format.js';
 
 // A colour per GPU index (and per line of other charts), so GPU 3 keeps its
@@ -22,7 +25,9 @@ const HEIGHT = 200;
 export const VALUE_AXIS_PX = 84;  // the y axis's width, left of the plot
 const TICK_SPACE_PX = 90;  // "21:57:49" and a gap: labels never overlap
 const KNOWN_UNITS = ['percent', 'bytes', 'bytes/s'];
-const MANY_LINES = 3;  // beyond this, legend entries are short
+const MANY_LINES = 3;  // beyond this, bands only for the highlighted line
+const DOT_RADIUS_PX = 2.5;  // the dot at an extreme that leaves its line
+const WHISKER_PX = 1.5;
 
 function withAlpha(hex, alpha) {
   const n = parseInt(hex.slice(1), 16);
@@ -57,6 +62,7 @@ export class FamilyChart {
     this.highlight = null;  // series key of the highlighted line
     this.lines = new Map();  // series key -> {series, buckets: Map(ms -> {min,max,mean})}
     this.shown = [];  // the plotted lines, in legend order
+    this.typical = [];  // per plotted line, its buckets' typical spreads (extremes.js)
     this.lastSampleMs = null;  // the newest sample charted
     this.rawExpired = false;  // the answer's raw points were removed by retention
     this.resolutionMs = null;
@@ -170,6 +176,8 @@ export class FamilyChart {
       }
       data.push(columns.mean, columns.max, columns.min);
     }
+    this.typical = lines.map((_, i) => typicalSpreads(data[1 + 3 * i], data[3 + 3 * i],
+      data[2 + 3 * i]));
     const keys = lines.map((l) => l.key).join('|');
     if (this.plot && this.plotKeys === keys) {
       this.plot.setData(data);
@@ -215,6 +223,7 @@ export class FamilyChart {
     const format = (v) => formatValue(v, unit);
     const series = [{ value: (u, v) => (v === null ? '–' : formatTime(v * 1000)) }];
     const many = lines.length > MANY_LINES;
+    const range = (low, high) => formatRange(low, high, unit);
     const bands = [];
     lines.forEach((line, i) => {
       const color = this.colorOf(line, i);
@@ -226,13 +235,13 @@ export class FamilyChart {
         width: 1.5,
         spanGaps: true,
         // The bucket's mean, then its range when it has one (a raw point
-        // or a bucket of equal values is one value); with many lines the
-        // mean alone, to keep the legend to two rows.
+        // or a bucket of equal values is one value), with any number of
+        // lines: the hover tells which GPU dipped.
         value: (u, v, s, idx) => {
           if (idx === null || v === null) return '–';
           const low = u.data[mean + 2][idx];
           const high = u.data[mean + 1][idx];
-          return low === high || many ? format(v) : `${format(v)} (${format(low)} – ${format(high)})`;
+          return low === high ? format(v) : `${format(v)} (${range(low, high)})`;
         },
       });
       series.push({ label: 'max', stroke: edge, width: 1, spanGaps: true, value: (u, v) => format(v) });
@@ -278,6 +287,7 @@ export class FamilyChart {
         sync: { key: this.syncKey },
       },
       hooks: {
+        draw: [(u) => this.drawExtremes(u)],
         setSelect: [(u) => {
           const { left, width } = u.select;
           if (width > 4) {
@@ -297,6 +307,55 @@ export class FamilyChart {
       this.highlight = null;
       this.setHighlight(key);
     }
+  }
+
+  // Draws, over the lines, each extreme that leaves its line: a whisker
+  // from the bucket's mean to it and a dot on it, in the line's colour
+  // (faded with its line); the highlighted line's last, on top. Their
+  // number is in the element's data-extremes.
+  drawExtremes(u) {
+    const { ctx } = u;
+    const dpr = window.devicePixelRatio || 1;
+    const { left, top, width, height } = u.bbox;
+    const span = u.scales.y.max - u.scales.y.min;
+    if (!(span > 0) || this.typical.length !== this.shown.length) return;
+    const pxPerUnit = height / dpr / span;
+    const radius = DOT_RADIUS_PX * dpr;
+    const xs = u.data[0];
+    const order = this.shown.map((_, i) => i);
+    const lit = order.findIndex((i) => this.shown[i].key === this.highlight);
+    if (lit >= 0) order.push(...order.splice(lit, 1));
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(left, top - radius, width, height + 2 * radius);  // a dot at 0 % shows whole
+    ctx.clip();
+    ctx.lineWidth = WHISKER_PX * dpr;
+    let drawn = 0;
+    for (const i of order) {
+      const [mean, max, min] = [u.data[1 + 3 * i], u.data[2 + 3 * i], u.data[3 + 3 * i]];
+      const color = this.colorOf(this.shown[i], i);
+      ctx.strokeStyle = ctx.fillStyle = this.faded(i) ? withAlpha(color, 0.25) : color;
+      for (let j = 0; j < xs.length; j++) {
+        const leaves = departures(j, mean, min, max, this.typical[i], pxPerUnit);
+        if (!leaves.low && !leaves.high) continue;
+        const x = Math.round(u.valToPos(xs[j], 'x', true));
+        const from = u.valToPos(mean[j], 'y', true);
+        for (const [out, value] of [[leaves.low, min[j]], [leaves.high, max[j]]]) {
+          if (!out) continue;
+          drawn += 1;
+          const to = u.valToPos(value, 'y', true);
+          ctx.beginPath();
+          ctx.moveTo(x, from);
+          ctx.lineTo(x, to);
+          ctx.stroke();
+          ctx.beginPath();
+          ctx.arc(x, to, radius, 0, 2 * Math.PI);
+          ctx.fill();
+        }
+      }
+    }
+    ctx.restore();
+    this.element.dataset.extremes = String(drawn);
   }
 
   // Only each line's own row in the legend (its min and max are in it),
