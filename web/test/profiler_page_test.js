@@ -53,6 +53,14 @@ const SPIKE_INDEX = 5003;
 const LIVE_CPU = 97.5;  // above every seeded CPU value
 const FAMILIES = ['gpu_util', 'gpu_free_memory', 'cpu', 'memory', 'disk_iops',
   'disk_throughput', 'network'];
+// COMPLETED: a week of 8 GPUs, a sample every 2 minutes, with one-sample
+// extremes planted on different GPUs at different times. Utilization is
+// noisy between 85 % and 95 % for the first half and near 30 % after.
+const EXTREMES_TRIAL = 45;
+const EXTREMES_STEP_MS = 120000;
+const EXTREMES_INSTANTS = 7 * DAY_MS / EXTREMES_STEP_MS;
+const MIB = 2 ** 20;
+const GIB = 2 ** 30;
 
 // --- metricsd on its own database -----------------------------------------
 
@@ -157,6 +165,108 @@ function valuesAt(k) {
   ];
 }
 
+// Deterministic noise in [-0.5, 0.5), different for each salt.
+function noise(k, salt) {
+  return ((k * 2654435761 + salt * 40503) % 1000) / 1000 - 0.5;
+}
+
+// The planted extremes: which chart, line and instant, and the value a
+// bucket's minimum or maximum must show.
+const EXTREMES = [
+  { family: 'gpu_free_memory', line: 'GPU 2', k: Math.round(0.6 * EXTREMES_INSTANTS),
+    series: GPUS.length + 2, value: 200 * MIB, kind: 'min', legend: /\(200 MiB – / },
+  { family: 'gpu_util', line: 'GPU 5', k: Math.round(0.25 * EXTREMES_INSTANTS),
+    series: 5, value: 0, kind: 'min', legend: /\(0 – / },
+  { family: 'gpu_util', line: 'GPU 1', k: Math.round(0.8 * EXTREMES_INSTANTS),
+    series: 1, value: 100, kind: 'max', legend: /– 100%\)/ },
+  { family: 'cpu', line: 'CPU utilization', k: Math.round(0.35 * EXTREMES_INSTANTS),
+    series: CPU_SERIES, value: 99, kind: 'max', legend: /– 99%\)/ },
+  { family: 'network', line: 'Received', k: Math.round(0.45 * EXTREMES_INSTANTS),
+    series: CPU_SERIES + 6, value: 400 * MIB, kind: 'max', legend: /– 400 MiB\/s\)/ },
+];
+
+function extremesValuesAt(k) {
+  const busy = k < EXTREMES_INSTANTS / 2;
+  const values = [
+    ...GPUS.map((_, g) => (busy ? 86.5 + g + 3 * noise(k, g) : 26 + g + 4 * noise(k, g))),
+    ...GPUS.map((_, g) => (12 + 0.5 * g + 0.4 * noise(k, 8 + g)) * GIB),
+    40 + 10 * noise(k, 16),
+    (20 + noise(k, 17)) * GIB,
+    150 + 50 * noise(k, 18),
+    (50 + 10 * noise(k, 19)) * MIB, (30 + 10 * noise(k, 20)) * MIB,
+    (10 + 2 * noise(k, 21)) * MIB, (12 + 2 * noise(k, 22)) * MIB,
+  ];
+  for (const e of EXTREMES) if (e.k === k) values[e.series] = e.value;
+  return values;
+}
+
+async function seedExtremes(server, startMs) {
+  await server.call('POST', '/api/v1/trials', { id: EXTREMES_TRIAL });
+  const indexes = SERIES.map((_, i) => i);
+  for (let first = 0; first < EXTREMES_INSTANTS; first += 2000) {
+    const reports = [];
+    for (let k = first; k < Math.min(EXTREMES_INSTANTS, first + 2000); k++) {
+      reports.push({ time: new Date(startMs + k * EXTREMES_STEP_MS).toISOString(),
+        series: indexes, values: extremesValuesAt(k) });
+    }
+    await server.call('POST', `/api/v1/trials/${EXTREMES_TRIAL}/metrics/system`,
+      { batch: { agentId: AGENT, series: SERIES, reports } });
+  }
+  await server.call('PATCH', `/api/v1/trials/${EXTREMES_TRIAL}`, { state: 'COMPLETED' });
+}
+
+// Where a planted extreme is drawn: its bucket, the value the bucket shows,
+// the y range, and how many pixels of its line's own colour (opaque, as
+// drawn for a line that is not faded) lie within 2 px of the extreme's
+// place on the canvas.
+function extremeOnCanvas(page, extreme, ms) {
+  return page.evaluate(([e, at]) => {
+    const chart = window.profiler.charts.get(e.family);
+    const u = chart.plot;
+    const i = chart.shown.findIndex((l) => l.label.text === e.line);
+    const xs = u.data[0];
+    const width = Math.max(chart.resolutionMs, 1);
+    const j = xs.findIndex((x) => x * 1000 <= at && at < x * 1000 + width);
+    const value = u.data[1 + 3 * i + (e.kind === 'max' ? 1 : 2)][j];
+    const color = u.series[1 + 3 * i].stroke(u, 1 + 3 * i);
+    const want = [1, 3, 5].map((p) => parseInt(color.slice(p, p + 2), 16));
+    const x = Math.round(u.valToPos(xs[j], 'x', true));
+    const y = Math.round(u.valToPos(value, 'y', true));
+    const r = Math.ceil(2 * devicePixelRatio);
+    const pixels = u.ctx.getImageData(x - r, y - r, 2 * r + 1, 2 * r + 1).data;
+    let matches = 0;
+    for (let p = 0; p < pixels.length; p += 4) {
+      const off = Math.abs(pixels[p] - want[0]) + Math.abs(pixels[p + 1] - want[1]) +
+        Math.abs(pixels[p + 2] - want[2]);
+      if (pixels[p + 3] > 200 && off < 40) matches += 1;
+    }
+    return { i, j, value, color, matches, resolutionMs: chart.resolutionMs,
+      yMin: u.scales.y.min, yMax: u.scales.y.max,
+      left: u.valToPos(xs[j], 'x'), top: u.valToPos(value, 'y'),
+      fraction: u.valToPos(xs[j], 'x') / (u.bbox.width / devicePixelRatio) };
+  }, [{ family: extreme.family, line: extreme.line, kind: extreme.kind }, ms]);
+}
+
+// Hovers bucket `j` of a chart (buckets are about a pixel wide and the
+// pointer moves in whole pixels: the pixel whose nearest bucket is `j`),
+// then returns the legend entry of `line`: its text, and whether it shows
+// whole in its fixed width.
+async function hoverLegend(page, family, line, facts) {
+  await page.locator(`section[data-family="${family}"]`).scrollIntoViewIfNeeded();
+  const over = await page.locator(`section[data-family="${family}"] .u-over`).boundingBox();
+  const nearest = Math.round(over.x + facts.left);
+  const y = over.y + Math.min(Math.max(facts.top, 5), over.height - 5);
+  for (const x of [nearest, nearest - 1, nearest + 1]) {
+    await page.mouse.move(x, y);
+    const idx = await page.evaluate((id) => new Promise((resolve) => requestAnimationFrame(
+      () => resolve(window.profiler.charts.get(id).plot.cursor.idx))), family);
+    if (idx === facts.j) break;
+  }
+  const entry = page.locator(`section[data-family="${family}"] .u-legend .u-series[data-series="${line}"]`);
+  return { text: await entry.innerText(),
+    whole: await entry.locator('.u-value').evaluate((e) => e.scrollWidth <= e.clientWidth) };
+}
+
 async function seed(server, startMs) {
   await server.call('POST', '/api/v1/trials', { id: DONE_TRIAL });
   await server.call('POST', '/api/v1/trials', { id: RUN_TRIAL });
@@ -185,6 +295,7 @@ async function seed(server, startMs) {
   }
   await server.call('POST', `/api/v1/trials/${FRESH_TRIAL}/metrics/system`,
     { batch: { agentId: AGENT, series: SERIES, reports: fresh } });
+  await seedExtremes(server, startMs);
   await server.call('POST', '/api/v1/trials', { id: STALE_TRIAL });
   for (const [agent, ageMs] of [['agent-gone', 3600000], ['agent-live', 0]]) {
     await server.call('POST', `/api/v1/trials/${STALE_TRIAL}/metrics/system`, {
@@ -206,6 +317,7 @@ function chartFacts(page, family) {
 }
 
 async function dragAcross(page, family, fromFraction, toFraction) {
+  await page.locator(`section[data-family="${family}"]`).scrollIntoViewIfNeeded();
   const box = await page.locator(`section[data-family="${family}"] .u-over`).boundingBox();
   const y = box.y + box.height / 2;
   await page.mouse.move(box.x + box.width * fromFraction, y);
@@ -291,7 +403,7 @@ describe('profiler page', { timeout: 180000 }, () => {
       /Trial 41\s+COMPLETED/);
     const ids = await page.locator('tr[data-trial-id]').evaluateAll(
       (rows) => rows.map((r) => Number(r.dataset.trialId)));
-    assert.deepEqual(ids, [FRESH_TRIAL, STALE_TRIAL, RUN_TRIAL, DONE_TRIAL]);  // newest first
+    assert.deepEqual(ids, [EXTREMES_TRIAL, FRESH_TRIAL, STALE_TRIAL, RUN_TRIAL, DONE_TRIAL]);  // newest first
     // How many of an ACTIVE trial's agents are stale, and the last sample.
     assert.match(await running.innerText(), /\b1 agent\s+[A-Z][a-z]{2} \d+, \d\d:\d\d:\d\d/);
     const stale = page.locator(`tr[data-trial-id="${STALE_TRIAL}"]`);
@@ -570,6 +682,66 @@ describe('profiler page', { timeout: 180000 }, () => {
     await page.selectOption('#agent', 'agent-live');
     await page.waitForFunction(() => document.getElementById('agent-status').dataset.stale === 'false');
     assert.match(await status.innerText(), /^Last sample [A-Z][a-z]{2} \d+, /);
+  });
+
+  it('draws every planted extreme of 8 GPUs in the default view, in its GPU\'s colour', async () => {
+    await page.evaluate((id) => { location.hash = `#/trials/${id}`; }, EXTREMES_TRIAL);
+    await page.waitForFunction((n) => window.profiler && window.profiler.trialId === n &&
+      window.profiler.charts.size === 7, EXTREMES_TRIAL);
+    await allChartsReady(page);
+    assert.equal(await page.locator('#gpu').inputValue(), '', 'all 8 GPUs');
+    await page.mouse.move(0, 0);
+    for (const family of ['gpu_free_memory', 'gpu_util']) {
+      await page.locator(`section[data-family="${family}"]`).screenshot(
+        { path: path.join(artifactDir, `extremes_${family}.png`) });
+    }
+    const startMs = runStartMs;
+    for (const e of EXTREMES) {
+      const ms = startMs + e.k * EXTREMES_STEP_MS;
+      const facts = await extremeOnCanvas(page, e, ms);
+      const what = `${e.family} ${e.line} ${e.kind} at k=${e.k}: ${JSON.stringify(facts)}`;
+      assert.ok(facts.i >= 0 && facts.j >= 0, what);
+      assert.ok(facts.resolutionMs >= 5 * EXTREMES_STEP_MS, what);  // buckets of many samples
+      assert.ok(Math.abs(facts.value - e.value) <= 1e-5 * e.value, what);
+      assert.ok(facts.yMin <= e.value && e.value <= facts.yMax, `y range: ${what}`);
+      assert.ok(facts.matches >= 3, `not drawn in ${facts.color}: ${what}`);
+      const legend = await hoverLegend(page, e.family, e.line, facts);
+      if (e === EXTREMES[0]) {
+        await page.locator(`section[data-family="${e.family}"]`).screenshot(
+          { path: path.join(artifactDir, `extremes_${e.family}_hover.png`) });
+      }
+      assert.match(legend.text, e.legend, what);
+      assert.ok(legend.whole, `the legend cuts "${legend.text}"`);
+    }
+    // Readable: the noise of eight GPUs between 85 % and 95 % draws no
+    // whisker; only the two planted extremes leave their lines.
+    const drawn = await page.evaluate(() => ['gpu_util', 'gpu_free_memory', 'cpu', 'network']
+      .map((id) => window.profiler.charts.get(id).element.dataset.extremes));
+    assert.deepEqual(drawn, ['2', '1', '1', '1']);
+
+    // One GPU alone, then zoomed around the dip: still drawn in GPU 2's colour.
+    const dip = EXTREMES[0];
+    const dipMs = startMs + dip.k * EXTREMES_STEP_MS;
+    const among8 = await extremeOnCanvas(page, dip, dipMs);
+    await page.selectOption('#gpu', GPUS[2]);
+    await page.waitForFunction(() => window.profiler.charts.get('gpu_free_memory')?.shown.length === 1);
+    await allChartsReady(page);
+    const alone = await extremeOnCanvas(page, dip, dipMs);
+    assert.equal(alone.color, among8.color);
+    assert.ok(alone.matches >= 3, `GPU 2 alone: ${JSON.stringify(alone)}`);
+    await page.selectOption('#gpu', '');
+    await page.waitForFunction((n) => window.profiler.charts.get('gpu_free_memory')?.shown.length === n,
+      GPUS.length);
+    await allChartsReady(page);
+    const whole = await chartFacts(page, 'gpu_free_memory');
+    await dragAcross(page, 'gpu_free_memory', among8.fraction - 0.02, among8.fraction + 0.02);
+    await page.waitForFunction((ms) => window.profiler.charts.get('gpu_free_memory')
+      && window.profiler.charts.get('gpu_free_memory').resolutionMs < ms, whole.resolutionMs);
+    await allChartsReady(page);
+    const zoomed = await extremeOnCanvas(page, dip, dipMs);
+    assert.ok(zoomed.matches >= 3, `zoomed: ${JSON.stringify(zoomed)}`);
+    assert.ok(zoomed.yMin <= dip.value, `zoomed: ${JSON.stringify(zoomed)}`);
+    await page.click('#reset-zoom');
   });
 
   it('charts a window whose raw rows retention removed from buckets, and says so', async () => {
