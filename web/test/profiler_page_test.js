@@ -200,18 +200,25 @@ function extremesValuesAt(k) {
   return values;
 }
 
-async function seedExtremes(server, startMs) {
-  await server.call('POST', '/api/v1/trials', { id: EXTREMES_TRIAL });
+// Sends `instants` reports of every series to `trial`, `stepMs` apart from
+// `startMs`, their values from valuesOf(k), in batches of 2000.
+async function sendReports(server, trial, startMs, instants, stepMs, valuesOf) {
   const indexes = SERIES.map((_, i) => i);
-  for (let first = 0; first < EXTREMES_INSTANTS; first += 2000) {
+  for (let first = 0; first < instants; first += 2000) {
     const reports = [];
-    for (let k = first; k < Math.min(EXTREMES_INSTANTS, first + 2000); k++) {
-      reports.push({ time: new Date(startMs + k * EXTREMES_STEP_MS).toISOString(),
-        series: indexes, values: extremesValuesAt(k) });
+    for (let k = first; k < Math.min(instants, first + 2000); k++) {
+      reports.push({ time: new Date(startMs + k * stepMs).toISOString(),
+        series: indexes, values: valuesOf(k) });
     }
-    await server.call('POST', `/api/v1/trials/${EXTREMES_TRIAL}/metrics/system`,
+    await server.call('POST', `/api/v1/trials/${trial}/metrics/system`,
       { batch: { agentId: AGENT, series: SERIES, reports } });
   }
+}
+
+async function seedExtremes(server, startMs) {
+  await server.call('POST', '/api/v1/trials', { id: EXTREMES_TRIAL });
+  await sendReports(server, EXTREMES_TRIAL, startMs, EXTREMES_INSTANTS, EXTREMES_STEP_MS,
+    extremesValuesAt);
   await server.call('PATCH', `/api/v1/trials/${EXTREMES_TRIAL}`, { state: 'COMPLETED' });
 }
 
@@ -270,17 +277,7 @@ async function hoverLegend(page, family, line, facts) {
 async function seed(server, startMs) {
   await server.call('POST', '/api/v1/trials', { id: DONE_TRIAL });
   await server.call('POST', '/api/v1/trials', { id: RUN_TRIAL });
-  const instants = 7 * DAY_MS / STEP_MS;
-  const indexes = SERIES.map((_, i) => i);
-  for (let first = 0; first < instants; first += 2000) {
-    const reports = [];
-    for (let k = first; k < Math.min(instants, first + 2000); k++) {
-      reports.push({ time: new Date(startMs + k * STEP_MS).toISOString(),
-        series: indexes, values: valuesAt(k) });
-    }
-    await server.call('POST', `/api/v1/trials/${RUN_TRIAL}/metrics/system`,
-      { batch: { agentId: AGENT, series: SERIES, reports } });
-  }
+  await sendReports(server, RUN_TRIAL, startMs, 7 * DAY_MS / STEP_MS, STEP_MS, valuesAt);
   await server.call('POST', `/api/v1/trials/${DONE_TRIAL}/metrics/system`, {
     batch: { agentId: AGENT, series: [SERIES[CPU_SERIES]],
       reports: [{ time: new Date(startMs).toISOString(), series: [0], values: [12] }] },
@@ -288,13 +285,7 @@ async function seed(server, startMs) {
   await server.call('PATCH', `/api/v1/trials/${DONE_TRIAL}`, { state: 'COMPLETED' });
   await server.call('POST', '/api/v1/trials', { id: FRESH_TRIAL });
   const now = Math.floor(Date.now() / 1000) * 1000;
-  const fresh = [];
-  for (let k = 0; k < 30; k++) {
-    fresh.push({ time: new Date(now - (29 - k) * 1000).toISOString(), series: indexes,
-      values: valuesAt(k * 37) });
-  }
-  await server.call('POST', `/api/v1/trials/${FRESH_TRIAL}/metrics/system`,
-    { batch: { agentId: AGENT, series: SERIES, reports: fresh } });
+  await sendReports(server, FRESH_TRIAL, now - 29000, 30, 1000, (k) => valuesAt(k * 37));
   await seedExtremes(server, startMs);
   await server.call('POST', '/api/v1/trials', { id: STALE_TRIAL });
   for (const [agent, ageMs] of [['agent-gone', 3600000], ['agent-live', 0]]) {
@@ -546,19 +537,9 @@ describe('profiler page', { timeout: 180000 }, () => {
     assert.equal(spike.max, 100);
     assert.ok(spike.mean < 80, `mean ${spike.mean}: the bucket holds other samples`);
     // Hovering the bucket shows the spike in the legend, as a user sees it.
-    // Buckets are about a pixel wide and the pointer moves in whole pixels:
-    // take the pixel whose nearest bucket is the spike's.
-    const over = await page.locator('section[data-family="gpu_util"] .u-over').boundingBox();
-    const y = over.y + spike.top + 5;
-    const nearest = Math.round(over.x + spike.left);
-    for (const x of [nearest, nearest - 1, nearest + 1]) {
-      await page.mouse.move(x, y);
-      const idx = await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(
-        () => resolve(window.profiler.charts.get('gpu_util').plot.cursor.idx))));
-      if (idx === spike.i) break;
-    }
-    const legend = page.locator('section[data-family="gpu_util"] .u-legend .u-series').nth(1);
-    assert.match(await legend.innerText(), /– 100%\)/);
+    const legend = await hoverLegend(page, 'gpu_util', 'GPU 0',
+      { left: spike.left, top: spike.top + 5, j: spike.i });
+    assert.match(legend.text, /– 100%\)/);
     await page.selectOption('#gpu', '');
     await page.waitForFunction((n) => window.profiler.charts.get('gpu_util')?.shown.length === n,
       GPUS.length);
