@@ -610,6 +610,12 @@ describe('profiler page', { timeout: 180000 }, () => {
     await page.waitForFunction((v) => window.profiler.charts.get('cpu').plot.data[2].includes(v),
       LIVE_CPU, { timeout: 5000 });
     console.log(`live: the new sample was charted ${Date.now() - sent} ms after it was sent`);
+    // Drawn, as every extreme is: the canvas has the line's colour at its value.
+    await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(resolve)));
+    const live = await extremeOnCanvas(page,
+      { family: 'cpu', line: 'CPU utilization', kind: 'max' }, sent);
+    assert.equal(live.value, LIVE_CPU);
+    assert.ok(live.matches >= 3, `live: ${JSON.stringify(live)}`);
     // The header's window follows live data.
     assert.ok(Number(await page.locator('.controls .window').getAttribute('data-end-ms')) >= sent);
     await page.screenshot({ path: path.join(artifactDir, 'profiler_page.png'), fullPage: true });
