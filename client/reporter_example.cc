@@ -1,4 +1,4 @@
-// The README's client library example: reports a made-up GPU utilisation
+// The client library example of docs/clients.md: reports a made-up GPU utilisation
 // for trial 1 ten times a second for three seconds, then shuts down and
 // prints what happened. Run it against `./run.sh` after creating trial 1.
 #include <cmath>

@@ -66,9 +66,9 @@ struct ServerOptions {
   ReadinessOptions readiness;
   // Memory gRPC may use for calls in progress before it pushes back.
   size_t grpc_memory_bytes = size_t{1} << 30;
-  // Whether callers must present an API token (see the README's
-  // "Security"). metricsd's flag defaults to on; tests that are not about
-  // tokens leave it off here.
+  // Whether callers must present an API token (docs/security.md).
+  // metricsd's flag defaults to on; tests that are not about tokens leave
+  // it off here.
   bool auth_required = false;
   // TLS for the gRPC and HTTP ports (the REST gateway's private socket stays
   // plain); all empty: plaintext.

@@ -69,7 +69,7 @@ code=$(scrape -o "$work/metrics.txt" -w '%{http_code}' \
 promtool check metrics <"$work/metrics.txt" >/dev/null 2>&1 || fail "promtool rejects /metrics"
 code=$(scrape -o /dev/null -w '%{http_code}')
 [ "$code" = 401 ] || fail "scrape without a token: HTTP $code, not 401"
-# The page's address the stack's README gives, from the host.
+# The page's address docs/operating.md gives for the stack, from the host.
 code=$(curl -sS --cacert "$secrets/ca.pem" -o /dev/null -w '%{http_code}' \
   -H "Authorization: Bearer $(cat "$secrets/admin-token")" \
   "https://localhost:$port/api/v1/trials")
