@@ -5,12 +5,12 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "server/http/http_target.h"
+#include "server/rest/field_text.h"
 #include "server/rest/json_body.h"
 #include "google/api/annotations.pb.h"
 
@@ -21,7 +21,6 @@ namespace {
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
-using google::protobuf::Reflection;
 
 std::vector<absl::string_view> PathSegments(absl::string_view path) {
   return absl::StrSplit(path.substr(path.empty() || path[0] != '/' ? 0 : 1),
@@ -52,115 +51,6 @@ absl::StatusOr<std::vector<const FieldDescriptor*>> ResolvePath(
   return fields;
 }
 
-absl::Status BadValue(absl::string_view what, absl::string_view value,
-                      absl::string_view expected) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(what, ": ", QuoteForMessage(value), " is not ", expected));
-}
-
-// Sets (or, for a repeated field, adds) one field from its text.
-absl::Status SetFromText(Message* message, const FieldDescriptor* f,
-                         absl::string_view value, absl::string_view what) {
-  const Reflection* r = message->GetReflection();
-  const bool repeated = f->is_repeated();
-  switch (f->cpp_type()) {
-    case FieldDescriptor::CPPTYPE_INT32: {
-      int32_t v;
-      if (!IsPlainInteger(value) || !absl::SimpleAtoi(value, &v)) {
-        return BadValue(what, value, "an int32");
-      }
-      repeated ? r->AddInt32(message, f, v) : r->SetInt32(message, f, v);
-      return absl::OkStatus();
-    }
-    case FieldDescriptor::CPPTYPE_INT64: {
-      int64_t v;
-      if (!IsPlainInteger(value) || !absl::SimpleAtoi(value, &v)) {
-        return BadValue(what, value, "an int64");
-      }
-      repeated ? r->AddInt64(message, f, v) : r->SetInt64(message, f, v);
-      return absl::OkStatus();
-    }
-    case FieldDescriptor::CPPTYPE_UINT32: {
-      uint32_t v;
-      if (!IsPlainInteger(value) || !absl::SimpleAtoi(value, &v)) {
-        return BadValue(what, value, "a uint32");
-      }
-      repeated ? r->AddUInt32(message, f, v) : r->SetUInt32(message, f, v);
-      return absl::OkStatus();
-    }
-    case FieldDescriptor::CPPTYPE_UINT64: {
-      uint64_t v;
-      if (!IsPlainInteger(value) || !absl::SimpleAtoi(value, &v)) {
-        return BadValue(what, value, "a uint64");
-      }
-      repeated ? r->AddUInt64(message, f, v) : r->SetUInt64(message, f, v);
-      return absl::OkStatus();
-    }
-    case FieldDescriptor::CPPTYPE_DOUBLE:
-    case FieldDescriptor::CPPTYPE_FLOAT: {
-      double v;
-      if (!IsJsonNumber(value) || !absl::SimpleAtod(value, &v)) {
-        return BadValue(what, value, "a number");
-      }
-      if (f->cpp_type() == FieldDescriptor::CPPTYPE_FLOAT) {
-        repeated ? r->AddFloat(message, f, static_cast<float>(v))
-                 : r->SetFloat(message, f, static_cast<float>(v));
-      } else {
-        repeated ? r->AddDouble(message, f, v) : r->SetDouble(message, f, v);
-      }
-      return absl::OkStatus();
-    }
-    case FieldDescriptor::CPPTYPE_BOOL: {
-      if (value != "true" && value != "false") {
-        return BadValue(what, value, "true or false");
-      }
-      const bool v = value == "true";
-      repeated ? r->AddBool(message, f, v) : r->SetBool(message, f, v);
-      return absl::OkStatus();
-    }
-    case FieldDescriptor::CPPTYPE_ENUM: {
-      const auto* e = f->enum_type()->FindValueByName(std::string(value));
-      int number;
-      if (e == nullptr && IsPlainInteger(value) &&
-          absl::SimpleAtoi(value, &number)) {
-        e = f->enum_type()->FindValueByNumber(number);
-      }
-      if (e == nullptr) {
-        std::vector<std::string> names;
-        for (int i = 0; i < f->enum_type()->value_count(); ++i) {
-          names.push_back(f->enum_type()->value(i)->name());
-        }
-        return BadValue(what, value,
-                        absl::StrCat("one of ", absl::StrJoin(names, ", ")));
-      }
-      repeated ? r->AddEnum(message, f, e) : r->SetEnum(message, f, e);
-      return absl::OkStatus();
-    }
-    case FieldDescriptor::CPPTYPE_STRING:
-      repeated ? r->AddString(message, f, std::string(value))
-               : r->SetString(message, f, std::string(value));
-      return absl::OkStatus();
-    case FieldDescriptor::CPPTYPE_MESSAGE: {
-      const std::string& type = f->message_type()->full_name();
-      if (type != "google.protobuf.Timestamp" &&
-          type != "google.protobuf.Duration") {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, ": a ", type, " cannot be given as text"));
-      }
-      Message* target = repeated ? r->AddMessage(message, f)
-                                 : r->MutableMessage(message, f);
-      if (!SetTimeFromText(std::string(value), target)) {
-        return BadValue(what, value,
-                        type == "google.protobuf.Timestamp"
-                            ? "an RFC 3339 time (2024-01-18T20:47:45.681Z)"
-                            : "a duration (\"1.5s\")");
-      }
-      return absl::OkStatus();
-    }
-  }
-  return absl::InvalidArgumentError(absl::StrCat(what, ": unsupported type"));
-}
-
 // Sets the field at a dotted path from text.
 absl::Status SetPath(Message* request, absl::string_view path,
                      absl::string_view value, absl::string_view what) {
@@ -174,7 +64,12 @@ absl::Status SetPath(Message* request, absl::string_view path,
   for (size_t i = 0; i + 1 < fields->size(); ++i) {
     target = target->GetReflection()->MutableMessage(target, (*fields)[i]);
   }
-  return SetFromText(target, fields->back(), value, what);
+  if (absl::Status s =
+          SetFieldFromText(target, fields->back(), value, TextForm::kUrl);
+      !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", s.message()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ParseRoute(const google::api::HttpRule& rule,

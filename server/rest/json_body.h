@@ -35,22 +35,9 @@ absl::Status ParseJsonBody(absl::string_view json,
                            const std::vector<FieldPath>& bound,
                            google::protobuf::Message* message);
 
-// Digits with an optional leading minus: the one integer text accepted in
-// bodies, paths and queries (no "+", spaces, or other forms absl's parsers
-// also take).
-bool IsPlainInteger(absl::string_view text);
-
-// Sets a google.protobuf.Timestamp from RFC 3339 text or a Duration from
-// "1.5s" text, as the JSON mapping writes them; false for other text.
-bool SetTimeFromText(const std::string& text,
-                     google::protobuf::Message* message);
-
 // A field of `type` by its proto name or its lowerCamelCase JSON name.
 const google::protobuf::FieldDescriptor* FindFieldByAnyName(
     const google::protobuf::Descriptor* type, absl::string_view name);
-
-// The JSON number grammar (RFC 8259 §6): the one decimal text accepted.
-bool IsJsonNumber(absl::string_view text);
 
 }  // namespace metrics::server
 

@@ -130,18 +130,5 @@ TEST(JsonBodyTest, DeepNestingStopsAtTheFirstWrongShape) {
                        HasSubstr("\"batch.reports[0]\": expected an object")));
 }
 
-TEST(JsonBodyTest, StrictNumberTexts) {
-  EXPECT_TRUE(IsPlainInteger("-12"));
-  EXPECT_FALSE(IsPlainInteger("+12"));
-  EXPECT_FALSE(IsPlainInteger(" 12"));
-  EXPECT_FALSE(IsPlainInteger("0x10"));
-  EXPECT_FALSE(IsPlainInteger("-"));
-  EXPECT_TRUE(IsJsonNumber("-0.5e+3"));
-  EXPECT_FALSE(IsJsonNumber("01"));
-  EXPECT_FALSE(IsJsonNumber("1."));
-  EXPECT_FALSE(IsJsonNumber("nan"));
-  EXPECT_FALSE(IsJsonNumber("inf"));
-}
-
 }  // namespace
 }  // namespace metrics::server
