@@ -430,7 +430,7 @@ struct BulkResult {
 // the caller frees them after its clock and CPU reading, as it does the
 // COPY's rows. Built and freed by the bench, they are neither side's work;
 // freed by the four senders at once, in the clock, they had cost about two
-// thirds of the client's CPU (bench/README, eleventh session).
+// thirds of the client's CPU (docs/benchmarks.md, "Measuring fairly").
 BulkResult RunBulk(const std::vector<std::string>& targets,
                    std::vector<std::vector<v1::SystemMetricsBatch>>& work,
                    const StreamerOptions& base) {
@@ -790,7 +790,8 @@ int Run() {
   // Each step starts settled. The bulk runs' rows, and each step's, make
   // autovacuum due (an insert-only table is vacuumed every 20 % of its
   // growth); a pass of a few seconds during the 5000-stream step, on these
-  // 2 busy cores, made it fall behind (bench/README, eleventh session).
+  // 2 busy cores, made it fall behind (docs/benchmarks.md, "Measuring
+  // fairly").
   // Where a pass fell was luck; the steps measure the fan-in alone.
   const auto settle = [&db] {
     const absl::Status vacuumed = storage::pg::test_util::VacuumAnalyze((*db)->url());

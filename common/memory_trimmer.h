@@ -3,8 +3,9 @@
 // thousands of agents leave, malloc keeps what they used for later
 // allocations, in free chunks spread through its heap, and RSS stays at the
 // high-water mark until streams come back (126 MB after a step of 4000
-// streams ended; 83 MB with the trimmer: bench/README, fan-in, ninth
-// session). Trimming returns the wholly free pages of those chunks.
+// streams ended; 83 MB with the trimmer: docs/benchmarks.md, "Memory at
+// thousands of streams"). Trimming returns the wholly free pages of those
+// chunks.
 //
 // Thread-safety: thread-safe; the trimmer runs a thread of its own until
 // destroyed.

@@ -245,7 +245,8 @@ int main(int argc, char** argv) {
   // core), and each arena keeps its high-water mark: with metricsd's ~100
   // threads passing short-lived buffers around, RSS ratcheted up for the
   // whole of a 10-minute overload soak (75 to 118 MB) and stayed flat with
-  // two arenas (bench/README.md). MALLOC_ARENA_MAX, when set, still wins.
+  // two arenas (docs/benchmarks.md, "Memory at thousands of streams").
+  // MALLOC_ARENA_MAX, when set, still wins.
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 2);
   absl::SetProgramUsageMessage(
       "the profiling metrics service.\n\n"

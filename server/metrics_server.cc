@@ -211,7 +211,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                              10000);
   // Two of gRPC's filters are left out: each keeps state in every call,
-  // 0.5 KB of each open stream together (bench/README, fan-in). Compressed
+  // 0.5 KB of each open stream together (docs/benchmarks.md, "Memory at
+  // thousands of streams"). Compressed
   // messages are still decompressed as they are read, and the size limit
   // applies to them decompressed (IngestServiceTest); a client's deadline
   // still reaches handlers (CallDeadline), and the client cancels at it.

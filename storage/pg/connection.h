@@ -40,8 +40,8 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
 // made while a table was a page or two (a new database, before autovacuum
 // first analyzed it), that was a sequential scan, kept as the table grew:
 // at 4000 new streams, each stream's position cost a scan of 60-86 pages,
-// 8.6 ms a group commit, and ingest fell behind (bench/README, fan-in,
-// ninth session).
+// 8.6 ms a group commit, and ingest fell behind (docs/benchmarks.md,
+// "Statements that stay index probes").
 std::vector<SessionSetting> KeyedAccessSettings();
 
 // `url` with libpq connection options added (or replacing its own), as a

@@ -59,9 +59,9 @@ constexpr int kFinestWidth = kRollupWidthsSeconds[0];
 struct Statements {
   // A look-up by primary key per stream. As a join, the planner hashed
   // the keys and scanned every stream's position, a row per stream ever
-  // ingested, in each group (bench/README, fan-in, eighth session); the
-  // LIMIT (a key has one row) keeps the subquery from being flattened
-  // into that join.
+  // ingested, in each group (docs/benchmarks.md, "Statements that stay
+  // index probes"); the LIMIT (a key has one row) keeps the subquery from
+  // being flattened into that join.
   PreparedStatement read_positions{
       "read_positions",
       "SELECT p.trial_id, p.stream_id, p.last_sequence "
@@ -414,8 +414,9 @@ class GroupTransaction {
 
   // Rollups are gathered, merged and written for this many agents at a
   // time. What a batch's agent has to write is held until it is written; a
-  // group of a hundred agents' batches held it all at once (bench/README,
-  // fan-in, seventh session). A few more statements a group cost far less.
+  // group of a hundred agents' batches held it all at once
+  // (docs/benchmarks.md, "Rollups: one row a report"). A few more
+  // statements a group cost far less.
   static constexpr size_t kRollupChunkAgents = 25;
 
   void WriteRollups() {
@@ -601,7 +602,8 @@ class GroupTransaction {
 
   // Inserts the new buckets and updates the stored ones: no ON CONFLICT,
   // whose speculative insertion cost a third of these writes' time
-  // (pg_stat_statements, bench/README.md). Sound because the advisory locks
+  // (docs/benchmarks.md, "Statements that stay index probes"). Sound
+  // because the advisory locks
   // keep every other writer of these agents' rollups (ingest on any server,
   // rebuilds) out until this commits.
   void WriteRows(const FreshBuckets& ready, const FreshBuckets& pending) {

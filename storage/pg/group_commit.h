@@ -58,8 +58,8 @@ class GroupCommitter {
   // PostgreSQL kept choosing custom plans for most of them: it planned
   // newest_finest at every call (pg_stat_statements.track_planning: 1652
   // plans in 1630 calls), in all about 4 % of the bulk ingest's PostgreSQL
-  // CPU (bench/README, eleventh session). Their generic plans are the same
-  // index probes (writer_plans_test).
+  // CPU (docs/benchmarks.md, "Statements that stay index probes"). Their
+  // generic plans are the same index probes (writer_plans_test).
   static std::vector<SessionSetting> SessionSettings();
 
  private:

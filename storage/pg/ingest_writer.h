@@ -54,7 +54,8 @@ struct IngestWriterOptions {
   // series look-ups and rollup rows, so a group's memory grows with its
   // batches even when they are small: thousands of agents each sending a
   // report a second would otherwise meet in groups of a thousand batches
-  // after a stall (tens of MB each, measured in bench/README, "fan-in").
+  // after a stall (tens of MB each: docs/benchmarks.md, "Memory at
+  // thousands of streams").
   // A hundred keep a commit short and still amortise its round trips.
   size_t max_group_batches = 100;
   // A batch submitted while this many batches or more are queued keeps its

@@ -6,7 +6,7 @@
 // once, each one's first batch waits for its series' registration, and
 // every batch declares all its agent's series: 25 declarations of three
 // std::string each are 2.4 KB of string headers alone, about 0.5 KB packed
-// (bench/README, "waiting batches").
+// (docs/benchmarks.md, "Memory at thousands of streams").
 //
 // Thread-safety: thread-compatible; one thread owns it at a time.
 #ifndef METRICS_STORAGE_PG_PENDING_BATCH_H_

@@ -8,8 +8,8 @@
 // in one string, names and units (a few dozen distinct strings) are
 // interned and named by a 16-bit index, and an agent's array of series
 // grows by an eighth, not by doubling: about 640 bytes for an agent of 25
-// series on 8 GPUs (heaptrack, bench/README), against 1.8 KB with a pointer
-// per label and doubling vectors.
+// series on 8 GPUs (heaptrack; docs/benchmarks.md, "Memory at thousands of
+// streams"), against 1.8 KB with a pointer per label and doubling vectors.
 //
 // Thread-safety: thread-compatible (one per writer lane).
 #ifndef METRICS_STORAGE_PG_SERIES_ID_CACHE_H_

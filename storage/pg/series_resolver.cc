@@ -15,8 +15,9 @@ namespace {
 struct Statements {
   // A probe of the labels' unique key per series. As a join, once the
   // statement's generic plan was in use, the planner hashed the keys and
-  // scanned the whole registry: 60 ms a look-up at 175 000 series (bench/
-  // README, fan-in, eighth session). The LIMIT (the key is unique) keeps
+  // scanned the whole registry: 60 ms a look-up at 175 000 series
+  // (docs/benchmarks.md, "Statements that stay index probes"). The LIMIT
+  // (the key is unique) keeps
   // the subquery from being flattened into that join.
   PreparedStatement look_up{
       "series_look_up",

@@ -5,8 +5,8 @@
 // are updated at the address the read found them (a TID scan), under the
 // custom plans of a prepared statement's first runs and the generic plan
 // it then settles on. As joins, the look-ups were planned as a hash of the
-// keys and a scan of the whole table in every group commit (bench/README,
-// fan-in, eighth session).
+// keys and a scan of the whole table in every group commit
+// (docs/benchmarks.md, "Statements that stay index probes").
 #include <pqxx/connection>
 #include <pqxx/nontransaction>
 #include <pqxx/result>
