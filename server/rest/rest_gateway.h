@@ -13,8 +13,9 @@
 // and Link headers (the legacy shims set them). The HTTP client's address
 // goes to the service as "x-forwarded-for" metadata.
 //
-// Thread-safety: Handle is thread-safe; each call blocks its HTTP
-// connection's thread (the HTTP server runs one thread per connection).
+// Thread-safety: Handle is thread-safe; each call blocks the thread it
+// runs on (one of the HTTP server's bounded handler pool, or a streamed
+// response's own thread: http_server.h).
 #ifndef METRICS_SERVER_REST_REST_GATEWAY_H_
 #define METRICS_SERVER_REST_REST_GATEWAY_H_
 
