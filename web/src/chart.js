@@ -327,7 +327,8 @@ export class FamilyChart {
     if (lit >= 0) order.push(...order.splice(lit, 1));
     ctx.save();
     ctx.beginPath();
-    ctx.rect(left, top - radius, width, height + 2 * radius);  // a dot at 0 % shows whole
+    // A dot at 0 % or at the newest bucket shows whole.
+    ctx.rect(left - radius, top - radius, width + 2 * radius, height + 2 * radius);
     ctx.clip();
     ctx.lineWidth = WHISKER_PX * dpr;
     let drawn = 0;

@@ -223,11 +223,11 @@ async function seedExtremes(server, startMs) {
 }
 
 // Where a planted extreme is drawn: its bucket, the value the bucket shows,
-// the y range, and how many pixels of its line's own colour (opaque, as
-// drawn for a line that is not faded) lie within 2 px of the extreme's
-// place on the canvas.
-function extremeOnCanvas(page, extreme, ms) {
-  return page.evaluate(([e, at]) => {
+// the y range, and how many pixels of its line's own colour lie within
+// `near` px of the extreme's place on the canvas, at least `alpha` opaque
+// (a dot is opaque; a line not faded is, but for its anti-aliased edge).
+function extremeOnCanvas(page, extreme, ms, { near = 2, alpha = 200 } = {}) {
+  return page.evaluate(([e, at, near, alpha]) => {
     const chart = window.profiler.charts.get(e.family);
     const u = chart.plot;
     const i = chart.shown.findIndex((l) => l.label.text === e.line);
@@ -239,19 +239,19 @@ function extremeOnCanvas(page, extreme, ms) {
     const want = [1, 3, 5].map((p) => parseInt(color.slice(p, p + 2), 16));
     const x = Math.round(u.valToPos(xs[j], 'x', true));
     const y = Math.round(u.valToPos(value, 'y', true));
-    const r = Math.ceil(2 * devicePixelRatio);
+    const r = Math.ceil(near * devicePixelRatio);
     const pixels = u.ctx.getImageData(x - r, y - r, 2 * r + 1, 2 * r + 1).data;
     let matches = 0;
     for (let p = 0; p < pixels.length; p += 4) {
       const off = Math.abs(pixels[p] - want[0]) + Math.abs(pixels[p + 1] - want[1]) +
         Math.abs(pixels[p + 2] - want[2]);
-      if (pixels[p + 3] > 200 && off < 40) matches += 1;
+      if (pixels[p + 3] > alpha && off < 40) matches += 1;
     }
     return { i, j, value, color, matches, resolutionMs: chart.resolutionMs,
       yMin: u.scales.y.min, yMax: u.scales.y.max,
       left: u.valToPos(xs[j], 'x'), top: u.valToPos(value, 'y'),
       fraction: u.valToPos(xs[j], 'x') / (u.bbox.width / devicePixelRatio) };
-  }, [{ family: extreme.family, line: extreme.line, kind: extreme.kind }, ms]);
+  }, [{ family: extreme.family, line: extreme.line, kind: extreme.kind }, ms, near, alpha]);
 }
 
 // Hovers bucket `j` of a chart (buckets are about a pixel wide and the
@@ -610,10 +610,12 @@ describe('profiler page', { timeout: 180000 }, () => {
     await page.waitForFunction((v) => window.profiler.charts.get('cpu').plot.data[2].includes(v),
       LIVE_CPU, { timeout: 5000 });
     console.log(`live: the new sample was charted ${Date.now() - sent} ms after it was sent`);
-    // Drawn, as every extreme is: the canvas has the line's colour at its value.
+    // Drawn, as every extreme is: the canvas has the line's colour at its
+    // value, as a whisker's dot or, when it is its bucket's only sample, the
+    // end of the line itself (whose edge is anti-aliased).
     await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(resolve)));
     const live = await extremeOnCanvas(page,
-      { family: 'cpu', line: 'CPU utilization', kind: 'max' }, sent);
+      { family: 'cpu', line: 'CPU utilization', kind: 'max' }, sent, { near: 3, alpha: 100 });
     assert.equal(live.value, LIVE_CPU);
     assert.ok(live.matches >= 3, `live: ${JSON.stringify(live)}`);
     // The header's window follows live data.
