@@ -5,12 +5,12 @@
 // parse their own options so each has a --help of its own.
 //
 // Exit codes: 0 success, 1 the operation failed, 2 bad usage.
-#include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,9 +19,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/database_url.h"
+#include "ctl/progress_line.h"
 #include "ctl/retention_command.h"
 #include "ctl/tokens_command.h"
 #include "migrations/migration.h"
@@ -169,6 +169,70 @@ int UsageError(absl::string_view message) {
   return 2;
 }
 
+// A positive int option's value, or the error to say.
+std::string ParseCount(const std::string& name, const std::string& value,
+                       int min, int max, absl::string_view meaning,
+                       std::optional<int>& out) {
+  int n = 0;
+  if (!absl::SimpleAtoi(value, &n) || n < min || n > max) {
+    return absl::StrCat(name, " ", value, ": must be ", meaning);
+  }
+  out = n;
+  return "";
+}
+
+// The options that take a value: each sets its field of Args and returns an
+// error message, or "" when the value is good.
+struct ValueOption {
+  const char* name;
+  std::string (*set)(const std::string& value, Args& args);
+};
+
+constexpr ValueOption kValueOptions[] = {
+    {"--database-url",
+     [](const std::string& v, Args& a) {
+       a.database_url = v;
+       return std::string();
+     }},
+    {"--migrations-dir",
+     [](const std::string& v, Args& a) {
+       a.migrations_dir = v;
+       return std::string();
+     }},
+    {"--role", [](const std::string& v, Args& a) {
+       a.role = v;
+       return std::string();
+     }},
+    {"--ttl", [](const std::string& v, Args& a) {
+       a.ttl = v;
+       return std::string();
+     }},
+    {"--name", [](const std::string& v, Args& a) {
+       a.name = v;
+       return std::string();
+     }},
+    {"--raw-retention",
+     [](const std::string& v, Args& a) {
+       a.raw_retention = v;
+       return std::string();
+     }},
+    {"--trial",
+     [](const std::string& v, Args& a) {
+       return ParseCount("--trial", v, 1, std::numeric_limits<int>::max(),
+                         "a trial id (> 0)", a.trial);
+     }},
+    {"--chunk-rows",
+     [](const std::string& v, Args& a) {
+       return ParseCount("--chunk-rows", v, 1, 100000,
+                         "a number from 1 to 100000", a.chunk_rows);
+     }},
+    {"--to",
+     [](const std::string& v, Args& a) {
+       return ParseCount("--to", v, 0, std::numeric_limits<int>::max(),
+                         "a migration version (0 or more)", a.to);
+     }},
+};
+
 // Parses options anywhere on the line; returns an error message or "".
 std::string Parse(int argc, char** argv, Args& args) {
   for (int i = 1; i < argc; ++i) {
@@ -192,48 +256,17 @@ std::string Parse(int argc, char** argv, Args& args) {
       value = arg.substr(eq + 1);
       has_value = true;
     }
-    if (name != "--database-url" && name != "--migrations-dir" &&
-        name != "--to" && name != "--trial" && name != "--chunk-rows" &&
-        name != "--role" && name != "--ttl" && name != "--name" &&
-        name != "--raw-retention") {
-      return absl::StrCat("unknown option ", name);
+    const ValueOption* option = nullptr;
+    for (const ValueOption& o : kValueOptions) {
+      if (name == o.name) option = &o;
     }
+    if (option == nullptr) return absl::StrCat("unknown option ", name);
     if (!has_value) {
       if (i + 1 >= argc) return absl::StrCat(name, " needs a value");
       value = argv[++i];
     }
-    if (name == "--database-url") {
-      args.database_url = value;
-    } else if (name == "--role") {
-      args.role = value;
-    } else if (name == "--ttl") {
-      args.ttl = value;
-    } else if (name == "--name") {
-      args.name = value;
-    } else if (name == "--raw-retention") {
-      args.raw_retention = value;
-    } else if (name == "--migrations-dir") {
-      args.migrations_dir = value;
-    } else if (name == "--trial") {
-      int trial = 0;
-      if (!absl::SimpleAtoi(value, &trial) || trial <= 0) {
-        return absl::StrCat("--trial ", value, ": must be a trial id (> 0)");
-      }
-      args.trial = trial;
-    } else if (name == "--chunk-rows") {
-      int rows = 0;
-      if (!absl::SimpleAtoi(value, &rows) || rows <= 0 || rows > 100000) {
-        return absl::StrCat("--chunk-rows ", value,
-                            ": must be a number from 1 to 100000");
-      }
-      args.chunk_rows = rows;
-    } else {
-      int to = 0;
-      if (!absl::SimpleAtoi(value, &to) || to < 0) {
-        return absl::StrCat("--to ", value,
-                            ": must be a migration version (0 or more)");
-      }
-      args.to = to;
+    if (std::string error = option->set(value, args); !error.empty()) {
+      return error;
     }
   }
   return "";
@@ -291,35 +324,29 @@ int Rollups(const Args& args) {
     return UsageError(absl::StrCat("unexpected argument \"", w[2], "\""));
   }
   if (!args.trial) return UsageError("rollups rebuild needs --trial N");
-  const bool tty = ::isatty(STDERR_FILENO);
-  const absl::Time start = absl::Now();
-  int last_tenth = -1;
+  ProgressLine progress;
   auto show = [&](const storage::pg::RebuildProgress& p) {
     const int percent = p.rows_total > 0
                             ? static_cast<int>(100 * p.rows_done / p.rows_total)
                             : 100;
-    const std::string line = absl::StrFormat(
-        "rebuilding trial %d: agent %d/%d (%s), %d/%d rows (%d%%), %.1f s",
-        *args.trial, std::min(p.agents_done + 1, p.agents_total),
-        p.agents_total, p.agent_id, p.rows_done, p.rows_total, percent,
-        absl::ToDoubleSeconds(absl::Now() - start));
-    if (tty) {
-      std::cerr << "\r" << line << "\x1b[K" << std::flush;
-    } else if (percent / 10 != last_tenth) {
-      last_tenth = percent / 10;
-      std::cerr << line << "\n";
-    }
+    progress.Show(
+        absl::StrFormat(
+            "rebuilding trial %d: agent %d/%d (%s), %d/%d rows (%d%%), %.1f s",
+            *args.trial, std::min(p.agents_done + 1, p.agents_total),
+            p.agents_total, p.agent_id, p.rows_done, p.rows_total, percent,
+            progress.Seconds()),
+        p.rows_done == p.rows_total);
   };
   absl::StatusOr<storage::pg::RebuildSummary> summary =
       storage::pg::RebuildRollups(common::ResolveDatabaseUrl(args.database_url),
                                   *args.trial, show);
-  if (tty) std::cerr << "\n";
+  progress.Finish();
   if (!summary.ok()) return Fail(summary.status());
   std::cout << absl::StrFormat(
       "rebuilt %d rollup buckets of trial %d (%d agents) from %d raw rows "
       "(%d values) in %.1f s\n",
       summary->buckets, *args.trial, summary->agents, summary->rows,
-      summary->samples, absl::ToDoubleSeconds(absl::Now() - start));
+      summary->samples, progress.Seconds());
   return 0;
 }
 
@@ -341,38 +368,30 @@ int Legacy(const Args& args) {
   std::signal(SIGINT, [](int) { interrupted = true; });
   std::signal(SIGTERM, [](int) { interrupted = true; });
   options.interrupted = [] { return interrupted.load(); };
-  const bool tty = ::isatty(STDERR_FILENO);
-  const absl::Time start = absl::Now();
-  absl::Time last_line = absl::InfinitePast();
+  ProgressLine progress;
   options.progress = [&](const storage::pg::LegacyMoveProgress& p) {
     const int percent = p.rows_total > 0
                             ? static_cast<int>(100 * p.rows_done / p.rows_total)
                             : 100;
     constexpr int kWidth = 30;
     const int filled = percent * kWidth / 100;
-    const std::string line = absl::StrFormat(
-        "[%s%s] %3d%%  %d/%d rows, %d readings moved, %.1f s",
-        std::string(filled, '#'), std::string(kWidth - filled, ' '), percent,
-        p.rows_done, p.rows_total, p.readings_done,
-        absl::ToDoubleSeconds(absl::Now() - start));
-    if (tty) {
-      std::cerr << "\r" << line << "\x1b[K" << std::flush;
-    } else if (absl::Now() - last_line > absl::Seconds(2) ||
-               p.rows_done == p.rows_total) {
-      last_line = absl::Now();
-      std::cerr << line << "\n";
-    }
+    progress.Show(absl::StrFormat(
+                      "[%s%s] %3d%%  %d/%d rows, %d readings moved, %.1f s",
+                      std::string(filled, '#'), std::string(kWidth - filled, ' '),
+                      percent, p.rows_done, p.rows_total, p.readings_done,
+                      progress.Seconds()),
+                  p.rows_done == p.rows_total);
   };
   absl::StatusOr<storage::pg::LegacyMoveSummary> summary =
       storage::pg::MoveLegacyProfilerData(options);
-  if (tty) std::cerr << "\n";
+  progress.Finish();
   if (!summary.ok()) {
     std::cerr << "metricsctl: error: " << summary.status().message()
               << "\nWhat was committed stays; run it again to go on.\n";
     return 1;
   }
   const storage::pg::LegacyMoveSummary& s = *summary;
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  const double seconds = progress.Seconds();
   if (args.dry_run) {
     std::cout << absl::StrFormat(
         "dry run: %d legacy rows of %d trials; %d rows (%d readings) to move, "
@@ -407,28 +426,8 @@ int Legacy(const Args& args) {
   return s.rows_refused > 0 ? 1 : 0;
 }
 
-int Run(int argc, char** argv) {
-  Args args;
-  if (std::string error = Parse(argc, argv, args); !error.empty()) {
-    return UsageError(error);
-  }
+int Migrate(const Args& args) {
   const std::vector<std::string>& w = args.words;
-  if (w.empty()) {
-    std::cout << kMainHelp;
-    return args.help ? 0 : 2;
-  }
-  if (w[0] == "rollups") return Rollups(args);
-  if (w[0] == "legacy") return Legacy(args);
-  if (w[0] == "retention") {
-    return RunRetentionCommand({w, common::ResolveDatabaseUrl(args.database_url),
-                                args.raw_retention, args.dry_run, args.help});
-  }
-  if (w[0] == "tokens") {
-    return RunTokensCommand({w, common::ResolveDatabaseUrl(args.database_url),
-                             args.role, args.trial, args.ttl, args.name,
-                             args.help});
-  }
-  if (w[0] != "migrate") return UsageError(absl::StrCat("unknown command \"", w[0], "\""));
   if (w.size() == 1) {
     std::cout << kMigrateHelp;
     return args.help ? 0 : 2;
@@ -495,6 +494,45 @@ int Run(int argc, char** argv) {
               << " migration(s)\n";
   }
   return 0;
+}
+
+int Retention(const Args& args) {
+  return RunRetentionCommand({args.words,
+                              common::ResolveDatabaseUrl(args.database_url),
+                              args.raw_retention, args.dry_run, args.help});
+}
+
+int Tokens(const Args& args) {
+  return RunTokensCommand({args.words,
+                           common::ResolveDatabaseUrl(args.database_url),
+                           args.role, args.trial, args.ttl, args.name,
+                           args.help});
+}
+
+// The commands, by their first word.
+struct Command {
+  const char* name;
+  int (*run)(const Args& args);
+};
+
+constexpr Command kCommands[] = {
+    {"migrate", Migrate}, {"rollups", Rollups}, {"retention", Retention},
+    {"legacy", Legacy},   {"tokens", Tokens},
+};
+
+int Run(int argc, char** argv) {
+  Args args;
+  if (std::string error = Parse(argc, argv, args); !error.empty()) {
+    return UsageError(error);
+  }
+  if (args.words.empty()) {
+    std::cout << kMainHelp;
+    return args.help ? 0 : 2;
+  }
+  for (const Command& command : kCommands) {
+    if (args.words[0] == command.name) return command.run(args);
+  }
+  return UsageError(absl::StrCat("unknown command \"", args.words[0], "\""));
 }
 
 }  // namespace

@@ -1,14 +1,13 @@
 #include "ctl/retention_command.h"
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
 #include "common/time_format.h"
+#include "ctl/progress_line.h"
 #include "storage/pg/raw_retention.h"
 
 namespace metrics::ctl {
@@ -59,27 +58,19 @@ int RunRetentionCommand(const RetentionArgs& args) {
   options.database_url = args.database_url;
   options.raw_retention = *retention;
   options.dry_run = args.dry_run;
-  const bool tty = ::isatty(STDERR_FILENO);
-  const absl::Time start = absl::Now();
-  absl::Time last_line = absl::InfinitePast();
+  ProgressLine progress;
   options.progress = [&](const storage::pg::RetentionProgress& p) {
-    const std::string line = absl::StrFormat(
-        "%s: agent %d/%d (%s of trial %d), %d rows %s, %.1f s",
-        args.dry_run ? "counting" : "removing",
-        std::min(p.agents_done + 1, p.agents_total), p.agents_total,
-        p.agent_id, p.trial_id, p.rows, args.dry_run ? "found" : "removed",
-        absl::ToDoubleSeconds(absl::Now() - start));
-    if (tty) {
-      std::cerr << "\r" << line << "\x1b[K" << std::flush;
-    } else if (absl::Now() - last_line > absl::Seconds(2) ||
-               p.agents_done == p.agents_total) {
-      last_line = absl::Now();
-      std::cerr << line << "\n";
-    }
+    progress.Show(
+        absl::StrFormat("%s: agent %d/%d (%s of trial %d), %d rows %s, %.1f s",
+                        args.dry_run ? "counting" : "removing",
+                        std::min(p.agents_done + 1, p.agents_total),
+                        p.agents_total, p.agent_id, p.trial_id, p.rows,
+                        args.dry_run ? "found" : "removed", progress.Seconds()),
+        p.agents_done == p.agents_total);
   };
   absl::StatusOr<storage::pg::RetentionSummary> summary =
       storage::pg::ApplyRawRetention(options);
-  if (tty) std::cerr << "\n";
+  progress.Finish();
   if (!summary.ok()) {
     std::cerr << "metricsctl: error: " << summary.status().message()
               << "\nWhat was removed stays removed; run it again to go on.\n";
@@ -95,8 +86,7 @@ int RunRetentionCommand(const RetentionArgs& args) {
   }
   std::cout << absl::StrFormat(
       "removed %d raw rows before %s (%d agents) in %.1f s%s; rollups kept\n",
-      summary->rows, horizon, summary->agents,
-      absl::ToDoubleSeconds(absl::Now() - start),
+      summary->rows, horizon, summary->agents, progress.Seconds(),
       summary->vacuumed ? ", partition vacuumed" : "");
   return 0;
 }
