@@ -1,5 +1,5 @@
-// The failover benchmark (issue 20): two metricsd processes on one database
-// behind HAProxy, configured as deploy/haproxy.cfg is (TCP mode, least
+// The failover benchmark (docs/benchmarks.md): two metricsd processes on
+// one database behind HAProxy, configured as deploy/haproxy.cfg is (TCP mode, least
 // connections, GET /healthz checks every second, a server marked down after
 // two failures has its sessions closed, a failed connect redispatched), but
 // plaintext on loopback ports. A Reporter (the client library) sends a

@@ -1,5 +1,6 @@
-// The ingest benchmark (issue 3). Starts metricsd on a throwaway database
-// (run it under pg_virtualenv: bench/ingest.sh) and measures, in one run:
+// The ingest benchmark (docs/benchmarks.md). Starts metricsd on a
+// throwaway database (run it under pg_virtualenv: bench/ingest.sh) and
+// measures, in one run:
 //   1. bulk throughput: a few streams send realistic reports (9 host series
 //      + 2 per GPU x 8 GPUs = 25 values) as fast as acknowledgements allow;
 //      values per second from first send to last acknowledgement, so every

@@ -1,4 +1,4 @@
-// The page benchmark (bench/page.sh; issue 18): a real metricsd on its own
+// The page benchmark (bench/page.sh; docs/benchmarks.md): a real metricsd on its own
 // database (of the PostgreSQL pg_virtualenv started), seeded through gRPC
 // ingest with a 7-day trial at 1 s of one agent with 8 GPUs (25 series,
 // about 15 million values) and a 5-minute trial of the same shape. Headless

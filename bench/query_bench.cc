@@ -1,5 +1,6 @@
-// The query benchmark (issue 4). Starts metricsd on a throwaway database
-// (run it under pg_virtualenv: bench/query.sh), loads through the gRPC
+// The query benchmark (docs/benchmarks.md). Starts metricsd on a
+// throwaway database (run it under pg_virtualenv: bench/query.sh), loads
+// through the gRPC
 // ingest API one series of 100 thousand, 1 million and 10 million samples
 // (1 Hz) and a realistic trial (25 series of one agent over 7 days at
 // 1 Hz), then asks QuerySeries for the whole range at 1000 points,

@@ -1,5 +1,5 @@
-// The overload soak (issue 17). Starts metricsd on a throwaway database
-// (run it under pg_virtualenv: bench/soak.sh) and:
+// The overload soak (docs/benchmarks.md). Starts metricsd on a throwaway
+// database (run it under pg_virtualenv: bench/soak.sh) and:
 //   1. measures the server's capacity: bulk streams (the real client
 //      library, client/reporter.h) record realistic reports (25 values) as
 //      fast as acknowledgements allow;

@@ -1,5 +1,6 @@
-// The storage benchmark (issue 19). Starts metricsd on a throwaway database
-// (run it under pg_virtualenv: bench/storage.sh) and loads, through the
+// The storage benchmark (docs/benchmarks.md). Starts metricsd on a
+// throwaway database (run it under pg_virtualenv: bench/storage.sh) and
+// loads, through the
 // gRPC ingest API, one agent's realistic trial: 9 host series and 2 per
 // GPU for 8 GPUs with real-looking UUIDs (25 values a report, 1 s apart),
 // with values as an agent has them: integers for bytes, GPU utilisation
@@ -7,8 +8,8 @@
 // for the load average, all with noise. Then VACUUM ANALYZE, and a table
 // of bytes per stored value for the raw partition (heap, TOAST, indexes),
 // the rollups, the registry and the total, next to the same raw rows in an
-// uncompressed copy of the layout before issue 19 (the baseline). The last
-// line is one JSON object.
+// uncompressed copy of the layout before migration 0004 (the baseline).
+// The last line is one JSON object.
 #include <grpcpp/create_channel.h>
 #include <signal.h>
 

@@ -1,4 +1,4 @@
-// Reads from a hot standby (issue 20): a metricsd given --read-database-url
+// Reads from a hot standby: a metricsd given --read-database-url
 // answers charts, series listings and trial lists from a real
 // streaming-replication standby (ReplicatedCluster), the same answers as the
 // primary's once it has caught up; it reads from the primary when the

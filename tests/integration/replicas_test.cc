@@ -1,4 +1,4 @@
-// Several metricsd replicas on one database (issue 20). A stream that moves
+// Several metricsd replicas on one database. A stream that moves
 // from one server to another while the first is still committing (a
 // "zombie": slow, not dead) is stored exactly once; two servers ingesting
 // into the same trial and agents keep rollups equal to the raw rows and the

@@ -1,6 +1,6 @@
 // For bench/storage.sh: what the system metrics take on disk, by part, after
 // VACUUM ANALYZE, next to a baseline: the same raw rows in a table of the
-// layout as it was before storage was optimised (issue 19): one jsonb per
+// layout as it was before migration 0004 packed the values: one jsonb per
 // report, stored uncompressed, with the same primary key.
 //
 // Thread-safety: functions of their arguments; each opens its connection.
