@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/database_url.h"
+#include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -120,23 +121,21 @@ TEST(MetricsdTest, MigrateFlagAppliesMigrationsThenServesHealth) {
 // Polls `path` until it answers `status`; the last answer.
 absl::StatusOr<test_util::HttpResult> AwaitStatus(int port, const std::string& path,
                                                   int status) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(15);
   absl::StatusOr<test_util::HttpResult> r;
-  do {
-    r = HttpCall(port, "GET", path);
-    if (r.ok() && r->status == status) return r;
-    absl::SleepFor(absl::Milliseconds(100));
-  } while (absl::Now() < deadline);
+  test_util::Eventually(
+      [&] {
+        r = HttpCall(port, "GET", path);
+        return r.ok() && r->status == status;
+      },
+      absl::Seconds(15), absl::Milliseconds(100));
   return r;
 }
 
 HealthCheckResponse::ServingStatus AwaitGrpcHealth(
     int port, HealthCheckResponse::ServingStatus status) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(5);
   HealthCheckResponse::ServingStatus now;
-  while ((now = GrpcHealth(port)) != status && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  test_util::Eventually([&] { return (now = GrpcHealth(port)) == status; },
+                        absl::Seconds(5), absl::Milliseconds(50));
   return now;
 }
 
@@ -244,11 +243,9 @@ TEST(MetricsdTest, RawRetentionFlagRemovesOldRawRowsAtStart) {
   ASSERT_OK_AND_ASSIGN(auto metricsd,
                        StartMetricsd(*db, {"--raw-retention=30d", "--auth=off"}));
   ASSERT_OK(metricsd->WaitForLine("HTTP listening on", absl::Seconds(30)).status());
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (sql("SELECT count(*) FROM metrics_profiling") != "1" &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
+  EXPECT_TRUE(test_util::Eventually(
+      [&] { return sql("SELECT count(*) FROM metrics_profiling") == "1"; },
+      absl::Seconds(20), absl::Milliseconds(100)));
   EXPECT_EQ(sql("SELECT count(*) FROM metrics_profiling WHERE end_time > "
                 "now() - interval '2 days'"),
             "1");
@@ -275,12 +272,12 @@ TEST(MetricsdTest, AStandbyThatDoesNotAnswerLeavesReadsOnThePrimary) {
       StartMetricsd(*db, {"--read-database-url=host=/nonexistent port=1",
                           "--auth=off"}));
   ASSERT_OK(metricsd->WaitForLine("HTTP listening on", absl::Seconds(30)).status());
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (metricsd->stderr_text().find("reads go to the primary") ==
-             std::string::npos &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
+  test_util::Eventually(
+      [&] {
+        return metricsd->stderr_text().find("reads go to the primary") !=
+               std::string::npos;
+      },
+      absl::Seconds(20), absl::Milliseconds(100));
   metricsd->Signal(SIGTERM);
   ASSERT_OK_AND_ASSIGN(int code, metricsd->Wait(absl::Seconds(30)));
   EXPECT_EQ(code, 0) << metricsd->stderr_text();

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/reporter.h"
+#include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -140,14 +141,14 @@ TEST_F(ClientEndToEndTest, ServerKilledMidRunLosesAndDuplicatesNothing) {
   });
   // Kill metricsd once part of the run is stored and batches are in flight:
   // some of them committed with the answer lost, some not committed.
-  const absl::Time give_up = absl::Now() + absl::Seconds(60);
-  ReporterStats at_kill = reporter->stats();
-  while (!(at_kill.acknowledged >= 10000 &&
-           at_kill.sent - at_kill.acknowledged >= 1000) &&
-         absl::Now() < give_up) {
-    absl::SleepFor(absl::Microseconds(200));
-    at_kill = reporter->stats();
-  }
+  ReporterStats at_kill;
+  test_util::Eventually(
+      [&] {
+        at_kill = reporter->stats();
+        return at_kill.acknowledged >= 10000 &&
+               at_kill.sent - at_kill.acknowledged >= 1000;
+      },
+      absl::Seconds(60), absl::Microseconds(200));
   metricsd_->Signal(SIGKILL);
   ASSERT_OK(metricsd_->Wait(absl::Seconds(30)).status());
   ASSERT_EQ(StartMetricsd(port), port);
@@ -266,11 +267,9 @@ TEST_F(ClientEndToEndTest, AgentSamplesAppearInQuerySeriesAndStopCleanly) {
   const std::string gpu0 = "GPU-00000000-0000-0000-0000-000000000000";
   const std::string gpu1 = "GPU-00000000-0000-0000-0000-000000000001";
   // Five samples of every series (the first rates need two readings).
-  const absl::Time give_up = absl::Now() + absl::Seconds(60);
-  while (Scalar("SELECT count(*) FROM metrics WHERE trial_id = 4") < 5 &&
-         absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  EXPECT_TRUE(test_util::Eventually(
+      [&] { return Scalar("SELECT count(*) FROM metrics WHERE trial_id = 4") >= 5; },
+      absl::Seconds(60), absl::Milliseconds(50)));
   agent->Signal(SIGTERM);
   ASSERT_OK_AND_ASSIGN(int code, agent->Wait(absl::Seconds(30)));
   EXPECT_EQ(code, 0) << agent->stderr_text();
@@ -327,11 +326,9 @@ TEST_F(ClientEndToEndTest, AgentWithoutNvmlSaysSoAndStopsWhenTheTrialEnds) {
                          "--trial-id=5", "--interval=100ms",
                          "--nvml-library=/nonexistent/libnvidia-ml.so.1"}));
   ASSERT_OK(agent->WaitForLine("no GPU metrics", absl::Seconds(30)).status());
-  const absl::Time give_up = absl::Now() + absl::Seconds(60);
-  while (Scalar("SELECT count(*) FROM metrics WHERE trial_id = 5") < 2 &&
-         absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  EXPECT_TRUE(test_util::Eventually(
+      [&] { return Scalar("SELECT count(*) FROM metrics WHERE trial_id = 5") >= 2; },
+      absl::Seconds(60), absl::Milliseconds(50)));
   ASSERT_OK(CompleteTrial(Channel(), 5));
   ASSERT_OK_AND_ASSIGN(int code, agent->Wait(absl::Seconds(30)));
   EXPECT_EQ(code, 0) << agent->stderr_text();
@@ -362,12 +359,9 @@ TEST_F(ClientEndToEndTest, AgentWithATokenFileReportsWhenAuthIsRequired) {
                          "--trial-id=6", "--interval=100ms",
                          "--token-file=" + path,
                          "--nvml-library=/nonexistent/libnvidia-ml.so.1"}));
-  const absl::Time give_up = absl::Now() + absl::Seconds(60);
-  while (Scalar("SELECT count(*) FROM metrics WHERE trial_id = 6") < 2 &&
-         absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  EXPECT_GE(Scalar("SELECT count(*) FROM metrics WHERE trial_id = 6"), 2);
+  EXPECT_TRUE(test_util::Eventually(
+      [&] { return Scalar("SELECT count(*) FROM metrics WHERE trial_id = 6") >= 2; },
+      absl::Seconds(60), absl::Milliseconds(50)));
   agent->Signal(SIGTERM);
   ASSERT_OK_AND_ASSIGN(int code, agent->Wait(absl::Seconds(30)));
   EXPECT_EQ(code, 0) << agent->stderr_text();

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
 #include "common/grpc_status.h"
 #include "common/tls_files.h"
@@ -287,11 +288,9 @@ TEST_F(SecurityTest, MutualTlsRefusesClientsWithoutACertificate) {
     int64_t count = 0;
     return n.ok() && absl::SimpleAtoi(*n, &count) ? count : int64_t{0};
   };
-  const absl::Time give_up = absl::Now() + absl::Seconds(60);
-  while (stored() < 2 && absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  EXPECT_GE(stored(), 2) << agent->stderr_text();
+  EXPECT_TRUE(test_util::Eventually([&] { return stored() >= 2; },
+                                    absl::Seconds(60), absl::Milliseconds(50)))
+      << agent->stderr_text();
   agent->Signal(SIGTERM);
   ASSERT_OK_AND_ASSIGN(int code, agent->Wait(absl::Seconds(30)));
   EXPECT_EQ(code, 0) << agent->stderr_text();

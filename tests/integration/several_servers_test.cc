@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -90,16 +91,13 @@ int64_t Scalar(const std::string& url, const std::string& sql) {
 
 // Waits until `n` backends of the database wait for a lock.
 bool AwaitWaitingWriters(const std::string& url, int n) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (absl::Now() < deadline) {
-    if (Scalar(url,
-               "SELECT count(*) FROM pg_stat_activity WHERE datname = "
-               "current_database() AND wait_event_type = 'Lock'") >= n) {
-      return true;
-    }
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return false;
+  return test_util::Eventually(
+      [&] {
+        return Scalar(url,
+                      "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                      "current_database() AND wait_event_type = 'Lock'") >= n;
+      },
+      absl::Seconds(20));
 }
 
 // `batches` batches of one agent's reports, every second report time from
@@ -122,7 +120,7 @@ std::vector<v1::SystemMetricsBatch> AgentBatches(const std::string& agent,
   return out;
 }
 
-class ReplicasTest : public ::testing::Test {
+class SeveralServersTest : public ::testing::Test {
  protected:
   void SetUp() override { StartServers({}); }
 
@@ -215,13 +213,13 @@ class ReplicasTest : public ::testing::Test {
 
 // The stream's first batch: no position is stored yet, so nothing but a
 // lock on the stream itself can make B wait for A.
-TEST_F(ReplicasTest, AZombieCommittingANewStreamsFirstBatchDoesNotDoubleIt) {
+TEST_F(SeveralServersTest, AZombieCommittingANewStreamsFirstBatchDoesNotDoubleIt) {
   const absl::Time start = absl::Now() - absl::Hours(1);
   ResendWhileAIsCommitting(Batch(1, start), 0);
   ExpectStoredOnce(1);
 }
 
-TEST_F(ReplicasTest, AZombieCommittingALaterBatchDoesNotDoubleIt) {
+TEST_F(SeveralServersTest, AZombieCommittingALaterBatchDoesNotDoubleIt) {
   const absl::Time start = absl::Now() - absl::Hours(1);
   {
     OpenStream on_a = Open(*a_, "moving");
@@ -241,7 +239,7 @@ TEST_F(ReplicasTest, AZombieCommittingALaterBatchDoesNotDoubleIt) {
 // Each agent has a stream through A and one through B at once, their
 // reports interleaved in the same rollup buckets and declaring the same
 // series: the series are registered once, and every bucket holds both.
-TEST_F(ReplicasTest, TwoServersWritingTheSameAgentsKeepRollupsExact) {
+TEST_F(SeveralServersTest, TwoServersWritingTheSameAgentsKeepRollupsExact) {
   constexpr int kAgents = 3, kBatches = 30;
   const absl::Time start = absl::Now() - absl::Hours(2);
   std::vector<std::vector<v1::SystemMetricsBatch>> streams;
@@ -269,7 +267,7 @@ TEST_F(ReplicasTest, TwoServersWritingTheSameAgentsKeepRollupsExact) {
 
 // New agents race through both servers for a series limit that fits only
 // some of them: exactly as many as fit are stored, the rest refused.
-TEST_F(ReplicasTest, TwoServersFillTheSeriesLimitExactly) {
+TEST_F(SeveralServersTest, TwoServersFillTheSeriesLimitExactly) {
   constexpr int kAgents = 8, kFit = 3;
   server::ServerOptions options;
   options.store.limits.max_series_per_trial = kFit * kRealisticValuesPerReport;

@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "proto/metrics/v1/query.grpc.pb.h"
@@ -48,7 +49,7 @@ constexpr const char* kUnreachable =
 constexpr const char* kRetried =
     "metricsd_standby_fallbacks_total{reason=\"retried\"}";
 
-class ReadReplicaTest : public ::testing::Test {
+class StandbyReadsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_OK_AND_ASSIGN(cluster_, ReplicatedCluster::Create());
@@ -183,12 +184,7 @@ class ReadReplicaTest : public ::testing::Test {
   // Polls until `done` holds, for up to 10 s.
   template <typename Done>
   static bool Eventually(Done done) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < deadline) {
-      if (done()) return true;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return done();
+    return test_util::Eventually(done, absl::Seconds(10), absl::Milliseconds(50));
   }
 
   bool SameAsThePrimary() {
@@ -204,7 +200,7 @@ class ReadReplicaTest : public ::testing::Test {
   int streams_ = 0;
 };
 
-TEST_F(ReadReplicaTest, ChartsSeriesAndTrialListsComeFromTheStandby) {
+TEST_F(StandbyReadsTest, ChartsSeriesAndTrialListsComeFromTheStandby) {
   ASSERT_NO_FATAL_FAILURE(StartOnACaughtUpStandby(5, absl::Hours(1)));
   const double unreachable = Figure(*with_standby_, kUnreachable);
 
@@ -265,7 +261,7 @@ TEST_F(ReadReplicaTest, ChartsSeriesAndTrialListsComeFromTheStandby) {
   EXPECT_EQ(Figure(*with_standby_, kUnreachable), unreachable);
 }
 
-TEST_F(ReadReplicaTest, AStandbyLaggingPastTheLimitIsLeftForThePrimary) {
+TEST_F(StandbyReadsTest, AStandbyLaggingPastTheLimitIsLeftForThePrimary) {
   ASSERT_NO_FATAL_FAILURE(StartOnACaughtUpStandby(3, absl::Seconds(2)));
 
   // An idle primary is no lag: more than the limit with nothing written,
@@ -294,7 +290,7 @@ TEST_F(ReadReplicaTest, AStandbyLaggingPastTheLimitIsLeftForThePrimary) {
   EXPECT_TRUE(SameAsThePrimary());
 }
 
-TEST_F(ReadReplicaTest, AStoppedStandbyIsLeftForThePrimaryUntilItReturns) {
+TEST_F(StandbyReadsTest, AStoppedStandbyIsLeftForThePrimaryUntilItReturns) {
   ASSERT_NO_FATAL_FAILURE(StartOnACaughtUpStandby(3, absl::Seconds(5)));
 
   // Every chart is answered while the standby is down, the first maybe by a
@@ -317,7 +313,7 @@ TEST_F(ReadReplicaTest, AStoppedStandbyIsLeftForThePrimaryUntilItReturns) {
   EXPECT_TRUE(SameAsThePrimary());
 }
 
-TEST_F(ReadReplicaTest, ChartsStayOnTheStandbyWhileThePrimaryIsDown) {
+TEST_F(StandbyReadsTest, ChartsStayOnTheStandbyWhileThePrimaryIsDown) {
   ASSERT_NO_FATAL_FAILURE(StartOnACaughtUpStandby(3, absl::Seconds(5)));
   ASSERT_OK_AND_ASSIGN(const v1::QuerySeriesResponse before,
                        Chart(*with_standby_));
@@ -337,7 +333,7 @@ TEST_F(ReadReplicaTest, ChartsStayOnTheStandbyWhileThePrimaryIsDown) {
   EXPECT_EQ(Figure(*with_standby_, kUnreachable), unreachable);
 }
 
-TEST_F(ReadReplicaTest, WithoutAStandbyNoStandbyFiguresAreExported) {
+TEST_F(StandbyReadsTest, WithoutAStandbyNoStandbyFiguresAreExported) {
   EXPECT_EQ(Figure(*primary_only_, kStandbyReads), -1);
   EXPECT_EQ(Figure(*primary_only_, kLagging), -1);
 }
