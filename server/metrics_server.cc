@@ -8,7 +8,6 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
-#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -19,16 +18,11 @@
 #include "common/status_macros.h"
 #include "common/tls_files.h"
 #include "migrations/migrator.h"
-#include "server/http/http_error.h"
-#include "server/prometheus/prometheus_exporter.h"
 #include "storage/pg/connection.h"
 
 namespace metrics::server {
 
 namespace {
-
-// GET /metrics reads the database once; a scrape should not hang on it.
-constexpr absl::Duration kPrometheusExportTimeout = absl::Seconds(5);
 
 using migrations::MigrationLabel;
 using migrations::MigrationState;
@@ -251,10 +245,28 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
                                     absl::string_view path, HttpResponse& r) {
     gateway->AddDeprecationHeaders(path, r);
   };
+  HttpPathsOptions paths;
+  paths.web = server->web_.get();
+  paths.gateway = server->gateway_.get();
+  paths.store = server->store_.get();
+  paths.metrics_guard = server->metrics_public_ ? nullptr : server->guard_.get();
+  paths.figures = &server->figures_;
+  paths.legacy_usage = &server->legacy_usage_;
+  paths.prometheus_max_series = server->prometheus_max_series_;
+  paths.stale_after = server->stale_after_;
+  paths.unready_reason = [s = server.get()]() -> const char* {
+    if (!s->serving_) return "shutting down";
+    if (s->readiness_ != nullptr && !s->readiness_->Ready()) {
+      return "database unreachable";
+    }
+    return nullptr;
+  };
+  server->http_paths_ = std::make_unique<HttpPaths>(std::move(paths));
   ASSIGN_OR_RETURN(server->http_,
                    HttpServer::Start(std::move(http_options),
-                                     [s = server.get()](const HttpRequest& r) {
-                                       return s->HandleHttp(r);
+                                     [p = server->http_paths_.get()](
+                                         const HttpRequest& r) {
+                                       return p->Handle(r);
                                      }));
   server->serving_ = true;
   server->readiness_ = std::make_unique<ReadinessProbe>(
@@ -289,70 +301,6 @@ void MetricsServer::Shutdown(absl::Duration grace) {
   if (executor_ != nullptr) executor_->Shutdown();
   if (open_executor_ != nullptr) open_executor_->Shutdown();
   if (store_ != nullptr) store_->Shutdown(absl::Now() + grace);
-}
-
-HttpResponse MetricsServer::PrometheusExport(const HttpRequest& request) const {
-  if (guard_ != nullptr && !metrics_public_) {
-    if (absl::Status allowed = guard_->CheckHttp(
-            request.Header("authorization"), Access::kRead, "GET /metrics",
-            absl::Now() + kPrometheusExportTimeout);
-        !allowed.ok()) {
-      return ErrorResponse(allowed);
-    }
-  }
-  PrometheusExportInput input;
-  input.ingest = store_->GetIngestStatistics();
-  input.reads = store_->GetReadRoutingStatistics();
-  input.figures = &figures_;
-  input.legacy_calls = legacy_usage_.Calls();
-  input.max_latest_series = prometheus_max_series_;
-  input.now = absl::Now();
-  input.stale_after = stale_after_;
-  // One more than the cap tells whether some were left out.
-  input.latest = store_->LatestValuesOfActiveTrials(
-      prometheus_max_series_ + 1, absl::Now() + kPrometheusExportTimeout);
-  HttpResponse response;
-  response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  response.body = RenderPrometheusExport(input);
-  return response;
-}
-
-HttpResponse MetricsServer::HandleHttp(const HttpRequest& request) const {
-  std::optional<HttpResponse> page;
-  if (web_ != nullptr) page = web_->Serve(request.path);
-  const bool get_only = page.has_value() || request.path == "/metrics" ||
-                        request.path == "/healthz" || request.path == "/livez";
-  if (get_only && request.method != "GET" && request.method != "HEAD") {
-    HttpResponse response = ErrorResponse(
-        absl::UnimplementedError(absl::StrCat("method ", request.method,
-                                              " is not allowed on ",
-                                              request.path)),
-        405);
-    response.headers.emplace_back("Allow", "GET, HEAD");
-    return response;
-  }
-  if (page.has_value()) return *std::move(page);
-  if (request.path == "/metrics") return PrometheusExport(request);
-  if (request.path == "/healthz") {  // readiness, for load balancers
-    HttpResponse response;
-    // The database's own error goes to the log, not to strangers.
-    const char* reason = !serving_ ? "shutting down"
-                         : readiness_ != nullptr && !readiness_->Ready()
-                             ? "database unreachable"
-                             : nullptr;
-    response.status = reason == nullptr ? 200 : 503;
-    response.body = reason == nullptr
-                        ? "{\"status\":\"SERVING\"}"
-                        : absl::StrCat("{\"status\":\"NOT_SERVING\",\"reason\":\"",
-                                       reason, "\"}");
-    return response;
-  }
-  if (request.path == "/livez") {  // liveness: answering is the proof
-    HttpResponse response;
-    response.body = "{\"status\":\"ALIVE\"}";
-    return response;
-  }
-  return gateway_->Handle(request);
 }
 
 }  // namespace metrics::server

@@ -28,6 +28,7 @@
 #include "server/auth/authenticator.h"
 #include "server/auth/call_guard.h"
 #include "server/http/http_server.h"
+#include "server/http_paths.h"
 #include "server/services/ingest_service.h"
 #include "server/legacy/legacy_profiler_service.h"
 #include "server/legacy/legacy_usage.h"
@@ -76,10 +77,6 @@ class MetricsServer {
  private:
   MetricsServer() = default;
 
-  HttpResponse HandleHttp(const HttpRequest& request) const;
-  // GET /metrics; blocks on one database read.
-  HttpResponse PrometheusExport(const HttpRequest& request) const;
-
   std::unique_ptr<storage::MetricStore> store_;
   // Null when authentication is off.
   std::unique_ptr<storage::pg::PgTokenStore> token_store_;
@@ -101,6 +98,7 @@ class MetricsServer {
   std::unique_ptr<RestGateway> gateway_;
   std::unique_ptr<WebAssets> web_;  // null when no page is served
   std::unique_ptr<grpc::Server> grpc_;
+  std::unique_ptr<HttpPaths> http_paths_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<storage::pg::RetentionLoop> retention_;  // with --raw-retention
   std::unique_ptr<ReadinessProbe> readiness_;

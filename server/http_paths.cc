@@ -1,0 +1,83 @@
+#include "server/http_paths.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/http/http_error.h"
+#include "server/prometheus/prometheus_exporter.h"
+
+namespace metrics::server {
+
+namespace {
+
+// GET /metrics reads the database once; a scrape should not hang on it.
+constexpr absl::Duration kPrometheusExportTimeout = absl::Seconds(5);
+
+}  // namespace
+
+HttpResponse HttpPaths::PrometheusExport(const HttpRequest& request) const {
+  if (options_.metrics_guard != nullptr) {
+    if (absl::Status allowed = options_.metrics_guard->CheckHttp(
+            request.Header("authorization"), Access::kRead, "GET /metrics",
+            absl::Now() + kPrometheusExportTimeout);
+        !allowed.ok()) {
+      return ErrorResponse(allowed);
+    }
+  }
+  PrometheusExportInput input;
+  input.ingest = options_.store->GetIngestStatistics();
+  input.reads = options_.store->GetReadRoutingStatistics();
+  input.figures = options_.figures;
+  input.legacy_calls = options_.legacy_usage->Calls();
+  input.max_latest_series = options_.prometheus_max_series;
+  input.now = absl::Now();
+  input.stale_after = options_.stale_after;
+  // One more than the cap tells whether some were left out.
+  input.latest = options_.store->LatestValuesOfActiveTrials(
+      options_.prometheus_max_series + 1,
+      absl::Now() + kPrometheusExportTimeout);
+  HttpResponse response;
+  response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  response.body = RenderPrometheusExport(input);
+  return response;
+}
+
+HttpResponse HttpPaths::Handle(const HttpRequest& request) const {
+  std::optional<HttpResponse> page;
+  if (options_.web != nullptr) page = options_.web->Serve(request.path);
+  const bool get_only = page.has_value() || request.path == "/metrics" ||
+                        request.path == "/healthz" || request.path == "/livez";
+  if (get_only && request.method != "GET" && request.method != "HEAD") {
+    HttpResponse response = ErrorResponse(
+        absl::UnimplementedError(absl::StrCat("method ", request.method,
+                                              " is not allowed on ",
+                                              request.path)),
+        405);
+    response.headers.emplace_back("Allow", "GET, HEAD");
+    return response;
+  }
+  if (page.has_value()) return *std::move(page);
+  if (request.path == "/metrics") return PrometheusExport(request);
+  if (request.path == "/healthz") {
+    HttpResponse response;
+    // The database's own error goes to the log, not to strangers.
+    const char* reason = options_.unready_reason();
+    response.status = reason == nullptr ? 200 : 503;
+    response.body = reason == nullptr
+                        ? "{\"status\":\"SERVING\"}"
+                        : absl::StrCat("{\"status\":\"NOT_SERVING\",\"reason\":\"",
+                                       reason, "\"}");
+    return response;
+  }
+  if (request.path == "/livez") {  // answering is the proof
+    HttpResponse response;
+    response.body = "{\"status\":\"ALIVE\"}";
+    return response;
+  }
+  return options_.gateway->Handle(request);
+}
+
+}  // namespace metrics::server

@@ -1,0 +1,55 @@
+// The HTTP port's own paths, ahead of the REST gateway: the profiler page's
+// files, GET /metrics (Prometheus), GET /healthz (readiness, for load
+// balancers) and GET /livez (liveness). Other requests go to the gateway.
+// Each of the own paths answers GET and HEAD only (405 otherwise).
+//
+// Thread-safety: thread-safe; Handle runs on the HTTP server's handler
+// threads, and everything it points to must be.
+#ifndef METRICS_SERVER_HTTP_PATHS_H_
+#define METRICS_SERVER_HTTP_PATHS_H_
+
+#include <cstddef>
+#include <functional>
+#include <utility>
+
+#include "absl/time/time.h"
+#include "server/auth/call_guard.h"
+#include "server/http/http_server.h"
+#include "server/legacy/legacy_usage.h"
+#include "server/rest/rest_gateway.h"
+#include "server/services/service_figures.h"
+#include "server/web/web_assets.h"
+#include "storage/metric_store.h"
+
+namespace metrics::server {
+
+struct HttpPathsOptions {
+  const WebAssets* web = nullptr;  // null: no page is served
+  const RestGateway* gateway = nullptr;  // required
+  // What GET /metrics exports, and who may read it: null guard, anyone.
+  storage::MetricStore* store = nullptr;  // required
+  const CallGuard* metrics_guard = nullptr;
+  const ServiceFigures* figures = nullptr;  // required
+  const LegacyUsage* legacy_usage = nullptr;  // required
+  size_t prometheus_max_series = 0;
+  absl::Duration stale_after;
+  // Why the server is not ready, or null when it is (/healthz).
+  std::function<const char*()> unready_reason;
+};
+
+class HttpPaths {
+ public:
+  explicit HttpPaths(HttpPathsOptions options) : options_(std::move(options)) {}
+
+  HttpResponse Handle(const HttpRequest& request) const;
+
+ private:
+  // GET /metrics; blocks on one database read.
+  HttpResponse PrometheusExport(const HttpRequest& request) const;
+
+  const HttpPathsOptions options_;
+};
+
+}  // namespace metrics::server
+
+#endif  // METRICS_SERVER_HTTP_PATHS_H_
