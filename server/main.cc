@@ -21,7 +21,6 @@
 #include "common/logging.h"
 #include "common/memory_trimmer.h"
 #include "common/stop_signals.h"
-#include "common/time_format.h"
 #include "server/metrics_server.h"
 
 ABSL_FLAG(std::string, database_url, "",
@@ -160,45 +159,29 @@ int Run() {
     options.store.read.database_url = env;  // keeps a password out of ps
   }
   options.store.read.max_lag = absl::GetFlag(FLAGS_max_read_lag);
-  if (options.store.read.max_lag <= absl::ZeroDuration() ||
-      options.store.read.max_lag == absl::InfiniteDuration()) {
-    std::cerr << "metricsd: error: --max-read-lag "
-              << absl::FormatDuration(options.store.read.max_lag)
-              << ": must be a positive duration such as 5s\n";
-    return 2;
-  }
   options.stale_after = absl::GetFlag(FLAGS_stale_after);
-  if (options.stale_after <= absl::ZeroDuration()) {
-    std::cerr << "metricsd: error: --stale-after "
-              << absl::FormatDuration(options.stale_after)
-              << ": must be positive\n";
-    return 2;
-  }
-  if (const std::string retention = absl::GetFlag(FLAGS_raw_retention);
-      !retention.empty()) {
-    const std::optional<absl::Duration> d =
-        metrics::common::ParseDurationWithDays(retention);
-    if (!d || *d <= absl::ZeroDuration() || *d == absl::InfiniteDuration()) {
-      std::cerr << "metricsd: error: --raw-retention " << retention
-                << ": must be a positive duration such as 30d or 720h\n";
-      return 2;
-    }
-    options.raw_retention = *d;
-  }
   options.prometheus_max_series =
       static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_prometheus_max_series)));
-  const std::string auth = absl::GetFlag(FLAGS_auth);
-  if (auth != "off" && auth != "required") {
-    std::cerr << "metricsd: error: --auth " << auth
-              << ": must be \"required\" or \"off\"\n";
+  const auto usage_error = [](const absl::Status& status) {
+    std::cerr << "metricsd: error: " << status.message() << "\n";
     return 2;
-  }
-  options.auth_required = auth == "required";
+  };
+  absl::StatusOr<absl::Duration> retention =
+      metrics::server::ParseRawRetention(absl::GetFlag(FLAGS_raw_retention));
+  if (!retention.ok()) return usage_error(retention.status());
+  options.raw_retention = *retention;
+  absl::StatusOr<bool> auth_required =
+      metrics::server::ParseAuthRequired(absl::GetFlag(FLAGS_auth));
+  if (!auth_required.ok()) return usage_error(auth_required.status());
+  options.auth_required = *auth_required;
   options.metrics_public = absl::GetFlag(FLAGS_metrics_public);
   options.tls.cert = absl::GetFlag(FLAGS_tls_cert);
   options.tls.key = absl::GetFlag(FLAGS_tls_key);
   options.tls.client_ca = absl::GetFlag(FLAGS_tls_client_ca);
   options.insecure_listen = absl::GetFlag(FLAGS_insecure_listen);
+  if (absl::Status s = metrics::server::CheckServerOptions(options); !s.ok()) {
+    return usage_error(s);
+  }
 
   absl::StatusOr<std::unique_ptr<metrics::server::MetricsServer>> server =
       metrics::server::MetricsServer::Create(

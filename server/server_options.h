@@ -1,13 +1,18 @@
 // Configuration of metricsd, filled from flags and the environment by
-// main.cc and passed to MetricsServer::Create. Defaults are what a
-// developer running the service on their own machine wants.
+// main.cc and passed to MetricsServer::Create, and the checks of the flag
+// values that fill it. Defaults are what a developer running the service on
+// their own machine wants.
 //
-// Thread-safety: a plain value.
+// Thread-safety: a plain value; the functions are pure.
 #ifndef METRICS_SERVER_SERVER_OPTIONS_H_
 #define METRICS_SERVER_SERVER_OPTIONS_H_
 
 #include <string>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "common/tls_files.h"
 #include "server/http/http_server.h"
 #include "server/readiness.h"
@@ -81,6 +86,21 @@ struct ServerOptions {
   // How old a cached token check may be; a revocation takes effect within.
   absl::Duration auth_recheck = absl::Seconds(4);
 };
+
+// The flag values main.cc cannot take as they are. Each error is
+// INVALID_ARGUMENT naming the flag, its value and what it must be
+// ("--stale-after 0: must be positive").
+
+// --raw-retention: "" keeps raw rows forever (an infinite duration), else a
+// positive duration such as "30d" or "720h".
+absl::StatusOr<absl::Duration> ParseRawRetention(absl::string_view text);
+
+// --auth: "required" (true) or "off" (false).
+absl::StatusOr<bool> ParseAuthRequired(absl::string_view text);
+
+// The durations flags set that must be positive: --max-read-lag (and
+// finite), --stale-after.
+absl::Status CheckServerOptions(const ServerOptions& options);
 
 }  // namespace metrics::server
 
