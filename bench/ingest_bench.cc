@@ -518,7 +518,7 @@ absl::StatusOr<FreshBulkResult> RunFreshBulk(
   storage::pg::PgTokenStore tokens(db->url());
   storage::TokenRequest admin_request;
   admin_request.role = storage::TokenRole::kAdmin;
-  ASSIGN_OR_RETURN(storage::pg::CreatedToken admin,
+  ASSIGN_OR_RETURN(storage::CreatedToken admin,
                    tokens.Create(admin_request, absl::Now() + absl::Seconds(30)));
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       grpc::InsecureChannelCredentials();
@@ -541,7 +541,7 @@ absl::StatusOr<FreshBulkResult> RunFreshBulk(
   reporter_request.role = storage::TokenRole::kReporter;
   reporter_request.trial_id = 1;
   ASSIGN_OR_RETURN(
-      storage::pg::CreatedToken reporter,
+      storage::CreatedToken reporter,
       tokens.Create(reporter_request, absl::Now() + absl::Seconds(30)));
 
   StreamerOptions options;

@@ -291,7 +291,7 @@ class ReporterAuthTest : public ::testing::Test {
     request.role = trial ? storage::TokenRole::kReporter
                          : storage::TokenRole::kViewer;
     request.trial_id = trial;
-    absl::StatusOr<storage::pg::CreatedToken> created =
+    absl::StatusOr<storage::CreatedToken> created =
         tokens.Create(request, absl::Now() + absl::Seconds(30));
     EXPECT_OK(created);
     return created.ok() ? created->secret : "";

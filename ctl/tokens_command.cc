@@ -71,7 +71,7 @@ std::string Describe(const storage::ApiToken& t) {
   return text;
 }
 
-int Create(const TokensArgs& args, storage::pg::PgTokenStore& store) {
+int Create(const TokensArgs& args, storage::TokenStore& store) {
   if (!args.role)
     return Usage("tokens create needs --role=admin|viewer|reporter");
   storage::TokenRequest request;
@@ -94,7 +94,7 @@ int Create(const TokensArgs& args, storage::pg::PgTokenStore& store) {
       !valid.ok()) {
     return Usage(absl::StrCat("--", valid.message()));
   }
-  absl::StatusOr<storage::pg::CreatedToken> created =
+  absl::StatusOr<storage::CreatedToken> created =
       store.Create(request, absl::Now() + kTimeout);
   if (!created.ok()) return Fail(created.status());
   std::cerr << "created " << Describe(created->token)
@@ -103,7 +103,7 @@ int Create(const TokensArgs& args, storage::pg::PgTokenStore& store) {
   return 0;
 }
 
-int List(storage::pg::PgTokenStore& store) {
+int List(storage::TokenStore& store) {
   absl::StatusOr<std::vector<storage::ApiToken>> tokens =
       store.List(absl::Now() + kTimeout);
   if (!tokens.ok()) return Fail(tokens.status());
@@ -122,7 +122,7 @@ int List(storage::pg::PgTokenStore& store) {
   return 0;
 }
 
-int Revoke(const TokensArgs& args, storage::pg::PgTokenStore& store) {
+int Revoke(const TokensArgs& args, storage::TokenStore& store) {
   if (args.words.size() != 3) return Usage("tokens revoke needs one token ID");
   int64_t id = 0;
   if (!absl::SimpleAtoi(args.words[2], &id) || id <= 0) {

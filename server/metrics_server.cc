@@ -19,6 +19,7 @@
 #include "common/tls_files.h"
 #include "migrations/migrator.h"
 #include "storage/pg/connection.h"
+#include "storage/pg/pg_token_store.h"
 
 namespace metrics::server {
 

@@ -79,7 +79,7 @@ class MetricsServer {
 
   std::unique_ptr<storage::MetricStore> store_;
   // Null when authentication is off.
-  std::unique_ptr<storage::pg::PgTokenStore> token_store_;
+  std::unique_ptr<storage::TokenStore> token_store_;
   std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<CallGuard> guard_;
   bool metrics_public_ = true;

@@ -177,7 +177,7 @@ class AuthMatrixTest : public ::testing::Test {
     ASSERT_TRUE(tokens_->Revoke(revoked.token.id, Deadline()).ok());
     std::string unknown = admin.secret;
     unknown.back() = unknown.back() == '0' ? '1' : '0';
-    auto principal = [](const storage::pg::CreatedToken& t) {
+    auto principal = [](const storage::CreatedToken& t) {
       return Principal{t.token.id, t.token.role, t.token.trial_id};
     };
     *callers_ = {

@@ -13,7 +13,7 @@ absl::Status Unauthenticated() {
       "a valid API token is required: send \"authorization: Bearer <token>\"");
 }
 
-Authenticator::Authenticator(storage::pg::PgTokenStore* store,
+Authenticator::Authenticator(storage::TokenStore* store,
                              AuthenticatorOptions options)
     : store_(store), options_(std::move(options)) {}
 

@@ -25,7 +25,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/auth/access_rules.h"
-#include "storage/pg/pg_token_store.h"
+#include "storage/token_store.h"
 
 namespace metrics::server {
 
@@ -41,7 +41,7 @@ struct AuthenticatorOptions {
 class Authenticator {
  public:
   // `store` must outlive the authenticator.
-  Authenticator(storage::pg::PgTokenStore* store, AuthenticatorOptions options);
+  Authenticator(storage::TokenStore* store, AuthenticatorOptions options);
 
   // The caller of `authorization` (the header's value; empty when absent).
   // May query the store: call it where blocking is allowed. UNAUTHENTICATED
@@ -69,7 +69,7 @@ class Authenticator {
   std::optional<absl::StatusOr<Principal>> Cached(const std::string& key)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  storage::pg::PgTokenStore* const store_;
+  storage::TokenStore* const store_;
   const AuthenticatorOptions options_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> cache_ ABSL_GUARDED_BY(mu_);

@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/pg/pg_metric_store.h"
+#include "storage/pg/pg_token_store.h"
 #include "tests/testing/test_database.h"
 
 namespace metrics::server {

@@ -103,7 +103,7 @@ grpc::ServerUnaryReactor* TokenService::CreateToken(
         if (request->ttl_seconds() > 0) {
           spec.ttl = absl::Seconds(request->ttl_seconds());
         }
-        absl::StatusOr<storage::pg::CreatedToken> created =
+        absl::StatusOr<storage::CreatedToken> created =
             tokens->Create(spec, deadline);
         if (!created.ok()) return created.status();
         TokenToProto(created->token, response->mutable_token());

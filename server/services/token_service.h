@@ -10,7 +10,7 @@
 #include "common/blocking_executor.h"
 #include "proto/metrics/v1/tokens.grpc.pb.h"
 #include "server/auth/call_guard.h"
-#include "storage/pg/pg_token_store.h"
+#include "storage/token_store.h"
 
 namespace metrics::server {
 
@@ -18,7 +18,7 @@ class TokenService final : public v1::TokenService::CallbackService {
  public:
   // `tokens`, `executor` and `guard` must outlive the service; both
   // `tokens` and `guard` are null when authentication is off.
-  TokenService(storage::pg::PgTokenStore* tokens,
+  TokenService(storage::TokenStore* tokens,
                common::BlockingExecutor* executor, const CallGuard* guard)
       : tokens_(tokens), executor_(executor), guard_(guard) {}
 
@@ -34,7 +34,7 @@ class TokenService final : public v1::TokenService::CallbackService {
                                         v1::ApiToken* response) override;
 
  private:
-  storage::pg::PgTokenStore* const tokens_;
+  storage::TokenStore* const tokens_;
   common::BlockingExecutor* const executor_;
   const CallGuard* const guard_;
 };

@@ -348,7 +348,7 @@ TEST_F(ClientEndToEndTest, AgentWithATokenFileReportsWhenAuthIsRequired) {
   storage::TokenRequest request;
   request.role = storage::TokenRole::kReporter;
   request.trial_id = 6;
-  ASSERT_OK_AND_ASSIGN(storage::pg::CreatedToken token,
+  ASSERT_OK_AND_ASSIGN(storage::CreatedToken token,
                        tokens.Create(request, absl::Now() + absl::Seconds(30)));
   const std::string path = ::testing::TempDir() + "/metrics-agent-token";
   std::ofstream(path) << token.secret << "\n";

@@ -95,7 +95,7 @@ class SecurityTest : public ::testing::Test {
     request.role = role;
     if (trial != 0) request.trial_id = trial;
     request.name = "security test";
-    absl::StatusOr<storage::pg::CreatedToken> token =
+    absl::StatusOr<storage::CreatedToken> token =
         tokens.Create(request, absl::Now() + absl::Seconds(30));
     EXPECT_OK(token);
     if (!token.ok()) return "";
