@@ -10,19 +10,7 @@
 # Usage: compose_secrets_test.sh <repository root> <metricsd> <metricsctl>
 set -euo pipefail
 root=$1 metricsd=$2 metricsctl=$3
-work=$(mktemp -d)
-db="compose_secrets_test_$$"
-cleanup() {
-  [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  dropdb --if-exists "$db"
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-createdb "$db"
-export DATABASE_URL="dbname=$db"
-"$metricsctl" migrate up >/dev/null
+. "$root/tests/testing/db_test_env.sh" compose_secrets_test "$metricsctl"
 secrets="$work/secrets"
 SECRETS_DIR=$secrets SECRETS_OWNER=$(id -u) METRICSCTL=$metricsctl \
   sh "$root/deploy/init-secrets.sh" >"$work/init.log"

@@ -9,15 +9,8 @@
 # Usage: first_use_test.sh <repository root> <metricsd> <metricsctl> <metrics-agent>
 set -euo pipefail
 root=$1 metricsd=$2 metricsctl=$3 agent=$4
-work=$(mktemp -d)
-db="first_use_test_$$"
-cleanup() {
-  [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  dropdb --if-exists "$db"
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+
+. "$root/tests/testing/db_test_env.sh" first_use_test "$metricsctl"
 
 # The README's block: the lines between "```sh" and "```" under "## First use".
 block=$(awk '/^## First use/ {in_section = 1; next} /^## / {in_section = 0}
@@ -25,9 +18,6 @@ block=$(awk '/^## First use/ {in_section = 1; next} /^## / {in_section = 0}
   in_block {print}' "$root/README.md")
 [ -n "$block" ] || fail "README.md has no sh block under \"## First use\""
 
-createdb "$db"
-export DATABASE_URL="dbname=$db"
-"$metricsctl" migrate up >/dev/null
 mkdir -p "$work/repo/.data" "$work/repo/build/client"
 "$metricsctl" tokens create --role=admin --name="first use" | tail -n 1 >"$work/repo/.data/admin-token"
 "$metricsd" --grpc-address=127.0.0.1:0 --http-address=127.0.0.1:0 \
