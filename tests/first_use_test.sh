@@ -39,7 +39,7 @@ cat >"$work/repo/build/client/metrics-agent" <<EOF
 agent=\$!
 for _ in \$(seq 100); do
   curl -sf -H "Authorization: Bearer \$METRICS_TOKEN" \
-    "127.0.0.1:$http/api/v1/trials/7/metrics/system/series" | grep -q '"sampleCount":"[2-9]' && break
+    "127.0.0.1:$http/api/v1/trials/7/metrics/system/series" | grep -Eq '"sampleCount":"([2-9]|[1-9][0-9]+)"' && break
   sleep 0.1
 done
 kill -INT \$agent
