@@ -47,7 +47,7 @@
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
 #include "server/services/proto_convert.h"
-#include "storage/packed_report.h"
+#include "storage/format/packed_report.h"
 #include "storage/pg/pg_token_store.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/metricsd_process.h"

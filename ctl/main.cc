@@ -26,8 +26,8 @@
 #include "ctl/tokens_command.h"
 #include "migrations/migration.h"
 #include "migrations/migrator.h"
-#include "storage/pg/legacy_move.h"
-#include "storage/pg/rollup_rebuild.h"
+#include "storage/pg/jobs/legacy_move.h"
+#include "storage/pg/jobs/rollup_rebuild.h"
 
 namespace metrics::ctl {
 namespace {

@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/time_format.h"
 #include "ctl/progress_line.h"
-#include "storage/pg/raw_retention.h"
+#include "storage/pg/jobs/raw_retention.h"
 
 namespace metrics::ctl {
 

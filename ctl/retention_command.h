@@ -1,5 +1,5 @@
 // "metricsctl retention apply": raw-data retention on demand
-// (storage/pg/raw_retention.h), the same as metricsd --raw-retention does
+// (storage/pg/jobs/raw_retention.h), the same as metricsd --raw-retention does
 // every hour.
 //
 // Thread-safety: for main's thread.

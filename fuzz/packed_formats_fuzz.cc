@@ -9,8 +9,8 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "storage/packed_report.h"
-#include "storage/rollup_codec.h"
+#include "storage/format/packed_report.h"
+#include "storage/format/rollup_codec.h"
 
 namespace {
 

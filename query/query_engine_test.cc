@@ -17,7 +17,7 @@
 #include "common/status_macros.h"
 #include "storage/metric_store_wrapper.h"
 #include "storage/pg/pg_metric_store.h"
-#include "storage/pg/raw_retention.h"
+#include "storage/pg/jobs/raw_retention.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/test_database.h"
 

@@ -21,7 +21,7 @@
 #include "server/services/ingest_stream_reactor.h"
 #include "server/rest/rest_gateway.h"
 #include "server/web/web_assets.h"
-#include "storage/pg/pg_metric_store.h"
+#include "storage/pg/pg_metric_store_options.h"
 
 namespace metrics::server {
 

@@ -184,7 +184,7 @@ class ChangeSubscription {
   virtual ~ChangeSubscription() = default;
 };
 
-// The ingest writer's figures since the store was created, for /metrics.
+// The ingest writer's statistics since the store was created, for /metrics.
 struct IngestStatistics {
   int64_t stored_batches = 0;
   int64_t stored_values = 0;
@@ -330,7 +330,7 @@ class MetricStore {
       int32_t trial_id, const SeriesInfo& series, ReadingCursor after,
       size_t limit, absl::Time deadline) = 0;
 
-  // --- Service figures (/metrics).
+  // --- Service statistics (/metrics).
 
   // Thread-safe and cheap (counters in memory).
   virtual IngestStatistics GetIngestStatistics() const = 0;

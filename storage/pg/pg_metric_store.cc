@@ -4,209 +4,64 @@
 #include <pqxx/result>
 #include <pqxx/transaction>
 
-#include <algorithm>
-#include <iterator>
-#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/container/btree_map.h"
-#include "absl/container/flat_hash_map.h"
 #include "common/status_macros.h"
 #include "storage/metric_store_wrapper.h"
 #include "storage/pg/connection.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/pooled_transaction.h"
-#include "storage/pg/raw_values.h"
-#include "storage/pg/rollup_sql.h"
-#include "storage/pg/sql_arrays.h"
-#include "storage/pg/sql_time.h"
-#include "storage/report_json.h"
-#include "storage/rollup_codec.h"
+#include "storage/pg/trial_rows.h"
 
 namespace metrics::storage::pg {
-
-namespace {
-
-// Each agent's newest finest bucket when the coarser widths do not hold it
-// yet (rollup.h), as trial_id, agent_id, stats, start_us: what a read of a
-// coarser width adds. Rows that turn out folded are skipped by the reader.
-std::string UnfoldedBucketsSql(absl::string_view agents_sql) {
-  return NewestRollupRowsSql(agents_sql, absl::StrCat(kRollupWidthsSeconds[0]));
-}
-
-// The columns TrialFromRow maps.
-std::string TrialColumnsSql() {
-  return absl::StrCat("id, state, ", EpochMicrosSql("created_at"), ", ",
-                      EpochMicrosSql("updated_at"), ", ",
-                      EpochMicrosSql("ended_at"));
-}
-
-// Maps a row of TrialColumnsSql.
-Trial TrialFromRow(const pqxx::row& row) {
-  Trial trial;
-  trial.id = row[0].as<int32_t>();
-  // The table's CHECK admits only the states' names.
-  trial.state = ParseTrialState(row[1].as<std::string>())
-                    .value_or(TrialState::kActive);
-  trial.created_at_us = row[2].as<int64_t>();
-  trial.updated_at_us = row[3].as<int64_t>();
-  if (!row[4].is_null()) trial.ended_at_us = row[4].as<int64_t>();
-  return trial;
-}
-
-constexpr char kSeriesColumns[] =
-    "series_id, metric_group, agent_id, gpu_uuid, name, unit";
-
-// Maps kSeriesColumns, starting at column `first`.
-SeriesInfo SeriesFromRow(const pqxx::row& row, int first = 0) {
-  SeriesInfo info;
-  info.series_id = row[first].as<int64_t>();
-  info.metric_group = row[first + 1].as<std::string>();
-  info.agent_id = row[first + 2].as<std::string>();
-  info.gpu_uuid = row[first + 3].as<std::string>();
-  info.name = row[first + 4].as<std::string>();
-  info.unit = row[first + 5].as<std::string>();
-  return info;
-}
-
-// The store's frequent statements, prepared on each pool connection.
-struct Statements {
-  PreparedStatement trial_exists{"trial_exists",
-                                 "SELECT 1 FROM trials WHERE id = $1"};
-  PreparedStatement trial_by_id{
-      "trial_by_id",
-      absl::StrCat("SELECT ", TrialColumnsSql(), " FROM trials WHERE id = $1")};
-  // NULL parameters mean "no condition", so one statement serves every
-  // filter; the primary key walks ids downwards.
-  PreparedStatement list_trials{
-      "list_trials",
-      absl::StrCat("SELECT ", TrialColumnsSql(),
-                   " FROM trials WHERE ($1::text IS NULL OR state = $1) "
-                   "AND ($2::int IS NULL OR id < $2) "
-                   "ORDER BY id DESC LIMIT $3")};
-  // The trial's columns, then the stream's last sequence (NULL for a new
-  // stream); relies on the primary keys of both tables.
-  PreparedStatement stream_start{
-      "stream_start",
-      absl::StrCat("SELECT ", TrialColumnsSql(),
-                   ", (SELECT last_sequence FROM ingest_positions p "
-                   "WHERE p.trial_id = $1 AND p.stream_id = $2) "
-                   "FROM trials WHERE id = $1")};
-  // Relies on the unique key (trial_id, metric_group, agent_id, ...).
-  PreparedStatement series_of_group{
-      "series_of_group",
-      absl::StrCat("SELECT ", kSeriesColumns,
-                   " FROM series WHERE trial_id = $1 AND metric_group = $2 "
-                   "ORDER BY agent_id, name, gpu_uuid")};
-  PreparedStatement series_of_every_group{
-      "series_of_every_group",
-      absl::StrCat("SELECT ", kSeriesColumns,
-                   " FROM series WHERE trial_id = $1 "
-                   "ORDER BY metric_group, agent_id, name, gpu_uuid")};
-  // Range scans of the primary key (trial_id, agent_id, width_s,
-  // bucket_start), one per agent, and each agent's newest finest bucket
-  // (width_s is then the finest width: kept only if unfolded).
-  PreparedStatement rollups_of_agents{
-      "rollups_of_agents",
-      absl::StrCat("SELECT stats, ", EpochMicrosSql("bucket_start"),
-                   ", width_s FROM system_rollups WHERE trial_id = $1 "
-                   "AND agent_id = ANY($2::text[]) AND width_s = $3 "
-                   "UNION ALL SELECT u.stats, u.start_us, ",
-                   kRollupWidthsSeconds[0], " FROM (",
-                   UnfoldedBucketsSql("SELECT $1::int AS trial_id, "
-                                      "unnest($2::text[]) AS agent_id"),
-                   ") u")};
-  // Raw rows of an agent from a cursor ($3 time, $4 row id) on, in ingest
-  // order: a range scan of metrics_profiling_system_idx. The value columns
-  // are RawValueColumns' for the series (name $6, GPU $7).
-  PreparedStatement system_rows_after{
-      "system_rows_after", RowsAfterSql(SystemRowsOfAgentSql("$2"))};
-  // The same for the other groups ($8), over metrics_profiling_other_idx.
-  PreparedStatement other_rows_after{
-      "other_rows_after",
-      RowsAfterSql("metric_group = $8 AND metric_group <> 'system' AND "
-                   "agent_id = $2")};
-
-  static std::string RowsAfterSql(absl::string_view rows_of_agent) {
-    return absl::StrCat(
-        "SELECT ", EpochMicrosSql("end_time"), ", id, total_batches, "
-        "packed_values, ", ReportValueSql("metrics", "$6::text", "$7::text"),
-        " FROM metrics_profiling WHERE trial_id = $1 AND ", rows_of_agent,
-        " AND end_time >= ", TimestampFromMicrosSql("$3"),
-        " AND (end_time, id) > (", TimestampFromMicrosSql("$3"),
-        ", $4) ORDER BY end_time, id LIMIT $5");
-  }
-
-  std::vector<PreparedStatement> All() const {
-    return {trial_exists,      trial_by_id,       list_trials,
-            stream_start,      series_of_group,   series_of_every_group,
-            rollups_of_agents, system_rows_after, other_rows_after};
-  }
-};
-
-const Statements& Sql() {
-  static const auto* statements = new Statements();
-  return *statements;
-}
-
-absl::Status CheckTrialExists(pqxx::transaction_base& tx, int32_t trial_id) {
-  if (tx.exec_prepared(Sql().trial_exists.name, trial_id).empty()) {
-    return absl::NotFoundError(
-        absl::StrCat("trial ", trial_id, " does not exist"));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 std::unique_ptr<PgMetricStore> PgMetricStore::Create(
     PgMetricStoreOptions options) {
   return std::unique_ptr<PgMetricStore>(new PgMetricStore(std::move(options)));
 }
 
-// Reads through this view go to the primary; the rest is the store's.
-class PgMetricStore::PrimaryView : public MetricStoreWrapper {
+// FreshReads(): the routed reads from the primary; the rest is the store's.
+class PgMetricStore::FreshView : public MetricStoreWrapper {
  public:
-  explicit PrimaryView(PgMetricStore* store)
-      : MetricStoreWrapper(store), store_(store) {}
+  FreshView(PgMetricStore* store, PgReads* primary)
+      : MetricStoreWrapper(store), primary_(primary) {}
 
   absl::StatusOr<std::vector<Trial>> ListTrials(
       const TrialListFilter& filter, absl::Time deadline) override {
-    return store_->ListTrialsFrom(ReadFrom::kPrimary, filter, deadline);
+    return primary_->ListTrials(filter, deadline);
   }
   absl::StatusOr<std::vector<SeriesInfo>> ListSeries(
       int32_t trial_id, bool extents, absl::Time deadline) override {
-    return store_->ListSeriesFrom(ReadFrom::kPrimary, trial_id, extents,
-                                  deadline);
+    return primary_->ListSeries(trial_id, extents, deadline);
   }
   absl::Status ReadRollups(int32_t trial_id,
                            const std::vector<std::string>& agents, int width_s,
                            const std::vector<int64_t>& series_ids,
                            int64_t from_us, int64_t to_us, absl::Time deadline,
                            RollupSink& sink) override {
-    return store_->ReadRollupsFrom(ReadFrom::kPrimary, trial_id, agents,
-                                   width_s, series_ids, from_us, to_us,
-                                   deadline, sink);
+    return primary_->ReadRollups(trial_id, agents, width_s, series_ids,
+                                 from_us, to_us, deadline, sink);
   }
   absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
       int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
       int64_t to_us, int64_t max_reports, absl::Time deadline) override {
-    return store_->ReadRawSamplesFrom(ReadFrom::kPrimary, trial_id, series,
-                                      from_us, to_us, max_reports, deadline);
+    return primary_->ReadRawSamples(trial_id, series, from_us, to_us,
+                                    max_reports, deadline);
   }
   // The store's own Shutdown ends it.
   void Shutdown(absl::Time) override {}
 
  private:
-  PgMetricStore* const store_;
+  PgReads* const primary_;
 };
 
 PgMetricStore::PgMetricStore(PgMetricStoreOptions options)
     : options_(std::move(options)),
       pool_(ConnectionPoolOptions{options_.database_url, "metricsd",
-                                  options_.pool_size, Sql().All(),
+                                  options_.pool_size, PgReads::Statements(),
                                   KeyedAccessSettings()}),
+      reads_(pool_, ""),
       notifier_(options_.database_url) {
   IngestWriterOptions writer = options_.writer;
   writer.database_url = options_.database_url;
@@ -217,34 +72,31 @@ PgMetricStore::PgMetricStore(PgMetricStoreOptions options)
     read.primary_url = options_.database_url;
     read.standby_url = options_.read.database_url;
     read.pool_size = options_.pool_size;
-    read.statements = Sql().All();
+    read.statements = PgReads::Statements();
     read.max_lag = options_.read.max_lag;
     read.check_every = options_.read.check_every;
     read.on_change = options_.read.on_change;
     replica_ = std::make_unique<ReadReplica>(std::move(read));
-    primary_view_ = std::make_unique<PrimaryView>(this);
+    standby_reads_ =
+        std::make_unique<PgReads>(replica_->pool(), " on the standby");
+    fresh_view_ = std::make_unique<FreshView>(this, &reads_);
   }
 }
 
 template <typename T, typename Body>
-absl::StatusOr<T> PgMetricStore::Routed(ReadFrom from,
-                                        absl::string_view operation,
-                                        absl::Time deadline, Body body) {
-  if (from == ReadFrom::kStandbyIfCurrent && replica_ != nullptr) {
-    if (ConnectionPool* standby = replica_->PoolForRead()) {
-      absl::StatusOr<T> read = Read<T>(
-          *standby, absl::StrCat(operation, " on the standby"), deadline, body);
-      if (read.ok() || !ReadReplica::WorthRetryingOnPrimary(read.status())) {
-        return read;
-      }
-      replica_->ReadFailed(read.status());
+absl::StatusOr<T> PgMetricStore::Routed(Body read) {
+  if (replica_ != nullptr && replica_->UseStandby()) {
+    absl::StatusOr<T> answer = read(*standby_reads_);
+    if (answer.ok() || !ReadReplica::WorthRetryingOnPrimary(answer.status())) {
+      return answer;
     }
+    replica_->ReadFailed(answer.status());
   }
-  return Read<T>(pool_, operation, deadline, std::move(body));
+  return read(reads_);
 }
 
 MetricStore* PgMetricStore::FreshReads() {
-  return primary_view_ != nullptr ? primary_view_.get() : this;
+  return fresh_view_ != nullptr ? fresh_view_.get() : this;
 }
 
 ReadRoutingStatistics PgMetricStore::GetReadRoutingStatistics() const {
@@ -289,42 +141,15 @@ absl::StatusOr<Trial> PgMetricStore::CreateTrial(std::optional<int32_t> id,
       });
 }
 
+
 absl::StatusOr<Trial> PgMetricStore::GetTrial(int32_t id, absl::Time deadline) {
-  return Read<Trial>(
-      pool_, absl::StrCat("reading trial ", id), deadline,
-      [&](pqxx::transaction_base& tx) -> absl::StatusOr<Trial> {
-        pqxx::result r = tx.exec_prepared(Sql().trial_by_id.name, id);
-        if (r.empty()) {
-          return absl::NotFoundError(absl::StrCat("trial ", id, " does not exist"));
-        }
-        return TrialFromRow(r[0]);
-      });
+  return reads_.GetTrial(id, deadline);
 }
 
 absl::StatusOr<std::vector<Trial>> PgMetricStore::ListTrials(
     const TrialListFilter& filter, absl::Time deadline) {
-  return ListTrialsFrom(ReadFrom::kStandbyIfCurrent, filter, deadline);
-}
-
-absl::StatusOr<std::vector<Trial>> PgMetricStore::ListTrialsFrom(
-    ReadFrom from, const TrialListFilter& filter, absl::Time deadline) {
-  if (filter.limit < 1 || filter.limit > kMaxTrialListLimit) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("limit: ", filter.limit, " is outside 1..",
-                     kMaxTrialListLimit));
-  }
-  std::optional<std::string> state;
-  if (filter.state.has_value()) state = std::string(TrialStateName(*filter.state));
   return Routed<std::vector<Trial>>(
-      from, "listing trials", deadline,
-      [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<Trial>> {
-        pqxx::result r = tx.exec_prepared(Sql().list_trials.name, state,
-                                          filter.before_id, filter.limit);
-        std::vector<Trial> trials;
-        trials.reserve(r.size());
-        for (const pqxx::row& row : r) trials.push_back(TrialFromRow(row));
-        return trials;
-      });
+      [&](PgReads& reads) { return reads.ListTrials(filter, deadline); });
 }
 
 absl::StatusOr<Trial> PgMetricStore::SetTrialState(int32_t id, TrialState state,
@@ -358,456 +183,61 @@ absl::StatusOr<Trial> PgMetricStore::SetTrialState(int32_t id, TrialState state,
       });
 }
 
+
 absl::StatusOr<StreamStart> PgMetricStore::GetStreamStart(
     int32_t trial_id, absl::string_view stream_id, absl::Time deadline) {
-  return Read<StreamStart>(
-      pool_, absl::StrCat("reading the start of stream ", stream_id), deadline,
-      [&](pqxx::transaction_base& tx) -> absl::StatusOr<StreamStart> {
-        pqxx::result r = tx.exec_prepared(Sql().stream_start.name, trial_id,
-                                          std::string(stream_id));
-        if (r.empty()) {
-          return absl::NotFoundError(
-              absl::StrCat("trial ", trial_id, " does not exist"));
-        }
-        StreamStart start;
-        start.trial = TrialFromRow(r[0]);
-        start.position = r[0][5].is_null() ? 0 : r[0][5].as<int64_t>();
-        return start;
-      });
+  return reads_.GetStreamStart(trial_id, stream_id, deadline);
 }
-
-namespace {
-
-// Sets each GPU series' gpu_index: its GPU's rank among the agent's GPUs
-// by the first series id registered for it, which is the order the agent
-// first reported them.
-void NumberGpus(std::vector<SeriesInfo>& series) {
-  absl::flat_hash_map<std::string, std::map<int64_t, std::string>> firsts;
-  absl::flat_hash_map<std::pair<std::string, std::string>, int64_t> first_id;
-  for (const SeriesInfo& info : series) {
-    if (info.gpu_uuid.empty()) continue;
-    auto [it, added] = first_id.emplace(std::pair(info.agent_id, info.gpu_uuid),
-                                        info.series_id);
-    if (!added) it->second = std::min(it->second, info.series_id);
-  }
-  for (const auto& [key, id] : first_id) firsts[key.first][id] = key.second;
-  absl::flat_hash_map<std::pair<std::string, std::string>, int> index;
-  for (const auto& [agent, by_id] : firsts) {
-    int next = 0;
-    for (const auto& [id, gpu] : by_id) index[std::pair(agent, gpu)] = next++;
-  }
-  for (SeriesInfo& info : series) {
-    if (!info.gpu_uuid.empty()) {
-      info.gpu_index = index[std::pair(info.agent_id, info.gpu_uuid)];
-    }
-  }
-}
-
-}  // namespace
 
 absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeries(
     int32_t trial_id, bool extents, absl::Time deadline) {
-  return ListSeriesFrom(ReadFrom::kStandbyIfCurrent, trial_id, extents,
-                        deadline);
+  return Routed<std::vector<SeriesInfo>>([&](PgReads& reads) {
+    return reads.ListSeries(trial_id, extents, deadline);
+  });
 }
 
-absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeriesFrom(
-    ReadFrom from, int32_t trial_id, bool extents, absl::Time deadline) {
-  return Routed<std::vector<SeriesInfo>>(
-      from, absl::StrCat("listing the series of trial ", trial_id), deadline,
-      [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<SeriesInfo>> {
-        RETURN_IF_ERROR(CheckTrialExists(tx, trial_id));
-        std::vector<SeriesInfo> series;
-        absl::flat_hash_map<int64_t, size_t> by_id;
-        for (const auto& row : tx.exec_prepared(Sql().series_of_group.name,
-                                                trial_id,
-                                                std::string(kSystemGroup))) {
-          SeriesInfo info = SeriesFromRow(row);
-          by_id[info.series_id] = series.size();
-          series.push_back(std::move(info));
-        }
-        NumberGpus(series);
-        if (!extents || series.empty()) return series;
-        // The coarsest buckets hold every sample once: their counts add up
-        // to the total, and their first and last times bound the series.
-        // Naming the agents makes this a range scan of the primary key per
-        // agent; without them it would scan every width's rows of the trial.
-        std::vector<std::string> agents;
-        for (const SeriesInfo& info : series) {
-          if (agents.empty() || agents.back() != info.agent_id) {
-            agents.push_back(info.agent_id);  // series are ordered by agent
-          }
-        }
-        // The newest finest buckets hold what the coarsest do not yet.
-        for (const auto& row : tx.exec_prepared(
-                 Sql().rollups_of_agents.name, trial_id, TextArray(agents),
-                 kRollupWidthsSeconds[std::size(kRollupWidthsSeconds) - 1])) {
-          const std::string bytes = DecodeByteaHex(row[0].as<std::string>());
-          if (row[2].as<int>() == kRollupWidthsSeconds[0] && !IsUnfolded(bytes)) {
-            continue;
-          }
-          absl::StatusOr<AgentRollup> rollup =
-              DecodeAgentRollup(bytes, row[1].as<int64_t>());
-          if (!rollup.ok()) return rollup.status();
-          for (const auto& [id, stats] : *rollup) {
-            auto it = by_id.find(id);
-            if (it == by_id.end()) continue;
-            SeriesInfo& info = series[it->second];
-            info.sample_count += stats.count;
-            if (!info.first_time_us || stats.first_time_us < *info.first_time_us) {
-              info.first_time_us = stats.first_time_us;
-            }
-            if (!info.last_time_us || stats.last_time_us > *info.last_time_us) {
-              info.last_time_us = stats.last_time_us;
-            }
-          }
-        }
-        return series;
-      });
-}
-
-absl::StatusOr<std::vector<LatestValue>> PgMetricStore::LatestValuesOfActiveTrials(
-    size_t limit, absl::Time deadline) {
-  return Read<std::vector<LatestValue>>(
-      pool_, "reading the latest values of active trials", deadline,
-      [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<LatestValue>> {
-        // Agents are read a page at a time in the answer's order (newest
-        // trial first, then agent id byte by byte, as std::string sorts),
-        // and series names only for the agents taken, so a scrape's memory
-        // follows `limit`, not the fleet: reading every series of every
-        // active trial cost 26-66 MB a scrape at 5000 agents.
-        constexpr int kAgentsPerPage = 500;
-        std::vector<LatestValue> values;
-        int64_t after_trial = int64_t{1} << 31;  // above every trial id
-        std::string after_agent;
-        while (values.size() < limit) {
-          // Each agent's newest finest bucket holds the last point of every
-          // series it reported in those seconds; a series missing from it
-          // has gone quiet and is not "latest". An agent with no bucket
-          // yet still counts in the page, so a short page is the last.
-          const pqxx::result agents = tx.exec_params(
-              absl::StrCat(
-                  NewestRollupRowsSql(
-                      "SELECT s.trial_id, s.agent_id FROM trials t JOIN "
-                      "series s ON s.trial_id = t.id AND s.metric_group = $1 "
-                      "WHERE t.state = 'ACTIVE' AND (s.trial_id < $3::bigint "
-                      "OR (s.trial_id = $3::bigint AND "
-                      "s.agent_id COLLATE \"C\" > $4)) "
-                      "GROUP BY s.trial_id, s.agent_id "
-                      "ORDER BY s.trial_id DESC, s.agent_id COLLATE \"C\" "
-                      "LIMIT $5",
-                      "$2", /*keep_agents_without_row=*/true),
-                  " ORDER BY a.trial_id DESC, a.agent_id COLLATE \"C\""),
-              std::string(kSystemGroup), kRollupWidthsSeconds[0], after_trial,
-              after_agent, kAgentsPerPage);
-          // The page's values, named once their series are read below.
-          std::vector<int64_t> trial_ids, series_ids;
-          const size_t first = values.size();
-          for (const auto& row : agents) {
-            if (row[2].is_null()) continue;
-            const int32_t trial_id = row[0].as<int32_t>();
-            absl::StatusOr<AgentRollup> rollup =
-                DecodeAgentRollup(DecodeByteaHex(row[2].as<std::string>()),
-                                  row[3].as<int64_t>());
-            if (!rollup.ok()) return rollup.status();
-            for (const auto& [id, stats] : *rollup) {
-              trial_ids.push_back(trial_id);
-              series_ids.push_back(id);
-              values.push_back({trial_id, row[1].as<std::string>(), "", "",
-                                "", stats.last_value, stats.last_time_us});
-            }
-          }
-          absl::flat_hash_map<std::pair<int32_t, int64_t>, SeriesInfo> series;
-          if (!series_ids.empty()) {
-            for (const auto& row : tx.exec_params(
-                     absl::StrCat("SELECT s.trial_id, ", kSeriesColumns,
-                                  " FROM unnest($1::int[], $2::bigint[]) "
-                                  "k(trial_id, series_id) JOIN series s USING "
-                                  "(trial_id, series_id) WHERE "
-                                  "s.metric_group = $3"),
-                     IntArray(trial_ids), IntArray(series_ids),
-                     std::string(kSystemGroup))) {
-              SeriesInfo info = SeriesFromRow(row, 1);
-              series.emplace(std::pair(row[0].as<int32_t>(), info.series_id),
-                             std::move(info));
-            }
-          }
-          // Keeps the page's values whose series the registry has, named.
-          size_t kept = first;
-          for (size_t i = first; i < values.size(); ++i) {
-            const auto it = series.find(
-                std::pair(values[i].trial_id, series_ids[i - first]));
-            if (it == series.end()) continue;
-            LatestValue& v = values[kept++];
-            if (kept - 1 != i) v = std::move(values[i]);
-            v.gpu_uuid = it->second.gpu_uuid;
-            v.name = it->second.name;
-            v.unit = it->second.unit;
-          }
-          values.resize(kept);
-          if (agents.size() < static_cast<size_t>(kAgentsPerPage)) break;
-          after_trial = agents.back()[0].as<int64_t>();
-          after_agent = agents.back()[1].as<std::string>();
-        }
-        std::sort(values.begin(), values.end(),
-                  [](const LatestValue& a, const LatestValue& b) {
-                    return std::tie(b.trial_id, a.agent_id, a.name, a.gpu_uuid) <
-                           std::tie(a.trial_id, b.agent_id, b.name, b.gpu_uuid);
-                  });
-        if (values.size() > limit) values.resize(limit);
-        return values;
-      });
+absl::StatusOr<std::vector<LatestValue>>
+PgMetricStore::LatestValuesOfActiveTrials(size_t limit, absl::Time deadline) {
+  return reads_.LatestValuesOfActiveTrials(limit, deadline);
 }
 
 absl::StatusOr<std::vector<AgentActivity>> PgMetricStore::AgentActivityOfTrials(
     const std::vector<int32_t>& trial_ids, absl::Time deadline) {
-  if (trial_ids.empty()) return std::vector<AgentActivity>{};
-  return Read<std::vector<AgentActivity>>(
-      pool_, "reading when the agents of trials last reported", deadline,
-      [&](pqxx::transaction_base& tx)
-          -> absl::StatusOr<std::vector<AgentActivity>> {
-        // An agent's newest finest bucket holds its newest sample.
-        std::vector<AgentActivity> agents;
-        for (const auto& row : tx.exec_params(
-                 absl::StrCat(NewestRollupRowsSql(
-                                  "SELECT DISTINCT trial_id, agent_id FROM "
-                                  "series WHERE trial_id = ANY($1::int[]) AND "
-                                  "metric_group = $2",
-                                  "$3"),
-                              " ORDER BY a.trial_id, a.agent_id"),
-                 IntArray({trial_ids.begin(), trial_ids.end()}),
-                 std::string(kSystemGroup), kRollupWidthsSeconds[0])) {
-          absl::StatusOr<AgentRollup> rollup =
-              DecodeAgentRollup(DecodeByteaHex(row[2].as<std::string>()),
-                                row[3].as<int64_t>());
-          if (!rollup.ok()) return rollup.status();
-          AgentActivity activity{row[0].as<int32_t>(),
-                                 row[1].as<std::string>(), INT64_MIN};
-          for (const auto& [id, stats] : *rollup) {
-            activity.last_sample_us =
-                std::max(activity.last_sample_us, stats.last_time_us);
-          }
-          if (!rollup->empty()) agents.push_back(std::move(activity));
-        }
-        return agents;
-      });
+  return reads_.AgentActivityOfTrials(trial_ids, deadline);
 }
 
 absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeriesOfEveryGroup(
     int32_t trial_id, absl::Time deadline) {
-  return Read<std::vector<SeriesInfo>>(
-      pool_, absl::StrCat("listing the series of trial ", trial_id), deadline,
-      [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<SeriesInfo>> {
-        RETURN_IF_ERROR(CheckTrialExists(tx, trial_id));
-        std::vector<SeriesInfo> series;
-        for (const auto& row :
-             tx.exec_prepared(Sql().series_of_every_group.name, trial_id)) {
-          series.push_back(SeriesFromRow(row));
-        }
-        return series;
-      });
+  return reads_.ListSeriesOfEveryGroup(trial_id, deadline);
 }
 
 absl::StatusOr<std::vector<Reading>> PgMetricStore::ReadReadings(
     int32_t trial_id, const SeriesInfo& series, ReadingCursor after,
     size_t limit, absl::Time deadline) {
-  return Read<std::vector<Reading>>(
-      pool_, absl::StrCat("reading series \"", series.name, "\" of trial ",
-                          trial_id),
-      deadline,
-      [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<Reading>> {
-        std::vector<Reading> readings;
-        if (limit == 0) return readings;
-        // The earliest time timestamptz takes, for a cursor at the start.
-        constexpr int64_t kYearOne = -62135596800000000;
-        ReadingCursor cursor{std::max(after.time_us, kYearOne), after.row_id};
-        const bool system = series.metric_group == kSystemGroup;
-        // Decodes the columns from packed_values on (as RawValueColumns
-        // lays them out, here with parameters for the name and GPU).
-        const RawValueColumns columns(
-            tx, {{series.series_id, series.name, series.gpu_uuid}});
-        // Rows without the series are skipped here, so a page of rows may
-        // give fewer readings than asked: read pages until enough.
-        for (;;) {
-          const pqxx::result rows =
-              system ? tx.exec_prepared(Sql().system_rows_after.name, trial_id,
-                                        series.agent_id, cursor.time_us,
-                                        cursor.row_id,
-                                        static_cast<int64_t>(limit),
-                                        series.name, series.gpu_uuid)
-                     : tx.exec_prepared(Sql().other_rows_after.name, trial_id,
-                                        series.agent_id, cursor.time_us,
-                                        cursor.row_id,
-                                        static_cast<int64_t>(limit),
-                                        series.name, series.gpu_uuid,
-                                        series.metric_group);
-          for (const auto& row : rows) {
-            Reading r;
-            r.time_us = cursor.time_us = row[0].as<int64_t>();
-            r.row_id = cursor.row_id = row[1].as<int64_t>();
-            if (!row[2].is_null()) r.batch = row[2].as<int32_t>();
-            bool found = false;
-            RETURN_IF_ERROR(columns.Read(row, 3, [&](size_t, double value) {
-              r.value = value;
-              found = true;
-            }));
-            if (!found) continue;
-            readings.push_back(r);
-            if (readings.size() == limit) return readings;
-          }
-          if (rows.size() < limit) return readings;
-        }
-      });
+  return reads_.ReadReadings(trial_id, series, after, limit, deadline);
 }
 
 absl::Status PgMetricStore::ReadRollups(
     int32_t trial_id, const std::vector<std::string>& agents, int width_s,
     const std::vector<int64_t>& series_ids, int64_t from_us, int64_t to_us,
     absl::Time deadline, RollupSink& sink) {
-  return ReadRollupsFrom(ReadFrom::kStandbyIfCurrent, trial_id, agents,
-                         width_s, series_ids, from_us, to_us, deadline, sink);
-}
-
-absl::Status PgMetricStore::ReadRollupsFrom(
-    ReadFrom from, int32_t trial_id, const std::vector<std::string>& agents,
-    int width_s, const std::vector<int64_t>& series_ids, int64_t from_us,
-    int64_t to_us, absl::Time deadline, RollupSink& sink) {
-  std::vector<int64_t> wanted = series_ids;
-  std::sort(wanted.begin(), wanted.end());
-  // Rows a fetch brings at most: a window of thousands of buckets is read
-  // through a cursor, so the client holds one page of (hex) rows at a time.
-  constexpr int kRowsPerFetch = 500;
   // The value is unused: the rows went to the sink.
-  const absl::StatusOr<bool> read = Routed<bool>(
-      from, absl::StrCat("reading rollups of trial ", trial_id), deadline,
-      [&](pqxx::transaction_base& tx) -> absl::StatusOr<bool> {
-        sink.Restart();
-        // DECLARE takes no parameters: the numbers are written out, the
-        // agents quoted.
-        const std::string agent_array =
-            absl::StrCat(tx.quote(TextArray(agents)), "::text[]");
-        // A coarser width's buckets lack their agent's newest finest bucket
-        // while it is unfolded (rollup.h): it comes after them, the rows of
-        // the coarser width first where the starts are equal, and merges
-        // into the bucket holding it. One statement, so one snapshot.
-        const bool coarser = width_s != kRollupWidthsSeconds[0];
-        tx.exec(absl::StrCat(
-            "DECLARE rollup_rows NO SCROLL CURSOR FOR SELECT agent_id, "
-            "start_us, stats, width_s FROM (SELECT agent_id, ",
-            EpochMicrosSql("bucket_start"),
-            " AS start_us, stats, width_s FROM system_rollups WHERE trial_id = ",
-            trial_id,
-            " AND agent_id = ANY(", agent_array, ") AND width_s = ", width_s,
-            " AND bucket_start >= ",
-            TimestampFromMicrosSql(absl::StrCat(from_us)),
-            " AND bucket_start < ", TimestampFromMicrosSql(absl::StrCat(to_us)),
-            coarser ? absl::StrCat(
-                          " UNION ALL SELECT u.agent_id, u.start_us, "
-                          "u.stats, ", kRollupWidthsSeconds[0], " FROM (",
-                          UnfoldedBucketsSql(absl::StrCat(
-                              "SELECT ", trial_id, " AS trial_id, unnest(",
-                              agent_array, ") AS agent_id")),
-                          ") u")
-                    : "",
-            ") r ORDER BY agent_id, start_us, width_s DESC"));
-        const std::string fetch =
-            absl::StrCat("FETCH ", kRowsPerFetch, " FROM rollup_rows");
-        RollupRow r;
-        for (;;) {
-          const pqxx::result rows = tx.exec(fetch);
-          for (const auto& row : rows) {
-            r.agent_id = row[0].as<std::string>();
-            const int64_t start = row[1].as<int64_t>();
-            const std::string bytes = DecodeByteaHex(row[2].c_str());
-            r.bucket_start_us = start;
-            if (coarser && row[3].as<int>() == kRollupWidthsSeconds[0]) {
-              r.bucket_start_us = BucketStartMicros(start, width_s);
-              if (!IsUnfolded(bytes) || r.bucket_start_us < from_us ||
-                  r.bucket_start_us >= to_us) {
-                continue;
-              }
-            }
-            absl::StatusOr<AgentRollup> stats =
-                DecodeAgentRollup(bytes, start, wanted);
-            if (!stats.ok()) return stats.status();
-            r.stats = *std::move(stats);
-            sink.Take(r);
-          }
-          if (rows.size() < kRowsPerFetch) return true;
-        }
-      });
-  return read.status();
+  return Routed<bool>([&](PgReads& reads) -> absl::StatusOr<bool> {
+           RETURN_IF_ERROR(reads.ReadRollups(trial_id, agents, width_s,
+                                             series_ids, from_us, to_us,
+                                             deadline, sink));
+           return true;
+         })
+      .status();
 }
 
 absl::StatusOr<std::vector<std::vector<Sample>>> PgMetricStore::ReadRawSamples(
     int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
     int64_t to_us, int64_t max_reports, absl::Time deadline) {
-  return ReadRawSamplesFrom(ReadFrom::kStandbyIfCurrent, trial_id, series,
-                            from_us, to_us, max_reports, deadline);
-}
-
-absl::StatusOr<std::vector<std::vector<Sample>>>
-PgMetricStore::ReadRawSamplesFrom(ReadFrom from, int32_t trial_id,
-                                  const std::vector<SeriesInfo>& series,
-                                  int64_t from_us, int64_t to_us,
-                                  int64_t max_reports, absl::Time deadline) {
-  return Routed<std::vector<std::vector<Sample>>>(
-      from, absl::StrCat("reading raw samples of trial ", trial_id), deadline,
-      [&](pqxx::transaction_base& tx)
-          -> absl::StatusOr<std::vector<std::vector<Sample>>> {
-        std::vector<std::vector<Sample>> result(series.size());
-        // One snapshot for the horizon and the rows: retention records its
-        // horizon before it removes a row, so rows after a horizon this
-        // snapshot has not seen are all still here.
-        tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
-        if (const pqxx::result horizon = tx.exec(absl::StrCat(
-                "SELECT ", EpochMicrosSql("horizon"), " FROM raw_retention"));
-            !horizon.empty() && from_us < horizon[0][0].as<int64_t>()) {
-          return absl::OutOfRangeError(absl::StrCat(
-              "raw samples before ",
-              absl::FormatTime(absl::FromUnixMicros(horizon[0][0].as<int64_t>())),
-              " have expired (raw retention)"));
-        }
-        // One scan per agent, decoding every wanted series of it (a
-        // statement of its own, so not prepared). Relies on the index
-        // metrics_profiling_system_idx: a range scan in time, then ingest
-        // order.
-        absl::btree_map<std::string, std::vector<size_t>> by_agent;
-        for (size_t i = 0; i < series.size(); ++i) {
-          by_agent[series[i].agent_id].push_back(i);
-        }
-        for (const auto& [agent, indexes] : by_agent) {
-          std::vector<RawValueColumns::Series> wanted;
-          for (size_t i : indexes) {
-            wanted.push_back(
-                {series[i].series_id, series[i].name, series[i].gpu_uuid});
-          }
-          const RawValueColumns columns(tx, wanted);
-          // One row past the limit tells that there are more.
-          const pqxx::result rows = tx.exec_params(
-              absl::StrCat("SELECT ", EpochMicrosSql("end_time"), ", ",
-                           columns.sql(),
-                           " FROM metrics_profiling WHERE trial_id = $1 AND ",
-                           SystemRowsOfAgentSql("$2"),
-                           " AND end_time >= ", TimestampFromMicrosSql("$3"),
-                           " AND end_time < ", TimestampFromMicrosSql("$4"),
-                           " ORDER BY end_time, id LIMIT $5"),
-              trial_id, agent, from_us, to_us, max_reports + 1);
-          if (static_cast<int64_t>(rows.size()) > max_reports) {
-            return absl::ResourceExhaustedError(absl::StrCat(
-                "agent ", agent, " has more than ", max_reports,
-                " reports in the window"));
-          }
-          const std::vector<size_t>& of_agent = indexes;  // capturable
-          for (const auto& row : rows) {
-            const int64_t t = row[0].as<int64_t>();
-            RETURN_IF_ERROR(columns.Read(row, 1, [&](size_t c, double value) {
-              result[of_agent[c]].push_back({t, value});
-            }));
-          }
-        }
-        return result;
-      });
+  return Routed<std::vector<std::vector<Sample>>>([&](PgReads& reads) {
+    return reads.ReadRawSamples(trial_id, series, from_us, to_us, max_reports,
+                                deadline);
+  });
 }
 
 std::unique_ptr<ChangeSubscription> PgMetricStore::SubscribeToChanges(

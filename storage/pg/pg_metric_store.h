@@ -1,10 +1,11 @@
 // PgMetricStore: the MetricStore on PostgreSQL. Blocking calls (trials,
 // stream positions, reads) run on the calling thread with a connection
-// leased from a bounded pool; batches go to the group-commit IngestWriter;
-// change notifications come from one LISTEN connection (ChangeNotifier).
-// With a standby (options.read), chart reads and trial lists go to a pool
-// of its own while it is current (ReadReplica); FreshReads() reads them
-// from the primary.
+// leased from a bounded pool; the reads are PgReads'. Batches go to the
+// group-commit IngestWriter; change notifications come from one LISTEN
+// connection (ChangeNotifier). With a standby (options.read), a second
+// PgReads over the standby's pool answers chart reads and trial lists
+// while it is current (ReadReplica); FreshReads() reads them from the
+// primary.
 //
 // Usage:
 //   PgMetricStoreOptions options;
@@ -17,42 +18,19 @@
 
 #include <pqxx/connection>
 
-#include <functional>
 #include <memory>
-#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
-#include "storage/batch_validation.h"
 #include "storage/metric_store.h"
 #include "storage/pg/change_notifier.h"
 #include "storage/pg/connection_pool.h"
-#include "storage/pg/ingest_writer.h"
+#include "storage/pg/ingest/ingest_writer.h"
+#include "storage/pg/pg_metric_store_options.h"
 #include "storage/pg/read_replica.h"
+#include "storage/pg/reads/pg_reads.h"
 
 namespace metrics::storage::pg {
-
-// Reads from a hot standby (see ReadReplica): ListTrials, ListSeries,
-// ReadRollups and ReadRawSamples go there while it is current enough.
-struct ReadFromStandbyOptions {
-  std::string database_url;  // "": every read on the primary
-  absl::Duration max_lag = absl::Seconds(5);
-  absl::Duration check_every = absl::Seconds(1);
-  // A line for the log when reads move between the servers.
-  std::function<void(const std::string&)> on_change;
-};
-
-struct PgMetricStoreOptions {
-  std::string database_url;  // "" for the PG* variables
-  // Connections for blocking calls (the writer's lanes have their own).
-  int pool_size = 4;
-  IngestWriterOptions writer;  // its database_url is set from the above
-  IngestLimits limits;
-  ReadFromStandbyOptions read;
-  // "Now", for the future-time check of reports.
-  std::function<absl::Time()> clock = [] { return absl::Now(); };
-};
 
 class PgMetricStore : public MetricStore {
  public:
@@ -105,40 +83,24 @@ class PgMetricStore : public MetricStore {
   size_t queued_values() const { return writer_->queued_values(); }
 
  private:
-  class PrimaryView;
-  enum class ReadFrom { kStandbyIfCurrent, kPrimary };
+  class FreshView;
 
   explicit PgMetricStore(PgMetricStoreOptions options);
 
-  // Runs a read on the standby when `from` allows and the standby is
-  // current, else (or when it fails there in a way the primary may not) on
-  // the primary.
+  // Answers `read(reads)` from the standby's reads when it is current, else
+  // (or when it failed there in a way the primary may not) the primary's.
   template <typename T, typename Body>
-  absl::StatusOr<T> Routed(ReadFrom from, absl::string_view operation,
-                           absl::Time deadline, Body body);
-  absl::StatusOr<std::vector<Trial>> ListTrialsFrom(
-      ReadFrom from, const TrialListFilter& filter, absl::Time deadline);
-  absl::StatusOr<std::vector<SeriesInfo>> ListSeriesFrom(ReadFrom from,
-                                                         int32_t trial_id,
-                                                         bool extents,
-                                                         absl::Time deadline);
-  absl::Status ReadRollupsFrom(ReadFrom from, int32_t trial_id,
-                               const std::vector<std::string>& agents,
-                               int width_s,
-                               const std::vector<int64_t>& series_ids,
-                               int64_t from_us, int64_t to_us,
-                               absl::Time deadline, RollupSink& sink);
-  absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamplesFrom(
-      ReadFrom from, int32_t trial_id, const std::vector<SeriesInfo>& series,
-      int64_t from_us, int64_t to_us, int64_t max_reports,
-      absl::Time deadline);
+  absl::StatusOr<T> Routed(Body read);
 
   const PgMetricStoreOptions options_;
   ConnectionPool pool_;
+  PgReads reads_;  // over pool_: the primary
   ChangeNotifier notifier_;
   std::unique_ptr<IngestWriter> writer_;
-  std::unique_ptr<ReadReplica> replica_;  // null without a standby
-  std::unique_ptr<MetricStore> primary_view_;  // null without a standby
+  // Null without a standby.
+  std::unique_ptr<ReadReplica> replica_;
+  std::unique_ptr<PgReads> standby_reads_;  // over replica_->pool()
+  std::unique_ptr<MetricStore> fresh_view_;
   absl::Mutex check_mu_;
   // CheckDatabase's; null until its first call and after a failure.
   std::unique_ptr<pqxx::connection> check_connection_ ABSL_GUARDED_BY(check_mu_);

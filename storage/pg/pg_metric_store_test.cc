@@ -28,7 +28,7 @@
 #include "storage/pg/sql_time.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "storage/rollup.h"
-#include "storage/rollup_codec.h"
+#include "storage/format/rollup_codec.h"
 #include "tests/testing/test_database.h"
 
 namespace metrics::storage::pg {

@@ -77,7 +77,7 @@ void ReadReplica::Shutdown() {
   pool_.Shutdown();
 }
 
-ConnectionPool* ReadReplica::PoolForRead() {
+bool ReadReplica::UseStandby() {
   absl::MutexLock lock(&mu_);
   Verdict verdict = verdict_;
   if (stopping_ || absl::Now() - decided_at_ > options_.verdict_expires) {
@@ -86,7 +86,7 @@ ConnectionPool* ReadReplica::PoolForRead() {
   switch (verdict) {
     case Verdict::kUse:
       ++standby_reads_;
-      return &pool_;
+      return true;
     case Verdict::kUnreachable:
       ++unreachable_;
       break;
@@ -97,7 +97,7 @@ ConnectionPool* ReadReplica::PoolForRead() {
       ++not_standby_;
       break;
   }
-  return nullptr;
+  return false;
 }
 
 bool ReadReplica::WorthRetryingOnPrimary(const absl::Status& failure) {

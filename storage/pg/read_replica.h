@@ -2,7 +2,7 @@
 // streaming-replication standby, and a monitor thread that decides every
 // second whether reads may go there. They may while the standby answers, is
 // in recovery (a standby, not a second primary) and lags the primary by at
-// most `max_lag`; otherwise PoolForRead says "the primary", and counts why.
+// most `max_lag`; otherwise UseStandby says "the primary", and counts why.
 //
 // Lag is what a reader would miss: the time since the primary's newest
 // commit that the standby does not have. Each check reads the primary's WAL
@@ -73,10 +73,12 @@ class ReadReplica {
   explicit ReadReplica(ReadReplicaOptions options);
   ~ReadReplica();  // stops the monitor and closes the pool
 
-  // The standby's pool when reads may go there (counted as a standby read);
-  // null for "read from the primary" (counted as a fallback, by reason).
-  ConnectionPool* PoolForRead() ABSL_LOCKS_EXCLUDED(mu_);
-  // A read that PoolForRead sent to the standby failed in a way the primary
+  // Whether a read may go to the standby now (counted as a standby read);
+  // false for "read from the primary" (counted as a fallback, by reason).
+  bool UseStandby() ABSL_LOCKS_EXCLUDED(mu_);
+  // The standby's connections, for the reads UseStandby sends there.
+  ConnectionPool& pool() { return pool_; }
+  // A read that UseStandby sent to the standby failed in a way the primary
   // may not (`failure`: the connection, a recovery conflict, a trial the
   // standby does not have yet); the caller reads from the primary instead.
   // A lost connection also sends reads to the primary until the next good

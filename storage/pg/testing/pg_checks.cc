@@ -21,14 +21,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
-#include "storage/packed_report.h"
-#include "storage/pg/copy_rows.h"
+#include "storage/format/packed_report.h"
+#include "storage/pg/ingest/copy_rows.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/sql_arrays.h"
 #include "storage/pg/sql_time.h"
 #include "storage/report_json.h"
 #include "storage/rollup.h"
-#include "storage/rollup_codec.h"
+#include "storage/format/rollup_codec.h"
 
 namespace metrics::storage::pg::test_util {
 

@@ -1,0 +1,386 @@
+#include "storage/pg/ingest/group_commit.h"
+
+#include <pqxx/result>
+#include <pqxx/transaction>
+
+#include <algorithm>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <stdexcept>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "storage/format/packed_report.h"
+#include "storage/pg/change_notifier.h"
+#include "storage/pg/ingest/copy_rows.h"
+#include "storage/pg/lock_keys.h"
+#include "storage/pg/pg_errors.h"
+#include "storage/pg/ingest/rollup_writer.h"
+#include "storage/pg/ingest/series_resolver.h"
+#include "storage/pg/sql_arrays.h"
+#include "storage/rollup.h"
+
+namespace metrics::storage::pg {
+
+namespace {
+
+using StreamKey = std::pair<int32_t, std::string>;  // (trial, stream id)
+
+// The writer's statements, prepared on each writer connection.
+struct Statements {
+  // A look-up by primary key per stream. As a join, the planner hashed
+  // the keys and scanned every stream's position, a row per stream ever
+  // ingested, in each group (docs/benchmarks.md, "Statements that stay
+  // index probes"); the LIMIT (a key has one row) keeps the subquery from
+  // being flattened into that join.
+  PreparedStatement read_positions{
+      "read_positions",
+      "SELECT p.trial_id, p.stream_id, p.last_sequence "
+      "FROM unnest($1::int[], $2::text[]) AS k(trial_id, stream_id) "
+      "CROSS JOIN LATERAL (SELECT * FROM ingest_positions p "
+      "WHERE p.trial_id = k.trial_id AND p.stream_id = k.stream_id "
+      "LIMIT 1) p"};
+  PreparedStatement read_trials{
+      "read_trials",
+      "SELECT id, state FROM trials WHERE id = ANY($1::int[]) "
+      "ORDER BY id FOR SHARE"};
+  // Advisory locks, taken in sorted order, so two writers never wait on
+  // each other in a cycle. OFFSET 0 keeps the sorted subquery from being
+  // flattened.
+  PreparedStatement lock_keys{
+      "lock_keys",
+      "SELECT pg_advisory_xact_lock(k) FROM "
+      "(SELECT k FROM unnest($1::bigint[]) AS k ORDER BY k OFFSET 0) s"};
+  PreparedStatement notify{
+      "notify",
+      "SELECT pg_notify($2, t::text) FROM unnest($1::int[]) AS t"};
+  PreparedStatement write_positions{
+      "write_positions",
+      "INSERT INTO ingest_positions (trial_id, stream_id, last_sequence) "
+      "SELECT * FROM unnest($1::int[], $2::text[], $3::bigint[]) "
+      "ON CONFLICT (trial_id, stream_id) DO UPDATE "
+      "SET last_sequence = excluded.last_sequence, updated_at = now()"};
+
+  std::vector<PreparedStatement> All() const {
+    return {read_positions, read_trials, lock_keys, notify,
+            write_positions};
+  }
+};
+
+const Statements& Sql() {
+  static const auto* statements = new Statements();
+  return *statements;
+}
+
+}  // namespace
+
+// The state of one Commit: what it read, decided and will write.
+class GroupTransaction {
+ public:
+  // `lock_counts_early`: see SeriesResolver.
+  GroupTransaction(GroupCommitter& committer, pqxx::work& tx,
+                   bool lock_counts_early)
+      : tx_(tx),
+        series_(tx, committer.series_cache_, committer.max_series_per_trial_,
+                lock_counts_early) {}
+
+  // Empty when a trial's series count passed its limit through another
+  // transaction meanwhile (see SeriesResolver): the transaction must not
+  // commit.
+  std::optional<std::vector<BatchOutcome>> Run(
+      const std::vector<PendingBatch*>& group) {
+    ReadPositions(group);
+    ReadTrials(group);
+    LookUpSeries(group);
+    std::vector<BatchOutcome> outcomes;
+    for (PendingBatch* pending : group) {
+      outcomes.push_back(Decide(*pending, outcomes.size()));
+    }
+    RegisterSeries(outcomes);
+    WriteRawRows();
+    WriteRollups();
+    WritePositions();
+    Notify();
+    if (!series_.AddCounts()) return std::nullopt;
+    return outcomes;
+  }
+
+  // Series read or registered by this transaction, for the cache once it
+  // commits.
+  const absl::flat_hash_map<std::string, FoundSeries>& found_series() const {
+    return series_.found();
+  }
+
+ private:
+  struct Accepted {
+    const MetricBatch* batch;
+    size_t outcome;                   // its index in the group
+    std::vector<int64_t> series_ids;  // parallel to batch->series
+  };
+
+  // Takes `keys`' advisory locks, held until the transaction ends.
+  void Lock(std::vector<int64_t> keys) {
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    tx_.exec_prepared(Sql().lock_keys.name, IntArray(keys));
+  }
+
+  void ReadPositions(const std::vector<PendingBatch*>& group) {
+    std::vector<int64_t> trials, keys;
+    std::vector<std::string> streams;
+    for (const PendingBatch* p : group) {
+      if (p->batch.stream_id.empty()) continue;
+      trials.push_back(p->batch.trial_id);
+      streams.push_back(p->batch.stream_id);
+      keys.push_back(StreamLockKey(p->batch.trial_id, p->batch.stream_id));
+    }
+    if (trials.empty()) return;
+    // A stream's lock keeps any other writer (a zombie metricsd still
+    // committing a batch the client has since resent here) from committing
+    // its batches until this transaction ends; the read after it sees what
+    // that writer committed. A row lock on the position would not do: a new
+    // stream has no row yet. Relies on the primary key (trial_id, stream_id).
+    Lock(std::move(keys));
+    for (const auto& row : tx_.exec_prepared(Sql().read_positions.name, IntArray(trials), TextArray(streams))) {
+      positions_[{row[0].as<int32_t>(), row[1].as<std::string>()}] =
+          row[2].as<int64_t>();
+    }
+  }
+
+  void ReadTrials(const std::vector<PendingBatch*>& group) {
+    std::vector<int64_t> ids;
+    for (const PendingBatch* p : group) ids.push_back(p->batch.trial_id);
+    // FOR SHARE: a trial cannot end while a batch for it commits.
+    for (const auto& row : tx_.exec_prepared(Sql().read_trials.name, IntArray(ids))) {
+      if (auto state = ParseTrialState(row[1].as<std::string>())) {
+        trials_[row[0].as<int32_t>()] = *state;
+      }
+    }
+  }
+
+  // One look-up of the series the cache lacks, for the batches that may be
+  // stored (not refused already, not duplicates).
+  void LookUpSeries(const std::vector<PendingBatch*>& group) {
+    std::vector<const MetricBatch*> batches;
+    for (const PendingBatch* p : group) {
+      if (!p->rejection.ok()) continue;
+      const MetricBatch& batch = p->batch;
+      if (!batch.stream_id.empty()) {
+        const auto found = positions_.find({batch.trial_id, batch.stream_id});
+        if (found != positions_.end() && batch.sequence <= found->second) {
+          continue;
+        }
+      }
+      batches.push_back(&batch);
+    }
+    series_.LookUp(batches);
+  }
+
+  BatchOutcome Decide(const PendingBatch& pending, size_t index) {
+    const MetricBatch& batch = pending.batch;
+    BatchOutcome outcome;
+    outcome.sequence = batch.sequence;
+    const bool streamed = !batch.stream_id.empty();
+    if (!pending.rejection.ok() && (!streamed || batch.sequence <= 0)) {
+      // No usable sequence number to record: just refuse it.
+      outcome.kind = BatchOutcome::Kind::kRejected;
+      outcome.status = pending.rejection;
+      return outcome;
+    }
+    const StreamKey key{batch.trial_id, batch.stream_id};
+    if (streamed) {
+      const auto found = positions_.find(key);
+      const int64_t position = found == positions_.end() ? 0 : found->second;
+      if (batch.sequence <= position) {
+        outcome.kind = BatchOutcome::Kind::kDuplicate;
+        return outcome;
+      }
+      if (batch.sequence > position + 1) {
+        outcome.kind = BatchOutcome::Kind::kFailed;
+        outcome.status = absl::FailedPreconditionError(absl::StrCat(
+            "batch.sequence ", batch.sequence, ": stream \"", batch.stream_id,
+            "\" expects sequence ", position + 1, " next"));
+        return outcome;
+      }
+    }
+    absl::Status refusal = pending.rejection;
+    Accepted accepted{&batch, index, {}};
+    if (refusal.ok()) refusal = CheckTrial(batch.trial_id, batch.backfill);
+    if (refusal.ok()) refusal = series_.Resolve(batch, accepted.series_ids);
+    if (streamed) {
+      positions_[key] = batch.sequence;
+      advanced_[key] = batch.sequence;
+    }
+    if (!refusal.ok()) {
+      outcome.kind = BatchOutcome::Kind::kRejected;
+      outcome.status = std::move(refusal);
+      return outcome;
+    }
+    accepted_.push_back(std::move(accepted));
+    outcome.kind = BatchOutcome::Kind::kStored;
+    return outcome;
+  }
+
+  absl::Status CheckTrial(int32_t trial_id, bool backfill) const {
+    const auto found = trials_.find(trial_id);
+    if (found == trials_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("batch.trial_id: trial ", trial_id, " does not exist"));
+    }
+    if (backfill) return absl::OkStatus();
+    return CheckTrialTakesMetrics("batch.trial_id", trial_id, found->second);
+  }
+
+  // Registers the planned series, then gives the accepted batches their
+  // ids; refuses those whose series another transaction registered
+  // meanwhile with another unit.
+  void RegisterSeries(std::vector<BatchOutcome>& outcomes) {
+    series_.Register();
+    std::vector<Accepted> kept;
+    for (Accepted& a : accepted_) {
+      absl::Status complete = series_.Complete(*a.batch, a.series_ids);
+      if (complete.ok()) {
+        kept.push_back(std::move(a));
+        continue;
+      }
+      outcomes[a.outcome].kind = BatchOutcome::Kind::kRejected;
+      outcomes[a.outcome].status = std::move(complete);
+    }
+    accepted_.swap(kept);
+  }
+
+  void WriteRawRows() {
+    if (accepted_.empty()) return;
+    // Straight into the partition: COPY into the parent would route each
+    // row through the partition key for nothing.
+    CopyRows copy(tx_, "metrics_profiling",
+                  {"trial_id", "partition_type", "metric_group", "agent_id",
+                   "end_time", "total_batches", "packed_values"});
+    std::vector<SeriesValue> values;
+    std::string packed;
+    for (const Accepted& a : accepted_) {
+      for (const Report& report : a.batch->reports) {
+        values.clear();
+        for (size_t v = 0; v < report.values.size(); ++v) {
+          values.emplace_back(a.series_ids[report.series[v]],
+                              report.values[v]);
+        }
+        // Ids registered in declaration order come sorted already.
+        if (!std::is_sorted(values.begin(), values.end())) {
+          std::sort(values.begin(), values.end());
+        }
+        copy.Int(a.batch->trial_id)
+            .Text("PROFILING")
+            .Text(a.batch->metric_group)
+            .Text(a.batch->agent_id)
+            .Timestamp(report.time_us);
+        if (report.batch.has_value()) {
+          copy.Int(*report.batch);
+        } else {
+          copy.Null();
+        }
+        PackReportInto(values, packed);
+        copy.Bytea(packed);
+        copy.EndRow();
+      }
+    }
+    copy.Complete();
+  }
+
+  void WriteRollups() {
+    std::vector<RollupInput> batches;
+    batches.reserve(accepted_.size());
+    for (const Accepted& a : accepted_) {
+      batches.push_back({a.batch, &a.series_ids});
+    }
+    RollupWriter::Write(tx_, batches,
+                        [this](std::vector<int64_t> keys) { Lock(std::move(keys)); });
+  }
+
+  // Followers of these trials (in any metricsd) learn of the new data when
+  // this transaction commits.
+  void Notify() {
+    std::vector<int64_t> trials;
+    for (const Accepted& a : accepted_) trials.push_back(a.batch->trial_id);
+    std::sort(trials.begin(), trials.end());
+    trials.erase(std::unique(trials.begin(), trials.end()), trials.end());
+    if (trials.empty()) return;
+    tx_.exec_prepared(Sql().notify.name, IntArray(trials), std::string(kIngestChannel));
+  }
+
+  void WritePositions() {
+    if (advanced_.empty()) return;
+    std::vector<int64_t> trials, sequences;
+    std::vector<std::string> streams;
+    for (const auto& [key, sequence] : advanced_) {
+      trials.push_back(key.first);
+      streams.push_back(key.second);
+      sequences.push_back(sequence);
+    }
+    tx_.exec_prepared(Sql().write_positions.name, IntArray(trials), TextArray(streams), IntArray(sequences));
+  }
+
+  pqxx::work& tx_;
+  SeriesResolver series_;
+  std::map<StreamKey, int64_t> positions_;
+  std::map<StreamKey, int64_t> advanced_;
+  absl::flat_hash_map<int32_t, TrialState> trials_;
+  std::vector<Accepted> accepted_;
+};
+
+absl::StatusOr<std::vector<BatchOutcome>> GroupCommitter::Commit(
+    pqxx::connection& conn, const std::vector<PendingBatch*>& group) {
+  return GuardPg(
+      "committing ingest batches",
+      [&]() -> absl::StatusOr<std::vector<BatchOutcome>> {
+        for (bool lock_counts_early : {false, true}) {
+          pqxx::work tx(conn);
+          GroupTransaction work(*this, tx, lock_counts_early);
+          std::optional<std::vector<BatchOutcome>> outcomes = work.Run(group);
+          if (!outcomes.has_value()) continue;  // `tx` rolls back
+          tx.commit();
+          for (const auto& [key, found] : work.found_series()) {
+            series_cache_.Insert(found.labels(), found.id, found.unit);
+          }
+          return *std::move(outcomes);
+        }
+        throw std::logic_error("a series limit race with the count locked");
+      });
+}
+
+std::vector<PreparedStatement> GroupCommitter::Statements() {
+  std::vector<PreparedStatement> all = Sql().All();
+  for (PreparedStatement& s : RollupWriter::Statements()) {
+    all.push_back(std::move(s));
+  }
+  for (PreparedStatement& s : SeriesResolver::Statements()) {
+    all.push_back(std::move(s));
+  }
+  return all;
+}
+
+std::vector<SessionSetting> GroupCommitter::SessionSettings() {
+  std::vector<SessionSetting> settings = KeyedAccessSettings();
+  settings.push_back({"plan_cache_mode", "force_generic_plan"});
+  return settings;
+}
+
+size_t FinestRollupBuckets(const MetricBatch& batch) {
+  if (batch.metric_group != kSystemGroup) return 0;
+  std::vector<int64_t> starts;
+  starts.reserve(batch.reports.size());
+  for (const Report& report : batch.reports) {
+    starts.push_back(BucketStartMicros(report.time_us, kRollupWidthsSeconds[0]));
+  }
+  std::sort(starts.begin(), starts.end());
+  return static_cast<size_t>(
+      std::unique(starts.begin(), starts.end()) - starts.begin());
+}
+
+}  // namespace metrics::storage::pg

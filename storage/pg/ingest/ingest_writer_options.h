@@ -1,0 +1,50 @@
+// IngestWriter's options, apart from the writer so that a server's options
+// name them without libpqxx.
+//
+// Thread-safety: a plain struct.
+#ifndef METRICS_STORAGE_PG_INGEST_INGEST_WRITER_OPTIONS_H_
+#define METRICS_STORAGE_PG_INGEST_INGEST_WRITER_OPTIONS_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/time/time.h"
+
+namespace metrics::storage::pg {
+
+struct IngestWriterOptions {
+  std::string database_url;  // "" for the PG* variables
+  // Lanes: threads and connections committing in parallel.
+  int lanes = 2;
+  // Values queued at most, across lanes (about 40 bytes of memory each).
+  size_t max_queued_values = 4'000'000;
+  // A group commit takes at most this many values (whole batches; a larger
+  // batch goes alone).
+  size_t max_group_values = 200'000;
+  // ... and reports in at most this many finest rollup buckets. A group's
+  // rollup rows (about 2 per bucket, each holding every series of its agent)
+  // cost far more than its values when reports are minutes apart (a
+  // backfill): then this bounds the group's memory, not the values.
+  size_t max_group_rollup_buckets = 1000;
+  // ... and at most this many batches. Each brings its own stream position,
+  // series look-ups and rollup rows, so a group's memory grows with its
+  // batches even when they are small: thousands of agents each sending a
+  // report a second would otherwise meet in groups of a thousand batches
+  // after a stall (tens of MB each: docs/benchmarks.md, "Memory at
+  // thousands of streams").
+  // A hundred keep a commit short and still amortise its round trips.
+  size_t max_group_batches = 100;
+  // A batch submitted while this many batches or more are queued keeps its
+  // series labels packed until its group commits (PendingBatch::
+  // PackSeries): it will wait, and its labels are most of its memory. Below
+  // it, a batch is likely in the next group, and packing would cost for
+  // nothing.
+  size_t pack_labels_after_batches = 100;
+  // How long to keep retrying a group while the database is unreachable.
+  absl::Duration retry_for = absl::Seconds(30);
+  int max_series_per_trial = 10000;
+};
+
+}  // namespace metrics::storage::pg
+
+#endif  // METRICS_STORAGE_PG_INGEST_INGEST_WRITER_OPTIONS_H_

@@ -1,0 +1,565 @@
+#include "storage/pg/reads/pg_reads.h"
+
+#include <pqxx/result>
+#include <pqxx/transaction>
+
+#include <algorithm>
+#include <iterator>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "storage/pg/pooled_transaction.h"
+#include "storage/pg/reads/raw_values.h"
+#include "storage/pg/reads/rollup_rows.h"
+#include "storage/pg/rollup_sql.h"
+#include "storage/pg/sql_arrays.h"
+#include "storage/pg/sql_time.h"
+#include "storage/pg/trial_rows.h"
+#include "storage/report_json.h"
+#include "storage/rollup.h"
+#include "storage/format/rollup_codec.h"
+
+namespace metrics::storage::pg {
+
+namespace {
+
+constexpr int kCoarsestWidthSeconds =
+    kRollupWidthsSeconds[std::size(kRollupWidthsSeconds) - 1];
+
+constexpr char kSeriesColumns[] =
+    "series_id, metric_group, agent_id, gpu_uuid, name, unit";
+
+// Maps kSeriesColumns, starting at column `first`.
+SeriesInfo SeriesFromRow(const pqxx::row& row, int first = 0) {
+  SeriesInfo info;
+  info.series_id = row[first].as<int64_t>();
+  info.metric_group = row[first + 1].as<std::string>();
+  info.agent_id = row[first + 2].as<std::string>();
+  info.gpu_uuid = row[first + 3].as<std::string>();
+  info.name = row[first + 4].as<std::string>();
+  info.unit = row[first + 5].as<std::string>();
+  return info;
+}
+
+// The store's frequent statements, prepared on each pool connection.
+struct Statements {
+  PreparedStatement trial_exists{"trial_exists",
+                                 "SELECT 1 FROM trials WHERE id = $1"};
+  PreparedStatement trial_by_id{
+      "trial_by_id",
+      absl::StrCat("SELECT ", TrialColumnsSql(), " FROM trials WHERE id = $1")};
+  // NULL parameters mean "no condition", so one statement serves every
+  // filter; the primary key walks ids downwards.
+  PreparedStatement list_trials{
+      "list_trials",
+      absl::StrCat("SELECT ", TrialColumnsSql(),
+                   " FROM trials WHERE ($1::text IS NULL OR state = $1) "
+                   "AND ($2::int IS NULL OR id < $2) "
+                   "ORDER BY id DESC LIMIT $3")};
+  // The trial's columns, then the stream's last sequence (NULL for a new
+  // stream); relies on the primary keys of both tables.
+  PreparedStatement stream_start{
+      "stream_start",
+      absl::StrCat("SELECT ", TrialColumnsSql(),
+                   ", (SELECT last_sequence FROM ingest_positions p "
+                   "WHERE p.trial_id = $1 AND p.stream_id = $2) "
+                   "FROM trials WHERE id = $1")};
+  // Relies on the unique key (trial_id, metric_group, agent_id, ...).
+  PreparedStatement series_of_group{
+      "series_of_group",
+      absl::StrCat("SELECT ", kSeriesColumns,
+                   " FROM series WHERE trial_id = $1 AND metric_group = $2 "
+                   "ORDER BY agent_id, name, gpu_uuid")};
+  PreparedStatement series_of_every_group{
+      "series_of_every_group",
+      absl::StrCat("SELECT ", kSeriesColumns,
+                   " FROM series WHERE trial_id = $1 "
+                   "ORDER BY metric_group, agent_id, name, gpu_uuid")};
+  // Every bucket of the coarsest width of the agents ($2) of a trial
+  // ($1): their counts add up to each series' total, and their first and
+  // last times bound it.
+  PreparedStatement coarsest_rollups{
+      "coarsest_rollups",
+      RollupRowsSql("$1::int", "$2::text[]", kCoarsestWidthSeconds,
+                    std::nullopt)};
+  // Raw rows of an agent from a cursor ($3 time, $4 row id) on, in ingest
+  // order: a range scan of metrics_profiling_system_idx. The value columns
+  // are RawValueColumns' for the series (name $6, GPU $7).
+  PreparedStatement system_rows_after{
+      "system_rows_after", RowsAfterSql(SystemRowsOfAgentSql("$2"))};
+  // The same for the other groups ($8), over metrics_profiling_other_idx.
+  PreparedStatement other_rows_after{
+      "other_rows_after",
+      RowsAfterSql("metric_group = $8 AND metric_group <> 'system' AND "
+                   "agent_id = $2")};
+
+  static std::string RowsAfterSql(absl::string_view rows_of_agent) {
+    return absl::StrCat(
+        "SELECT ", EpochMicrosSql("end_time"), ", id, total_batches, "
+        "packed_values, ", ReportValueSql("metrics", "$6::text", "$7::text"),
+        " FROM metrics_profiling WHERE trial_id = $1 AND ", rows_of_agent,
+        " AND end_time >= ", TimestampFromMicrosSql("$3"),
+        " AND (end_time, id) > (", TimestampFromMicrosSql("$3"),
+        ", $4) ORDER BY end_time, id LIMIT $5");
+  }
+
+  std::vector<PreparedStatement> All() const {
+    return {trial_exists,      trial_by_id,       list_trials,
+            stream_start,      series_of_group,   series_of_every_group,
+            coarsest_rollups,  system_rows_after, other_rows_after};
+  }
+};
+
+const Statements& Sql() {
+  static const auto* statements = new Statements();
+  return *statements;
+}
+
+absl::Status CheckTrialExists(pqxx::transaction_base& tx, int32_t trial_id) {
+  if (tx.exec_prepared(Sql().trial_exists.name, trial_id).empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("trial ", trial_id, " does not exist"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+PgReads::PgReads(ConnectionPool& pool, std::string where)
+    : pool_(pool), where_(std::move(where)) {}
+
+std::vector<PreparedStatement> PgReads::Statements() { return Sql().All(); }
+
+absl::StatusOr<Trial> PgReads::GetTrial(int32_t id, absl::Time deadline) {
+  return Run<Trial>(
+      absl::StrCat("reading trial ", id), deadline,
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<Trial> {
+        pqxx::result r = tx.exec_prepared(Sql().trial_by_id.name, id);
+        if (r.empty()) {
+          return absl::NotFoundError(absl::StrCat("trial ", id, " does not exist"));
+        }
+        return TrialFromRow(r[0]);
+      });
+}
+
+absl::StatusOr<std::vector<Trial>> PgReads::ListTrials(
+    const TrialListFilter& filter, absl::Time deadline) {
+  if (filter.limit < 1 || filter.limit > kMaxTrialListLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit: ", filter.limit, " is outside 1..",
+                     kMaxTrialListLimit));
+  }
+  std::optional<std::string> state;
+  if (filter.state.has_value()) state = std::string(TrialStateName(*filter.state));
+  return Run<std::vector<Trial>>(
+      "listing trials", deadline,
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<Trial>> {
+        pqxx::result r = tx.exec_prepared(Sql().list_trials.name, state,
+                                          filter.before_id, filter.limit);
+        std::vector<Trial> trials;
+        trials.reserve(r.size());
+        for (const pqxx::row& row : r) trials.push_back(TrialFromRow(row));
+        return trials;
+      });
+}
+
+absl::StatusOr<StreamStart> PgReads::GetStreamStart(
+    int32_t trial_id, absl::string_view stream_id, absl::Time deadline) {
+  return Run<StreamStart>(
+      absl::StrCat("reading the start of stream ", stream_id), deadline,
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<StreamStart> {
+        pqxx::result r = tx.exec_prepared(Sql().stream_start.name, trial_id,
+                                          std::string(stream_id));
+        if (r.empty()) {
+          return absl::NotFoundError(
+              absl::StrCat("trial ", trial_id, " does not exist"));
+        }
+        StreamStart start;
+        start.trial = TrialFromRow(r[0]);
+        start.position = r[0][5].is_null() ? 0 : r[0][5].as<int64_t>();
+        return start;
+      });
+}
+
+namespace {
+
+// Sets each GPU series' gpu_index: its GPU's rank among the agent's GPUs
+// by the first series id registered for it, which is the order the agent
+// first reported them.
+void NumberGpus(std::vector<SeriesInfo>& series) {
+  absl::flat_hash_map<std::string, std::map<int64_t, std::string>> firsts;
+  absl::flat_hash_map<std::pair<std::string, std::string>, int64_t> first_id;
+  for (const SeriesInfo& info : series) {
+    if (info.gpu_uuid.empty()) continue;
+    auto [it, added] = first_id.emplace(std::pair(info.agent_id, info.gpu_uuid),
+                                        info.series_id);
+    if (!added) it->second = std::min(it->second, info.series_id);
+  }
+  for (const auto& [key, id] : first_id) firsts[key.first][id] = key.second;
+  absl::flat_hash_map<std::pair<std::string, std::string>, int> index;
+  for (const auto& [agent, by_id] : firsts) {
+    int next = 0;
+    for (const auto& [id, gpu] : by_id) index[std::pair(agent, gpu)] = next++;
+  }
+  for (SeriesInfo& info : series) {
+    if (!info.gpu_uuid.empty()) {
+      info.gpu_index = index[std::pair(info.agent_id, info.gpu_uuid)];
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<SeriesInfo>> PgReads::ListSeries(
+    int32_t trial_id, bool extents, absl::Time deadline) {
+  return Run<std::vector<SeriesInfo>>(
+      absl::StrCat("listing the series of trial ", trial_id), deadline,
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<SeriesInfo>> {
+        RETURN_IF_ERROR(CheckTrialExists(tx, trial_id));
+        std::vector<SeriesInfo> series;
+        absl::flat_hash_map<int64_t, size_t> by_id;
+        for (const auto& row : tx.exec_prepared(Sql().series_of_group.name,
+                                                trial_id,
+                                                std::string(kSystemGroup))) {
+          SeriesInfo info = SeriesFromRow(row);
+          by_id[info.series_id] = series.size();
+          series.push_back(std::move(info));
+        }
+        NumberGpus(series);
+        if (!extents || series.empty()) return series;
+        // The coarsest buckets hold every sample once: their counts add up
+        // to the total, and their first and last times bound the series.
+        // Naming the agents makes this a range scan of the primary key per
+        // agent; without them it would scan every width's rows of the trial.
+        std::vector<std::string> agents;
+        for (const SeriesInfo& info : series) {
+          if (agents.empty() || agents.back() != info.agent_id) {
+            agents.push_back(info.agent_id);  // series are ordered by agent
+          }
+        }
+        const RollupRowDecoder decoder(kCoarsestWidthSeconds, std::nullopt,
+                                       std::nullopt);
+        RollupRow bucket;
+        for (const auto& row : tx.exec_prepared(Sql().coarsest_rollups.name,
+                                                trial_id, TextArray(agents))) {
+          ASSIGN_OR_RETURN(const bool kept, decoder.Decode(row, bucket));
+          if (!kept) continue;
+          for (const auto& [id, stats] : bucket.stats) {
+            auto it = by_id.find(id);
+            if (it == by_id.end()) continue;
+            SeriesInfo& info = series[it->second];
+            info.sample_count += stats.count;
+            if (!info.first_time_us || stats.first_time_us < *info.first_time_us) {
+              info.first_time_us = stats.first_time_us;
+            }
+            if (!info.last_time_us || stats.last_time_us > *info.last_time_us) {
+              info.last_time_us = stats.last_time_us;
+            }
+          }
+        }
+        return series;
+      });
+}
+
+absl::StatusOr<std::vector<LatestValue>> PgReads::LatestValuesOfActiveTrials(
+    size_t limit, absl::Time deadline) {
+  return Run<std::vector<LatestValue>>(
+      "reading the latest values of active trials", deadline,
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<LatestValue>> {
+        // Agents are read a page at a time in the answer's order (newest
+        // trial first, then agent id byte by byte, as std::string sorts),
+        // and series names only for the agents taken, so a scrape's memory
+        // follows `limit`, not the fleet: reading every series of every
+        // active trial cost 26-66 MB a scrape at 5000 agents.
+        constexpr int kAgentsPerPage = 500;
+        std::vector<LatestValue> values;
+        int64_t after_trial = int64_t{1} << 31;  // above every trial id
+        std::string after_agent;
+        while (values.size() < limit) {
+          // Each agent's newest finest bucket holds the last point of every
+          // series it reported in those seconds; a series missing from it
+          // has gone quiet and is not "latest". An agent with no bucket
+          // yet still counts in the page, so a short page is the last.
+          const pqxx::result agents = tx.exec_params(
+              absl::StrCat(
+                  NewestRollupRowsSql(
+                      "SELECT s.trial_id, s.agent_id FROM trials t JOIN "
+                      "series s ON s.trial_id = t.id AND s.metric_group = $1 "
+                      "WHERE t.state = 'ACTIVE' AND (s.trial_id < $3::bigint "
+                      "OR (s.trial_id = $3::bigint AND "
+                      "s.agent_id COLLATE \"C\" > $4)) "
+                      "GROUP BY s.trial_id, s.agent_id "
+                      "ORDER BY s.trial_id DESC, s.agent_id COLLATE \"C\" "
+                      "LIMIT $5",
+                      "$2", /*keep_agents_without_row=*/true),
+                  " ORDER BY a.trial_id DESC, a.agent_id COLLATE \"C\""),
+              std::string(kSystemGroup), kRollupWidthsSeconds[0], after_trial,
+              after_agent, kAgentsPerPage);
+          // The page's values, named once their series are read below.
+          std::vector<int64_t> trial_ids, series_ids;
+          const size_t first = values.size();
+          for (const auto& row : agents) {
+            if (row[2].is_null()) continue;
+            const int32_t trial_id = row[0].as<int32_t>();
+            absl::StatusOr<AgentRollup> rollup =
+                DecodeAgentRollup(DecodeByteaHex(row[2].as<std::string>()),
+                                  row[3].as<int64_t>());
+            if (!rollup.ok()) return rollup.status();
+            for (const auto& [id, stats] : *rollup) {
+              trial_ids.push_back(trial_id);
+              series_ids.push_back(id);
+              values.push_back({trial_id, row[1].as<std::string>(), "", "",
+                                "", stats.last_value, stats.last_time_us});
+            }
+          }
+          absl::flat_hash_map<std::pair<int32_t, int64_t>, SeriesInfo> series;
+          if (!series_ids.empty()) {
+            for (const auto& row : tx.exec_params(
+                     absl::StrCat("SELECT s.trial_id, ", kSeriesColumns,
+                                  " FROM unnest($1::int[], $2::bigint[]) "
+                                  "k(trial_id, series_id) JOIN series s USING "
+                                  "(trial_id, series_id) WHERE "
+                                  "s.metric_group = $3"),
+                     IntArray(trial_ids), IntArray(series_ids),
+                     std::string(kSystemGroup))) {
+              SeriesInfo info = SeriesFromRow(row, 1);
+              series.emplace(std::pair(row[0].as<int32_t>(), info.series_id),
+                             std::move(info));
+            }
+          }
+          // Keeps the page's values whose series the registry has, named.
+          size_t kept = first;
+          for (size_t i = first; i < values.size(); ++i) {
+            const auto it = series.find(
+                std::pair(values[i].trial_id, series_ids[i - first]));
+            if (it == series.end()) continue;
+            LatestValue& v = values[kept++];
+            if (kept - 1 != i) v = std::move(values[i]);
+            v.gpu_uuid = it->second.gpu_uuid;
+            v.name = it->second.name;
+            v.unit = it->second.unit;
+          }
+          values.resize(kept);
+          if (agents.size() < static_cast<size_t>(kAgentsPerPage)) break;
+          after_trial = agents.back()[0].as<int64_t>();
+          after_agent = agents.back()[1].as<std::string>();
+        }
+        std::sort(values.begin(), values.end(),
+                  [](const LatestValue& a, const LatestValue& b) {
+                    return std::tie(b.trial_id, a.agent_id, a.name, a.gpu_uuid) <
+                           std::tie(a.trial_id, b.agent_id, b.name, b.gpu_uuid);
+                  });
+        if (values.size() > limit) values.resize(limit);
+        return values;
+      });
+}
+
+absl::StatusOr<std::vector<AgentActivity>> PgReads::AgentActivityOfTrials(
+    const std::vector<int32_t>& trial_ids, absl::Time deadline) {
+  if (trial_ids.empty()) return std::vector<AgentActivity>{};
+  return Run<std::vector<AgentActivity>>(
+      "reading when the agents of trials last reported", deadline,
+      [&](pqxx::transaction_base& tx)
+          -> absl::StatusOr<std::vector<AgentActivity>> {
+        // An agent's newest finest bucket holds its newest sample.
+        std::vector<AgentActivity> agents;
+        for (const auto& row : tx.exec_params(
+                 absl::StrCat(NewestRollupRowsSql(
+                                  "SELECT DISTINCT trial_id, agent_id FROM "
+                                  "series WHERE trial_id = ANY($1::int[]) AND "
+                                  "metric_group = $2",
+                                  "$3"),
+                              " ORDER BY a.trial_id, a.agent_id"),
+                 IntArray({trial_ids.begin(), trial_ids.end()}),
+                 std::string(kSystemGroup), kRollupWidthsSeconds[0])) {
+          absl::StatusOr<AgentRollup> rollup =
+              DecodeAgentRollup(DecodeByteaHex(row[2].as<std::string>()),
+                                row[3].as<int64_t>());
+          if (!rollup.ok()) return rollup.status();
+          AgentActivity activity{row[0].as<int32_t>(),
+                                 row[1].as<std::string>(), INT64_MIN};
+          for (const auto& [id, stats] : *rollup) {
+            activity.last_sample_us =
+                std::max(activity.last_sample_us, stats.last_time_us);
+          }
+          if (!rollup->empty()) agents.push_back(std::move(activity));
+        }
+        return agents;
+      });
+}
+
+absl::StatusOr<std::vector<SeriesInfo>> PgReads::ListSeriesOfEveryGroup(
+    int32_t trial_id, absl::Time deadline) {
+  return Run<std::vector<SeriesInfo>>(
+      absl::StrCat("listing the series of trial ", trial_id), deadline,
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<SeriesInfo>> {
+        RETURN_IF_ERROR(CheckTrialExists(tx, trial_id));
+        std::vector<SeriesInfo> series;
+        for (const auto& row :
+             tx.exec_prepared(Sql().series_of_every_group.name, trial_id)) {
+          series.push_back(SeriesFromRow(row));
+        }
+        return series;
+      });
+}
+
+absl::StatusOr<std::vector<Reading>> PgReads::ReadReadings(
+    int32_t trial_id, const SeriesInfo& series, ReadingCursor after,
+    size_t limit, absl::Time deadline) {
+  return Run<std::vector<Reading>>(
+      absl::StrCat("reading series \"", series.name, "\" of trial ",
+                          trial_id),
+      deadline,
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<Reading>> {
+        std::vector<Reading> readings;
+        if (limit == 0) return readings;
+        // The earliest time timestamptz takes, for a cursor at the start.
+        constexpr int64_t kYearOne = -62135596800000000;
+        ReadingCursor cursor{std::max(after.time_us, kYearOne), after.row_id};
+        const bool system = series.metric_group == kSystemGroup;
+        // Decodes the columns from packed_values on (as RawValueColumns
+        // lays them out, here with parameters for the name and GPU).
+        const RawValueColumns columns(
+            tx, {{series.series_id, series.name, series.gpu_uuid}});
+        // Rows without the series are skipped here, so a page of rows may
+        // give fewer readings than asked: read pages until enough.
+        for (;;) {
+          const pqxx::result rows =
+              system ? tx.exec_prepared(Sql().system_rows_after.name, trial_id,
+                                        series.agent_id, cursor.time_us,
+                                        cursor.row_id,
+                                        static_cast<int64_t>(limit),
+                                        series.name, series.gpu_uuid)
+                     : tx.exec_prepared(Sql().other_rows_after.name, trial_id,
+                                        series.agent_id, cursor.time_us,
+                                        cursor.row_id,
+                                        static_cast<int64_t>(limit),
+                                        series.name, series.gpu_uuid,
+                                        series.metric_group);
+          for (const auto& row : rows) {
+            Reading r;
+            r.time_us = cursor.time_us = row[0].as<int64_t>();
+            r.row_id = cursor.row_id = row[1].as<int64_t>();
+            if (!row[2].is_null()) r.batch = row[2].as<int32_t>();
+            bool found = false;
+            RETURN_IF_ERROR(columns.Read(row, 3, [&](size_t, double value) {
+              r.value = value;
+              found = true;
+            }));
+            if (!found) continue;
+            readings.push_back(r);
+            if (readings.size() == limit) return readings;
+          }
+          if (rows.size() < limit) return readings;
+        }
+      });
+}
+
+absl::Status PgReads::ReadRollups(
+    int32_t trial_id, const std::vector<std::string>& agents,
+    int width_s, const std::vector<int64_t>& series_ids, int64_t from_us,
+    int64_t to_us, absl::Time deadline, RollupSink& sink) {
+  std::vector<int64_t> wanted = series_ids;
+  std::sort(wanted.begin(), wanted.end());
+  const BucketWindow window{from_us, to_us};
+  const RollupRowDecoder decoder(width_s, window, std::move(wanted));
+  // Rows a fetch brings at most: a window of thousands of buckets is read
+  // through a cursor, so the client holds one page of (hex) rows at a time.
+  constexpr int kRowsPerFetch = 500;
+  // The value is unused: the rows went to the sink.
+  const absl::StatusOr<bool> read = Run<bool>(
+      absl::StrCat("reading rollups of trial ", trial_id), deadline,
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<bool> {
+        sink.Restart();
+        // DECLARE takes no parameters: the numbers are written out, the
+        // agents quoted.
+        tx.exec(absl::StrCat(
+            "DECLARE rollup_rows NO SCROLL CURSOR FOR ",
+            RollupRowsSql(absl::StrCat(trial_id),
+                          absl::StrCat(tx.quote(TextArray(agents)), "::text[]"),
+                          width_s, window)));
+        const std::string fetch =
+            absl::StrCat("FETCH ", kRowsPerFetch, " FROM rollup_rows");
+        RollupRow r;
+        for (;;) {
+          const pqxx::result rows = tx.exec(fetch);
+          for (const auto& row : rows) {
+            ASSIGN_OR_RETURN(const bool kept, decoder.Decode(row, r));
+            if (kept) sink.Take(r);
+          }
+          if (rows.size() < kRowsPerFetch) return true;
+        }
+      });
+  return read.status();
+}
+
+absl::StatusOr<std::vector<std::vector<Sample>>>
+PgReads::ReadRawSamples(int32_t trial_id,
+                                  const std::vector<SeriesInfo>& series,
+                                  int64_t from_us, int64_t to_us,
+                                  int64_t max_reports, absl::Time deadline) {
+  return Run<std::vector<std::vector<Sample>>>(
+      absl::StrCat("reading raw samples of trial ", trial_id), deadline,
+      [&](pqxx::transaction_base& tx)
+          -> absl::StatusOr<std::vector<std::vector<Sample>>> {
+        std::vector<std::vector<Sample>> result(series.size());
+        // One snapshot for the horizon and the rows: retention records its
+        // horizon before it removes a row, so rows after a horizon this
+        // snapshot has not seen are all still here.
+        tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+        if (const pqxx::result horizon = tx.exec(absl::StrCat(
+                "SELECT ", EpochMicrosSql("horizon"), " FROM raw_retention"));
+            !horizon.empty() && from_us < horizon[0][0].as<int64_t>()) {
+          return absl::OutOfRangeError(absl::StrCat(
+              "raw samples before ",
+              absl::FormatTime(absl::FromUnixMicros(horizon[0][0].as<int64_t>())),
+              " have expired (raw retention)"));
+        }
+        // One scan per agent, decoding every wanted series of it (a
+        // statement of its own, so not prepared). Relies on the index
+        // metrics_profiling_system_idx: a range scan in time, then ingest
+        // order.
+        absl::btree_map<std::string, std::vector<size_t>> by_agent;
+        for (size_t i = 0; i < series.size(); ++i) {
+          by_agent[series[i].agent_id].push_back(i);
+        }
+        for (const auto& [agent, indexes] : by_agent) {
+          std::vector<RawValueColumns::Series> wanted;
+          for (size_t i : indexes) {
+            wanted.push_back(
+                {series[i].series_id, series[i].name, series[i].gpu_uuid});
+          }
+          const RawValueColumns columns(tx, wanted);
+          // One row past the limit tells that there are more.
+          const pqxx::result rows = tx.exec_params(
+              absl::StrCat("SELECT ", EpochMicrosSql("end_time"), ", ",
+                           columns.sql(),
+                           " FROM metrics_profiling WHERE trial_id = $1 AND ",
+                           SystemRowsOfAgentSql("$2"),
+                           " AND end_time >= ", TimestampFromMicrosSql("$3"),
+                           " AND end_time < ", TimestampFromMicrosSql("$4"),
+                           " ORDER BY end_time, id LIMIT $5"),
+              trial_id, agent, from_us, to_us, max_reports + 1);
+          if (static_cast<int64_t>(rows.size()) > max_reports) {
+            return absl::ResourceExhaustedError(absl::StrCat(
+                "agent ", agent, " has more than ", max_reports,
+                " reports in the window"));
+          }
+          const std::vector<size_t>& of_agent = indexes;  // capturable
+          for (const auto& row : rows) {
+            const int64_t t = row[0].as<int64_t>();
+            RETURN_IF_ERROR(columns.Read(row, 1, [&](size_t c, double value) {
+              result[of_agent[c]].push_back({t, value});
+            }));
+          }
+        }
+        return result;
+      });
+}
+
+}  // namespace metrics::storage::pg
