@@ -1,6 +1,6 @@
 // A latency histogram with fixed bucket bounds, in the shape Prometheus
 // exposes (cumulative counts per upper bound, a sum and a count), for the
-// service's own figures: batch commit and query latency.
+// service's own statistics: batch commit and query latency.
 //
 // Thread-safety: thread-safe; Observe is a short critical section.
 #ifndef METRICS_COMMON_HISTOGRAM_H_

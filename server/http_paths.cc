@@ -30,8 +30,8 @@ HttpResponse HttpPaths::PrometheusExport(const HttpRequest& request) const {
   PrometheusExportInput input;
   input.ingest = options_.store->GetIngestStatistics();
   input.reads = options_.store->GetReadRoutingStatistics();
-  input.figures = options_.figures;
-  input.legacy_calls = options_.legacy_usage->Calls();
+  input.statistics = options_.statistics;
+  input.legacy_calls = options_.legacy_statistics->Calls();
   input.max_latest_series = options_.prometheus_max_series;
   input.now = absl::Now();
   input.stale_after = options_.stale_after;

@@ -15,9 +15,9 @@
 #include "absl/time/time.h"
 #include "server/auth/call_guard.h"
 #include "server/http/http_server.h"
-#include "server/legacy/legacy_usage.h"
+#include "server/legacy/legacy_statistics.h"
 #include "server/rest/rest_gateway.h"
-#include "server/services/service_figures.h"
+#include "server/services/service_statistics.h"
 #include "server/web/web_assets.h"
 #include "storage/metric_store.h"
 
@@ -29,8 +29,8 @@ struct HttpPathsOptions {
   // What GET /metrics exports, and who may read it: null guard, anyone.
   storage::MetricStore* store = nullptr;  // required
   const CallGuard* metrics_guard = nullptr;
-  const ServiceFigures* figures = nullptr;  // required
-  const LegacyUsage* legacy_usage = nullptr;  // required
+  const ServiceStatistics* statistics = nullptr;  // required
+  const LegacyStatistics* legacy_statistics = nullptr;  // required
   size_t prometheus_max_series = 0;
   absl::Duration stale_after;
   // Why the server is not ready, or null when it is (/healthz).

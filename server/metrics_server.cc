@@ -156,7 +156,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
       server->token_store_.get(), server->executor_.get(), guard);
   server->ingest_service_ = std::make_unique<IngestService>(
       server->store_.get(), server->executor_.get(),
-      server->open_executor_.get(), options.ingest, &server->figures_, guard);
+      server->open_executor_.get(), options.ingest, &server->statistics_, guard);
   server->query_engine_ =
       std::make_unique<query::QueryEngine>(server->store_.get(), options.query);
   // Follow reads the primary: a standby's lag could take its answers back
@@ -166,7 +166,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   server->query_service_ = std::make_unique<QueryService>(
       server->query_engine_.get(), server->follow_engine_.get(),
       server->store_.get(), server->executor_.get(), options.follow,
-      &server->figures_, guard);
+      &server->statistics_, guard);
 
   if (options.raw_retention != absl::InfiniteDuration()) {
     storage::pg::RetentionOptions retention;
@@ -179,7 +179,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   server->prometheus_max_series_ = options.prometheus_max_series;
   server->stale_after_ = options.stale_after;
   server->legacy_service_ = std::make_unique<LegacyProfilerService>(
-      server->store_.get(), &server->legacy_usage_, options.store.limits,
+      server->store_.get(), &server->legacy_statistics_, options.store.limits,
       guard);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -251,8 +251,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   paths.gateway = server->gateway_.get();
   paths.store = server->store_.get();
   paths.metrics_guard = server->metrics_public_ ? nullptr : server->guard_.get();
-  paths.figures = &server->figures_;
-  paths.legacy_usage = &server->legacy_usage_;
+  paths.statistics = &server->statistics_;
+  paths.legacy_statistics = &server->legacy_statistics_;
   paths.prometheus_max_series = server->prometheus_max_series_;
   paths.stale_after = server->stale_after_;
   paths.unready_reason = [s = server.get()]() -> const char* {

@@ -31,17 +31,17 @@
 #include "server/http_paths.h"
 #include "server/services/ingest_service.h"
 #include "server/legacy/legacy_profiler_service.h"
-#include "server/legacy/legacy_usage.h"
+#include "server/legacy/legacy_statistics.h"
 #include "server/readiness.h"
 #include "server/services/query_service.h"
 #include "server/rest/rest_gateway.h"
 #include "server/server_options.h"
-#include "server/services/service_figures.h"
+#include "server/services/service_statistics.h"
 #include "server/services/token_service.h"
 #include "server/services/trial_service.h"
 #include "server/web/web_assets.h"
 #include "storage/pg/pg_metric_store.h"
-#include "storage/pg/raw_retention.h"
+#include "storage/pg/jobs/raw_retention.h"
 
 namespace metrics::server {
 
@@ -67,7 +67,7 @@ class MetricsServer {
 
   int grpc_port() const { return grpc_port_; }
   int http_port() const { return http_->port(); }
-  const LegacyUsage& legacy_usage() const { return legacy_usage_; }
+  const LegacyStatistics& legacy_statistics() const { return legacy_statistics_; }
 
   // Marks the server NOT_SERVING, lets in-flight RPCs finish for up to
   // `grace`, then stops gRPC and HTTP, and lets the ingest writer commit what
@@ -83,7 +83,7 @@ class MetricsServer {
   std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<CallGuard> guard_;
   bool metrics_public_ = true;
-  ServiceFigures figures_;
+  ServiceStatistics statistics_;
   std::unique_ptr<common::BlockingExecutor> executor_;
   std::unique_ptr<common::BlockingExecutor> open_executor_;
   std::unique_ptr<TrialService> trial_service_;
@@ -92,7 +92,7 @@ class MetricsServer {
   std::unique_ptr<query::QueryEngine> query_engine_;
   std::unique_ptr<query::QueryEngine> follow_engine_;  // reads the primary
   std::unique_ptr<QueryService> query_service_;
-  LegacyUsage legacy_usage_;
+  LegacyStatistics legacy_statistics_;
   std::unique_ptr<LegacyProfilerService> legacy_service_;
   std::unique_ptr<GatewaySocket> gateway_socket_;
   std::unique_ptr<RestGateway> gateway_;

@@ -146,7 +146,7 @@ void LegacyProfilerService::Deprecate(grpc::ServerContext* context,
   if (auto it = metadata.find("x-forwarded-for"); it != metadata.end()) {
     client = std::string(it->second.data(), it->second.size());
   }
-  usage_->Record(method, client, successor);
+  statistics_->Record(method, client, successor);
   context->AddInitialMetadata("deprecation",
                               std::string(kLegacyDeprecationDate));
   context->AddInitialMetadata("link", LegacySuccessorLink(successor));

@@ -11,7 +11,7 @@
 // - GetTrialProfilerAvailableSeries: the trial's series labels; with
 //   follow, again whenever they change, until the trial is terminal.
 //
-// Every call is counted and logged through LegacyUsage, and answers with
+// Every call is counted and logged through LegacyStatistics, and answers with
 // the initial metadata "deprecation" (an RFC 9745 date) and "link" (the
 // successor), which the REST gateway turns into HTTP headers.
 //
@@ -29,7 +29,7 @@
 #include "absl/time/time.h"
 #include "proto/determined/api/v1/profiler.grpc.pb.h"
 #include "server/auth/call_guard.h"
-#include "server/legacy/legacy_usage.h"
+#include "server/legacy/legacy_statistics.h"
 #include "storage/batch_validation.h"
 #include "storage/metric_store.h"
 
@@ -47,16 +47,16 @@ class LegacyProfilerService final
  public:
   static constexpr int kReadingsPerMessage = 5000;
 
-  // `store` and `usage` must outlive the service; `limits` are the store's
+  // `store` and `statistics` must outlive the service; `limits` are the store's
   // (a request is checked whole against them before anything is queued).
   // `poll` bounds how long a follower waits between checks of a cancelled
   // call.
   // A null `guard` checks no caller (authentication off).
-  LegacyProfilerService(storage::MetricStore* store, LegacyUsage* usage,
+  LegacyProfilerService(storage::MetricStore* store, LegacyStatistics* statistics,
                         storage::IngestLimits limits, const CallGuard* guard,
                         absl::Duration poll = absl::Seconds(1))
       : store_(store),
-        usage_(usage),
+        statistics_(statistics),
         limits_(limits),
         guard_(guard),
         poll_(poll) {}
@@ -94,7 +94,7 @@ class LegacyProfilerService final
                  const std::string& successor);
 
   storage::MetricStore* const store_;
-  LegacyUsage* const usage_;
+  LegacyStatistics* const statistics_;
   const storage::IngestLimits limits_;
   const CallGuard* const guard_;
   const absl::Duration poll_;

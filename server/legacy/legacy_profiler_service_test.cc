@@ -176,10 +176,10 @@ TEST_F(LegacyProfilerServiceTest, PostedReadingsComeBackUnchanged) {
               ElementsAre(static_cast<double>(1.1f) * 1e9,
                           static_cast<double>(2.7f) * 1e9));
 
-  EXPECT_EQ(server_->server().legacy_usage().Calls().at(
+  EXPECT_EQ(server_->server().legacy_statistics().Calls().at(
                 "PostTrialProfilerMetricsBatch"),
             1);
-  EXPECT_EQ(server_->server().legacy_usage().Calls().at(
+  EXPECT_EQ(server_->server().legacy_statistics().Calls().at(
                 "GetTrialProfilerMetrics"),
             3);
 }

@@ -1,4 +1,4 @@
-#include "server/legacy/legacy_usage.h"
+#include "server/legacy/legacy_statistics.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -25,7 +25,7 @@ absl::string_view HostOf(absl::string_view peer) {
 
 }  // namespace
 
-void LegacyUsage::Record(absl::string_view method, absl::string_view peer,
+void LegacyStatistics::Record(absl::string_view method, absl::string_view peer,
                          absl::string_view successor) {
   const absl::string_view client = HostOf(peer);
   bool first = false;
@@ -41,7 +41,7 @@ void LegacyUsage::Record(absl::string_view method, absl::string_view peer,
   }
 }
 
-std::map<std::string, int64_t> LegacyUsage::Calls() const {
+std::map<std::string, int64_t> LegacyStatistics::Calls() const {
   absl::MutexLock lock(&mu_);
   return calls_;
 }

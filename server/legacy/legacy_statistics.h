@@ -6,8 +6,8 @@
 // logged again, never unboundedly often.
 //
 // Thread-safety: thread-safe.
-#ifndef METRICS_SERVER_LEGACY_LEGACY_USAGE_H_
-#define METRICS_SERVER_LEGACY_LEGACY_USAGE_H_
+#ifndef METRICS_SERVER_LEGACY_LEGACY_STATISTICS_H_
+#define METRICS_SERVER_LEGACY_LEGACY_STATISTICS_H_
 
 #include <cstdint>
 #include <map>
@@ -20,7 +20,7 @@
 
 namespace metrics::server {
 
-class LegacyUsage {
+class LegacyStatistics {
  public:
   static constexpr size_t kMaxLoggedClients = 10000;
 
@@ -40,4 +40,4 @@ class LegacyUsage {
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_LEGACY_LEGACY_USAGE_H_
+#endif  // METRICS_SERVER_LEGACY_LEGACY_STATISTICS_H_

@@ -56,9 +56,9 @@ Struct Dashboard() {
 // Every metric family a /metrics page declares with "# TYPE", from a page
 // rendered with one latest value of each system metric.
 std::set<std::string> ExportedFamilies() {
-  ServiceFigures figures;
+  ServiceStatistics statistics;
   PrometheusExportInput input;
-  input.figures = &figures;
+  input.statistics = &statistics;
   input.legacy_calls = {{"GetTrialProfilerMetrics", 1}};
   std::vector<storage::LatestValue> latest;
   for (const auto& [name, unit] : kSystemMetrics) {

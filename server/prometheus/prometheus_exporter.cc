@@ -20,7 +20,7 @@ PrometheusSeriesName TrialSeriesName(absl::string_view name,
 
 namespace {
 
-void WriteServiceFigures(const PrometheusExportInput& in, PrometheusText& out) {
+void WriteServiceStatistics(const PrometheusExportInput& in, PrometheusText& out) {
   const storage::IngestStatistics& s = in.ingest;
   out.Family("metricsd_ingested_samples_total", "counter",
              "Values stored by ingest since the server started.");
@@ -45,15 +45,15 @@ void WriteServiceFigures(const PrometheusExportInput& in, PrometheusText& out) {
 
   out.Family("metricsd_open_streams", "gauge", "Streaming calls open now.");
   out.Sample("metricsd_open_streams", {{"rpc", "StreamSystemMetrics"}},
-             double(in.figures->ingest_streams()));
+             double(in.statistics->ingest_streams()));
   out.Sample("metricsd_open_streams", {{"rpc", "FollowSeries"}},
-             double(in.figures->follow_streams()));
+             double(in.statistics->follow_streams()));
   out.Family("metricsd_query_seconds", "histogram",
              "Latency of the unary query calls, by RPC.");
   out.Histogram("metricsd_query_seconds", {{"rpc", "QuerySeries"}},
-                in.figures->query_series_seconds().Snapshot());
+                in.statistics->query_series_seconds().Snapshot());
   out.Histogram("metricsd_query_seconds", {{"rpc", "ListSeries"}},
-                in.figures->list_series_seconds().Snapshot());
+                in.statistics->list_series_seconds().Snapshot());
 
   if (const storage::ReadRoutingStatistics& r = in.reads; r.standby) {
     out.Family("metricsd_standby_reads_total", "counter",
@@ -179,7 +179,7 @@ void WriteLatest(const PrometheusExportInput& in, PrometheusText& out) {
 
 std::string RenderPrometheusExport(const PrometheusExportInput& input) {
   PrometheusText out;
-  WriteServiceFigures(input, out);
+  WriteServiceStatistics(input, out);
   WriteLatest(input, out);
   return out.Take();
 }

@@ -1,7 +1,7 @@
-// GET /metrics: the service's own figures and the latest system metrics of
+// GET /metrics: the service's own statistics and the latest system metrics of
 // active trials, in the Prometheus text format.
 //
-// Names: the service's figures are metricsd_*; a trial's series are
+// Names: the service's statistics are metricsd_*; a trial's series are
 // profiler_<name> with a unit suffix (percent becomes _ratio, divided by
 // 100; bytes _bytes; bytes/s _bytes_per_second; other units none), labelled
 // trial_id, agent_id and gpu_uuid. An agent that has sent nothing for
@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/services/service_figures.h"
+#include "server/services/service_statistics.h"
 #include "storage/metric_store.h"
 
 namespace metrics::server {
@@ -27,7 +27,7 @@ namespace metrics::server {
 struct PrometheusExportInput {
   storage::IngestStatistics ingest;
   storage::ReadRoutingStatistics reads;  // exported with a standby only
-  const ServiceFigures* figures = nullptr;
+  const ServiceStatistics* statistics = nullptr;
   std::map<std::string, int64_t> legacy_calls;
   // The latest values, or why they could not be read.
   absl::StatusOr<std::vector<storage::LatestValue>> latest;

@@ -1,4 +1,4 @@
-// GET /metrics of the real server in-process: the service's own figures and
+// GET /metrics of the real server in-process: the service's own statistics and
 // the latest values of active trials in valid Prometheus text (checked by
 // promtool, from Debian's prometheus package), with the cardinality cap.
 #include "server/prometheus/prometheus_exporter.h"
@@ -112,7 +112,7 @@ std::string Promtool(const std::string& text) {
   return code == 0 ? out : absl::StrCat("exit ", code, ": ", out);
 }
 
-TEST_F(PrometheusExporterTest, ServiceFiguresAndLatestValuesOfActiveTrials) {
+TEST_F(PrometheusExporterTest, ServiceStatisticsAndLatestValuesOfActiveTrials) {
   Start();
   CreateTrial(1);
   CreateTrial(2);
@@ -251,9 +251,9 @@ TEST_F(PrometheusExporterTest, BatchOutcomesOpenStreamsAndMethods) {
 }
 
 TEST(RenderPrometheusExportTest, LegacyCallsAndAnUnreadableDatabase) {
-  ServiceFigures figures;
+  ServiceStatistics statistics;
   PrometheusExportInput input;
-  input.figures = &figures;
+  input.statistics = &statistics;
   input.legacy_calls = {{"GetTrialProfilerMetrics", 3},
                         {"PostTrialProfilerMetricsBatch", 2}};
   input.latest = absl::UnavailableError("database down");

@@ -17,7 +17,7 @@ FollowReactor::FollowReactor(grpc::CallbackServerContext*,
                              query::QueryRequest request,
                              v1::QuerySeriesRequest::View view,
                              FollowOptions options,
-                             ServiceFigures::OpenStream open,
+                             ServiceStatistics::OpenStream open,
                              std::function<absl::Status(absl::Time)> check)
     : engine_(engine),
       store_(store),

@@ -32,7 +32,7 @@
 #include "query/follow_cursor.h"
 #include "query/query_engine.h"
 #include "common/blocking_executor.h"
-#include "server/services/service_figures.h"
+#include "server/services/service_statistics.h"
 #include "storage/metric_store.h"
 
 namespace metrics::server {
@@ -47,7 +47,7 @@ class FollowReactor
   FollowReactor(grpc::CallbackServerContext* context,
                 query::QueryEngine* engine, storage::MetricStore* store,
                 common::BlockingExecutor* executor, query::QueryRequest request,
-                v1::QuerySeriesRequest::View view, FollowOptions options, ServiceFigures::OpenStream open,
+                v1::QuerySeriesRequest::View view, FollowOptions options, ServiceStatistics::OpenStream open,
                 std::function<absl::Status(absl::Time)> check);
 
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
@@ -81,7 +81,7 @@ class FollowReactor
   common::BlockingExecutor* const executor_;
   const v1::QuerySeriesRequest::View view_;
   const FollowOptions options_;
-  const ServiceFigures::OpenStream open_;
+  const ServiceStatistics::OpenStream open_;
   // Whether the caller may follow (null: anyone); run by the first round.
   std::function<absl::Status(absl::Time)> check_;
 

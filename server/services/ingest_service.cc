@@ -12,7 +12,7 @@ grpc::ServerBidiReactor<v1::StreamSystemMetricsRequest,
                         v1::StreamSystemMetricsResponse>*
 IngestService::StreamSystemMetrics(grpc::CallbackServerContext* context) {
   return new IngestStreamReactor(context, store_, open_executor_, options_,
-                                 figures_->OpenIngestStream(), guard_);
+                                 statistics_->OpenIngestStream(), guard_);
 }
 
 grpc::ServerUnaryReactor* IngestService::ReportSystemMetrics(

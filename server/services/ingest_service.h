@@ -15,19 +15,19 @@ namespace metrics::server {
 
 class IngestService final : public v1::IngestService::CallbackService {
  public:
-  // `store`, the executors, `figures` and `guard` must outlive the service;
+  // `store`, the executors, `statistics` and `guard` must outlive the service;
   // a null `guard` checks no caller (authentication off). Streams open on
   // `open_executor`, so a fleet reconnecting at once waits its turn there
   // without crowding out the unary calls of `executor`.
   IngestService(storage::MetricStore* store, common::BlockingExecutor* executor,
                 common::BlockingExecutor* open_executor,
-                IngestStreamOptions options, ServiceFigures* figures,
+                IngestStreamOptions options, ServiceStatistics* statistics,
                 const CallGuard* guard)
       : store_(store),
         executor_(executor),
         open_executor_(open_executor),
         options_(options),
-        figures_(figures),
+        statistics_(statistics),
         guard_(guard) {}
 
   grpc::ServerBidiReactor<v1::StreamSystemMetricsRequest,
@@ -50,7 +50,7 @@ class IngestService final : public v1::IngestService::CallbackService {
   common::BlockingExecutor* const executor_;
   common::BlockingExecutor* const open_executor_;
   const IngestStreamOptions options_;
-  ServiceFigures* const figures_;
+  ServiceStatistics* const statistics_;
   const CallGuard* const guard_;
 };
 

@@ -17,7 +17,7 @@ IngestStreamReactor::IngestStreamReactor(grpc::CallbackServerContext* context,
                                          storage::MetricStore* store,
                                          common::BlockingExecutor* open_executor,
                                          const IngestStreamOptions& options,
-                                         ServiceFigures::OpenStream open,
+                                         ServiceStatistics::OpenStream open,
                                          const CallGuard* guard)
     : context_(context),
       store_(store),

@@ -29,7 +29,7 @@
 #include "proto/metrics/v1/ingest.pb.h"
 #include "common/blocking_executor.h"
 #include "server/auth/call_guard.h"
-#include "server/services/service_figures.h"
+#include "server/services/service_statistics.h"
 #include "storage/metric_store.h"
 
 namespace metrics::server {
@@ -53,7 +53,7 @@ class IngestStreamReactor
                       storage::MetricStore* store,
                       common::BlockingExecutor* open_executor,
                       const IngestStreamOptions& options,
-                      ServiceFigures::OpenStream open, const CallGuard* guard);
+                      ServiceStatistics::OpenStream open, const CallGuard* guard);
 
   void OnReadDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
@@ -105,7 +105,7 @@ class IngestStreamReactor
   common::BlockingExecutor* const executor_;
   const CallGuard* const guard_;  // null: authentication off
   const IngestStreamOptions options_;
-  const ServiceFigures::OpenStream open_;
+  const ServiceStatistics::OpenStream open_;
 
   absl::Mutex mu_;
   // Each message is parsed into the arena (a few blocks instead of an

@@ -32,7 +32,7 @@ grpc::ServerUnaryReactor* QueryService::ListSeries(
                 }
                 return absl::OkStatus();
               }),
-      &figures_->list_series_seconds());
+      &statistics_->list_series_seconds());
 }
 
 grpc::ServerUnaryReactor* QueryService::QuerySeries(
@@ -53,7 +53,7 @@ grpc::ServerUnaryReactor* QueryService::QuerySeries(
                 QueryResultToProto(*result, view, response);
                 return absl::OkStatus();
               }),
-      &figures_->query_series_seconds());
+      &statistics_->query_series_seconds());
 }
 
 grpc::ServerWriteReactor<v1::QuerySeriesResponse>* QueryService::FollowSeries(
@@ -76,7 +76,7 @@ grpc::ServerWriteReactor<v1::QuerySeriesResponse>* QueryService::FollowSeries(
   }
   return new FollowReactor(context, follow_engine_, store_, executor_,
                            QueryFromProto(*request), request->view(), follow_,
-                           figures_->OpenFollowStream(), std::move(check));
+                           statistics_->OpenFollowStream(), std::move(check));
 }
 
 }  // namespace metrics::server

@@ -18,18 +18,18 @@ class QueryService final : public v1::QueryService::CallbackService {
   // `engine` answers ListSeries and QuerySeries (it may read a standby);
   // `follow_engine` answers FollowSeries and must see every acknowledged
   // commit (it reads store->FreshReads()). They, `store`, `executor`,
-  // `figures` and `guard` must outlive the service; a null `guard` checks
+  // `statistics` and `guard` must outlive the service; a null `guard` checks
   // no caller (authentication off).
   QueryService(query::QueryEngine* engine, query::QueryEngine* follow_engine,
                storage::MetricStore* store, common::BlockingExecutor* executor,
-               FollowOptions follow, ServiceFigures* figures,
+               FollowOptions follow, ServiceStatistics* statistics,
                const CallGuard* guard)
       : engine_(engine),
         follow_engine_(follow_engine),
         store_(store),
         executor_(executor),
         follow_(follow),
-        figures_(figures),
+        statistics_(statistics),
         guard_(guard) {}
 
   grpc::ServerUnaryReactor* ListSeries(grpc::CallbackServerContext* context,
@@ -49,7 +49,7 @@ class QueryService final : public v1::QueryService::CallbackService {
   storage::MetricStore* const store_;
   common::BlockingExecutor* const executor_;
   const FollowOptions follow_;
-  ServiceFigures* const figures_;
+  ServiceStatistics* const statistics_;
   const CallGuard* const guard_;
 };
 

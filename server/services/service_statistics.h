@@ -1,11 +1,11 @@
-// The service's own figures that only the RPC layer sees, for /metrics:
+// The service's own statistics that only the RPC layer sees, for /metrics:
 // streams open now, by RPC, and the latency of unary queries. The ingest
-// figures come from the store (storage::IngestStatistics), the legacy call
-// counts from LegacyUsage.
+// statistics come from the store (storage::IngestStatistics), the legacy call
+// counts from LegacyStatistics.
 //
 // Thread-safety: thread-safe.
-#ifndef METRICS_SERVER_SERVICES_SERVICE_FIGURES_H_
-#define METRICS_SERVER_SERVICES_SERVICE_FIGURES_H_
+#ifndef METRICS_SERVER_SERVICES_SERVICE_STATISTICS_H_
+#define METRICS_SERVER_SERVICES_SERVICE_STATISTICS_H_
 
 #include <atomic>
 #include <cstdint>
@@ -14,7 +14,7 @@
 
 namespace metrics::server {
 
-class ServiceFigures {
+class ServiceStatistics {
  public:
   // Counts one open stream while it lives; a reactor holds one.
   class OpenStream {
@@ -58,4 +58,4 @@ class ServiceFigures {
 
 }  // namespace metrics::server
 
-#endif  // METRICS_SERVER_SERVICES_SERVICE_FIGURES_H_
+#endif  // METRICS_SERVER_SERVICES_SERVICE_STATISTICS_H_
