@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -99,10 +100,8 @@ TEST_F(ReporterTest, BatchesGoOutByAgeWithoutFlush) {
   ASSERT_OK_AND_ASSIGN(auto reporter, Reporter::Create(options));
   ASSERT_OK(reporter->Record(kStart, {{"memory_free", 1e9, "bytes"}}));
   // Far below max_batch_samples: only the age sends it.
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (reporter->stats().acknowledged == 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  test_util::Eventually([&] { return reporter->stats().acknowledged > 0; },
+                        absl::Seconds(30));
   EXPECT_EQ(reporter->stats().acknowledged, 1);
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/testing/eventually.h"
 #include "gtest/gtest.h"
 
 namespace metrics::common {
@@ -58,10 +59,8 @@ TEST(MemoryTrimmerTest, FreedHeapMemoryLeavesTheResidentSet) {
   ASSERT_GT(freed, used - 16) << "malloc gave the freed blocks back itself";
 
   const MemoryTrimmer trimmer(absl::Milliseconds(50));
-  const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  while (RssMb() > freed - 48 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  test_util::Eventually([&] { return RssMb() <= freed - 48; },
+                        absl::Seconds(5));
   EXPECT_LT(RssMb(), freed - 48);
   for (char* b : blocks) std::free(b);
 }

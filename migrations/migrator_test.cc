@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -272,12 +273,13 @@ TEST_F(MigratorTest, TwoConcurrentUpsApplyEachMigrationOnce) {
     ASSERT_OK(run->WaitForLine("waiting for another migration run",
                                absl::Seconds(30)));
   }
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (Query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-               "AND NOT granted") != "2") {
-    ASSERT_LT(absl::Now(), deadline) << "both runs never blocked on the lock";
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  ASSERT_TRUE(test_util::Eventually(
+      [&] {
+        return Query("SELECT count(*) FROM pg_locks WHERE locktype = "
+                     "'advisory' AND NOT granted") == "2";
+      },
+      absl::Seconds(30)))
+      << "both runs never blocked on the lock";
   hold.exec(absl::StrCat("SELECT pg_advisory_unlock(", kMigrationLockKey, ")"));
 
   int applied = 0, idle = 0;

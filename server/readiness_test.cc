@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/testing/eventually.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/metric_store_wrapper.h"
@@ -48,12 +49,8 @@ class ScriptedCheckStore : public storage::MetricStoreWrapper {
 };
 
 bool Await(const ReadinessProbe& probe, bool ready) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  while (probe.Ready() != ready) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
+  return test_util::Eventually([&] { return probe.Ready() == ready; },
+                               absl::Seconds(5), absl::Milliseconds(10));
 }
 
 TEST(ReadinessProbeTest, FollowsFailingAndHangingChecks) {
@@ -65,15 +62,12 @@ TEST(ReadinessProbeTest, FollowsFailingAndHangingChecks) {
   options.stale_after = absl::Milliseconds(300);
   // Waits until `n` changes were reported.
   auto reported = [&](size_t n) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(5);
-    while (absl::Now() < deadline) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (changes.size() >= n) return true;
-      }
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    return false;
+    return test_util::Eventually(
+        [&] {
+          std::lock_guard<std::mutex> lock(mu);
+          return changes.size() >= n;
+        },
+        absl::Seconds(5), absl::Milliseconds(10));
   };
   ReadinessProbe probe(&store, options,
                        [&](bool ready, const std::string& reason) {

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -369,11 +370,12 @@ TEST_F(AuthMatrixTest, ARevocationIsSeenWithinTheRecheckTime) {
   ASSERT_TRUE(elsewhere.Revoke(created->token.id, Deadline()).ok());
   const absl::Time revoked = absl::Now();
   grpc::Status status;
-  do {
-    status = CallGeneric(channel, kList, list, header, absl::Seconds(5));
-    if (!status.ok()) break;
-    absl::SleepFor(absl::Milliseconds(100));
-  } while (absl::Now() - revoked < absl::Seconds(10));
+  ::metrics::test_util::Eventually(
+      [&] {
+        status = CallGeneric(channel, kList, list, header, absl::Seconds(5));
+        return !status.ok();
+      },
+      absl::Seconds(10), absl::Milliseconds(100));
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   // The server was started with a 1 s recheck.
   EXPECT_LT(absl::Now() - revoked, absl::Seconds(2));

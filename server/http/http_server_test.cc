@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -78,7 +79,8 @@ TEST(HttpServerTest, ShutdownWhileClientsConnectIsClean) {
         }
       });
     }
-    while (answered < 3) absl::SleepFor(absl::Milliseconds(1));
+    EXPECT_TRUE(test_util::Eventually([&] { return answered >= 3; },
+                                      absl::Seconds(30), absl::Milliseconds(1)));
     server->Shutdown();
     stop = true;
     for (std::thread& t : clients) t.join();

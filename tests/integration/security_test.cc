@@ -240,12 +240,9 @@ TEST_F(SecurityTest, AFollowOverHttpsEndsWhenItsClientLeaves) {
   auto [code, out] = Curl(base + "/api/v1/trials/9/metrics/system/follow", follow);
   EXPECT_EQ(code, 28) << out;  // curl's own timeout: it left mid-stream
   EXPECT_THAT(out, HasSubstr("{\"result\""));
-  const absl::Time left = absl::Now();
-  int open = open_follows();
-  while (open != 0 && absl::Now() < left + absl::Seconds(10)) {
-    absl::SleepFor(absl::Milliseconds(200));
-    open = open_follows();
-  }
+  int open = -1;
+  test_util::Eventually([&] { return (open = open_follows()) == 0; },
+                        absl::Seconds(10), absl::Milliseconds(200));
   EXPECT_EQ(open, 0) << "the follow of a client that left is still open; "
                      << "the last /metrics: " << last_scrape;
   Stop(m);
@@ -363,11 +360,12 @@ TEST_F(SecurityTest, RevocationReachesEveryMetricsdWithinFiveSeconds) {
   ASSERT_EQ(code, 0) << revoke->stderr_text();
   const absl::Time revoked = absl::Now();
   for (const Metricsd* m : {&first, &second}) {
-    while (ListTrials(m->grpc_port, insecure, viewer).error_code() !=
-               grpc::StatusCode::UNAUTHENTICATED &&
-           absl::Now() < revoked + absl::Seconds(10)) {
-      absl::SleepFor(absl::Milliseconds(100));
-    }
+    test_util::Eventually(
+        [&] {
+          return ListTrials(m->grpc_port, insecure, viewer).error_code() ==
+                 grpc::StatusCode::UNAUTHENTICATED;
+        },
+        revoked + absl::Seconds(10) - absl::Now(), absl::Milliseconds(100));
     const absl::Duration took = absl::Now() - revoked;
     std::cerr << "[ revoked ] refused by metricsd on port " << m->grpc_port
               << " after " << absl::FormatDuration(took) << "\n";
