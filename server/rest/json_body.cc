@@ -1,6 +1,11 @@
 #include "server/rest/json_body.h"
 
+#include <boost/json/basic_parser_impl.hpp>
+
+#include <cstddef>
+#include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/utf8.h"
@@ -16,9 +21,8 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
-constexpr int kMaxDepth = 64;
-
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+// Objects and arrays nested in each other at most.
+constexpr std::size_t kMaxDepth = 64;
 
 }  // namespace
 
@@ -35,365 +39,340 @@ const FieldDescriptor* FindFieldByAnyName(const Descriptor* type,
 namespace {
 
 // What a JSON value is, for "expected ..., got ..." messages.
-absl::string_view KindAt(char c) {
-  switch (c) {
-    case '{':
+enum class Kind { kObject, kArray, kString, kNumber, kBoolean, kNull };
+
+absl::string_view KindName(Kind kind) {
+  switch (kind) {
+    case Kind::kObject:
       return "an object";
-    case '[':
+    case Kind::kArray:
       return "an array";
-    case '"':
+    case Kind::kString:
       return "a string";
-    case 't':
-    case 'f':
-      return "a boolean";
-    case 'n':
-      return "null";
-    default:
+    case Kind::kNumber:
       return "a number";
+    case Kind::kBoolean:
+      return "a boolean";
+    case Kind::kNull:
+      return "null";
   }
+  return "a value";
 }
 
-class Parser {
- public:
-  Parser(absl::string_view json, const std::vector<FieldPath>& bound)
-      : json_(json), bound_(bound) {}
+bool IsWellKnownString(const FieldDescriptor* field) {
+  if (field->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) return false;
+  const std::string& type = field->message_type()->full_name();
+  return type == "google.protobuf.Timestamp" ||
+         type == "google.protobuf.Duration";
+}
 
-  absl::Status ParseTop(Message* message) {
-    SkipSpace();
-    if (pos_ == json_.size()) return absl::OkStatus();  // empty: no fields
-    FieldPath path;
-    if (absl::Status s = ParseObject(message, "", path, 0); !s.ok()) return s;
-    SkipSpace();
-    if (pos_ != json_.size()) return Syntax("unexpected text after the value");
-    return absl::OkStatus();
+// Boost.JSON's SAX handler: maps each value onto the message as it is
+// parsed (the tokenizer, its escapes, UTF-8 and number grammar are Boost's;
+// the mapping and its messages are ours). A handler that refuses returns
+// false with `failure_` set, which stops the parser.
+class Mapper {
+ public:
+  static constexpr std::size_t max_object_size = std::size_t(-1);
+  static constexpr std::size_t max_array_size = std::size_t(-1);
+  static constexpr std::size_t max_key_size = std::size_t(-1);
+  static constexpr std::size_t max_string_size = std::size_t(-1);
+
+  using error_code = boost::json::error_code;
+  using string_view = boost::json::string_view;
+
+  Mapper(Message* root, const std::vector<FieldPath>& bound)
+      : root_(root), bound_(bound) {}
+
+  const absl::Status& failure() const { return failure_; }
+
+  bool on_document_begin(error_code&) { return true; }
+  bool on_document_end(error_code&) { return true; }
+
+  bool on_object_begin(error_code& ec) {
+    if (frames_.empty()) {
+      frames_.push_back(Frame{root_, "", nullptr, "", {}, 0, false});
+      return true;
+    }
+    const Target t = Next();
+    if (!Accepts(t, Kind::kObject)) return Refused(ec);
+    const Reflection* r = t.message->GetReflection();
+    Message* child = t.field->is_repeated()
+                         ? r->AddMessage(t.message, t.field)
+                         : r->MutableMessage(t.message, t.field);
+    frames_.push_back(Frame{child, t.where, nullptr, "", {}, 0, false});
+    return true;
   }
+
+  bool on_object_end(std::size_t, error_code&) {
+    frames_.pop_back();
+    if (!frames_.empty()) ValueDone();
+    return true;
+  }
+
+  bool on_array_begin(error_code& ec) {
+    if (frames_.empty()) return Refuse(ec, TopLevel(Kind::kArray));
+    const Target t = Next();
+    if (!Accepts(t, Kind::kArray)) return Refused(ec);
+    frames_.push_back(Frame{t.message, t.where, t.field, "", {}, 0, true});
+    return true;
+  }
+
+  bool on_array_end(std::size_t, error_code&) {
+    frames_.pop_back();
+    ValueDone();
+    return true;
+  }
+
+  bool on_key_part(string_view s, std::size_t, error_code&) {
+    text_.append(s.data(), s.size());
+    return true;
+  }
+
+  bool on_key(string_view s, std::size_t, error_code& ec) {
+    text_.append(s.data(), s.size());
+    const std::string key = std::move(text_);
+    text_.clear();
+    Frame& object = frames_.back();
+    const std::string here =
+        object.where.empty() ? key : absl::StrCat(object.where, ".", key);
+    const Descriptor* type = object.message->GetDescriptor();
+    const FieldDescriptor* field = FindFieldByAnyName(type, key);
+    if (field == nullptr) {
+      return Refuse(ec, absl::InvalidArgumentError(absl::StrCat(
+                            "request body: ", QuoteForMessage(here),
+                            ": is not a field of ", type->full_name())));
+    }
+    for (const FieldDescriptor* s : object.seen) {
+      if (s == field) return Refuse(ec, Field(here, "is given twice"));
+      if (s->containing_oneof() != nullptr &&
+          s->containing_oneof() == field->containing_oneof()) {
+        return Refuse(
+            ec, Field(here, absl::StrCat("is in oneof ",
+                                         field->containing_oneof()->name(),
+                                         " with ", s->json_name(),
+                                         ", which is set already")));
+      }
+    }
+    object.seen.push_back(field);
+    path_.push_back(field);
+    for (const FieldPath& b : bound_) {
+      if (b == path_) {
+        return Refuse(
+            ec, Field(here, "is set by the request's path; leave it out of "
+                            "the body"));
+      }
+    }
+    object.field = field;
+    object.field_where = here;
+    return true;
+  }
+
+  bool on_string_part(string_view s, std::size_t, error_code&) {
+    text_.append(s.data(), s.size());
+    return true;
+  }
+
+  bool on_string(string_view s, std::size_t, error_code& ec) {
+    text_.append(s.data(), s.size());
+    const std::string text = std::move(text_);
+    text_.clear();
+    return Scalar(ec, Kind::kString, text, TextForm::kJsonString);
+  }
+
+  bool on_number_part(string_view s, error_code&) {
+    text_.append(s.data(), s.size());
+    return true;
+  }
+  // The number's text, not Boost's value: field_text.h converts it by the
+  // field's type, exactly (a 64-bit id) and with its own range checks.
+  bool on_int64(int64_t, string_view s, error_code& ec) { return Number(s, ec); }
+  bool on_uint64(uint64_t, string_view s, error_code& ec) {
+    return Number(s, ec);
+  }
+  bool on_double(double, string_view s, error_code& ec) { return Number(s, ec); }
+
+  bool on_bool(bool b, error_code& ec) {
+    return Scalar(ec, Kind::kBoolean, b ? "true" : "false",
+                  TextForm::kJsonLiteral);
+  }
+
+  bool on_null(error_code& ec) {
+    if (frames_.empty()) return Refuse(ec, TopLevel(Kind::kNull));
+    const Target t = Next();
+    if (t.in_array) {
+      return Refuse(ec, Field(t.where, "null is not allowed in an array"));
+    }
+    ValueDone();  // null leaves the field at its default
+    return true;
+  }
+
+  // Comments are refused by the parser's options before they get here.
+  bool on_comment_part(string_view, error_code&) { return true; }
+  bool on_comment(string_view, error_code&) { return true; }
 
  private:
-  absl::Status Syntax(absl::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request body: not valid JSON at byte ", pos_, ": ", what));
-  }
+  // An object being filled, or a repeated field's array.
+  struct Frame {
+    Message* message;
+    std::string where;  // its path as sent ("batch.reports[0]")
+    // An object's field whose value comes next; an array's field.
+    const FieldDescriptor* field;
+    std::string field_where;  // an object's: the path of `field`
+    std::vector<const FieldDescriptor*> seen;  // an object's fields so far
+    int next_index;                            // an array's
+    bool is_array;
+  };
+
+  // Where the next value goes.
+  struct Target {
+    Message* message;
+    const FieldDescriptor* field;
+    std::string where;
+    bool in_array;  // an element of a repeated field
+  };
+
   static absl::Status Field(absl::string_view where, absl::string_view what) {
     return absl::InvalidArgumentError(
         absl::StrCat("request body: \"", where, "\": ", what));
   }
-
-  void SkipSpace() {
-    while (pos_ < json_.size() &&
-           (json_[pos_] == ' ' || json_[pos_] == '\t' || json_[pos_] == '\n' ||
-            json_[pos_] == '\r')) {
-      ++pos_;
-    }
-  }
-  char Peek() const { return pos_ < json_.size() ? json_[pos_] : '\0'; }
-  bool Consume(char c) {
-    SkipSpace();
-    if (Peek() != c) return false;
-    ++pos_;
-    return true;
+  static absl::Status TopLevel(Kind got) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request body: expected an object, got ", KindName(got)));
   }
 
-  absl::Status ParseString(std::string& out) {
-    if (Peek() != '"') return Syntax("expected a string");
-    ++pos_;
-    out.clear();
-    while (true) {
-      if (pos_ >= json_.size()) return Syntax("unterminated string");
-      const char c = json_[pos_++];
-      if (c == '"') return absl::OkStatus();
-      if (static_cast<unsigned char>(c) < 0x20) {
-        return Syntax("a control character must be escaped in a string");
-      }
-      if (c != '\\') {
-        out.push_back(c);
-        continue;
-      }
-      if (pos_ >= json_.size()) return Syntax("unterminated string");
-      const char e = json_[pos_++];
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          out.push_back(e);
-          break;
-        case 'b':
-          out.push_back('\b');
-          break;
-        case 'f':
-          out.push_back('\f');
-          break;
-        case 'n':
-          out.push_back('\n');
-          break;
-        case 'r':
-          out.push_back('\r');
-          break;
-        case 't':
-          out.push_back('\t');
-          break;
-        case 'u': {
-          uint32_t code = 0;
-          if (absl::Status s = Hex4(code); !s.ok()) return s;
-          if (code >= 0xDC00 && code <= 0xDFFF) {
-            return Syntax("a \\u escape is a lone low surrogate");
-          }
-          if (code >= 0xD800 && code <= 0xDBFF) {
-            uint32_t low = 0;
-            if (json_.substr(pos_, 2) != "\\u") {
-              return Syntax("a \\u escape is a lone high surrogate");
-            }
-            pos_ += 2;
-            if (absl::Status s = Hex4(low); !s.ok()) return s;
-            if (low < 0xDC00 || low > 0xDFFF) {
-              return Syntax("a \\u escape is a lone high surrogate");
-            }
-            code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
-          }
-          AppendUtf8(out, code);
-          break;
-        }
-        default:
-          return Syntax("unknown escape in a string");
-      }
-    }
+  bool Refuse(error_code& ec, absl::Status failure) {
+    failure_ = std::move(failure);
+    return Refused(ec);
   }
-
-  absl::Status Hex4(uint32_t& code) {
-    if (json_.size() - pos_ < 4) return Syntax("short \\u escape");
-    code = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = json_[pos_++];
-      int v = IsDigit(c)               ? c - '0'
-              : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-              : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                                       : -1;
-      if (v < 0) return Syntax("malformed \\u escape");
-      code = code * 16 + static_cast<uint32_t>(v);
-    }
-    return absl::OkStatus();
-  }
-
-  static void AppendUtf8(std::string& out, uint32_t code) {
-    if (code < 0x80) {
-      out.push_back(static_cast<char>(code));
-    } else if (code < 0x800) {
-      out.push_back(static_cast<char>(0xC0 | (code >> 6)));
-      out.push_back(static_cast<char>(0x80 | (code & 0x3F)));
-    } else if (code < 0x10000) {
-      out.push_back(static_cast<char>(0xE0 | (code >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((code >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (code & 0x3F)));
-    } else {
-      out.push_back(static_cast<char>(0xF0 | (code >> 18)));
-      out.push_back(static_cast<char>(0x80 | ((code >> 12) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | ((code >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (code & 0x3F)));
-    }
-  }
-
-  // A number's text, checked against the JSON grammar.
-  absl::Status ParseNumber(absl::string_view& out) {
-    const size_t start = pos_;
-    while (pos_ < json_.size() &&
-           (IsDigit(json_[pos_]) || json_[pos_] == '-' || json_[pos_] == '+' ||
-            json_[pos_] == '.' || json_[pos_] == 'e' || json_[pos_] == 'E')) {
-      ++pos_;
-    }
-    out = json_.substr(start, pos_ - start);
-    if (!IsJsonNumber(out)) {
-      pos_ = start;
-      return Syntax("not a JSON value");
-    }
-    return absl::OkStatus();
-  }
-
-  // Whether a JSON value can start here.
-  bool AtValue() const {
-    return pos_ < json_.size() &&
-           absl::string_view("{[\"tfn-0123456789").find(json_[pos_]) !=
-               absl::string_view::npos;
-  }
-
-  bool ConsumeWord(absl::string_view word) {
-    if (json_.substr(pos_, word.size()) != word) return false;
-    pos_ += word.size();
-    return true;
-  }
-
-  bool IsBound(const FieldPath& path) const {
-    for (const FieldPath& b : bound_) {
-      if (b == path) return true;
-    }
+  // Stops the parser; failure_ says why.
+  static bool Refused(error_code& ec) {
+    ec = boost::json::error::exception;
     return false;
   }
 
-  absl::Status ParseObject(Message* message, const std::string& where,
-                           FieldPath& path, int depth) {
-    if (depth > kMaxDepth) return Syntax("nested too deeply");
-    SkipSpace();
-    if (Peek() != '{') {
-      return where.empty()
-                 ? Syntax(
-                       absl::StrCat("expected an object, got ", KindAt(Peek())))
-                 : Field(where, absl::StrCat("expected an object, got ",
-                                             KindAt(Peek())));
+  Target Next() {
+    Frame& top = frames_.back();
+    if (top.is_array) {
+      return Target{top.message, top.field,
+                    absl::StrCat(top.where, "[", top.next_index++, "]"), true};
     }
-    ++pos_;
-    if (Consume('}')) return absl::OkStatus();
-    const Descriptor* type = message->GetDescriptor();
-    std::vector<const FieldDescriptor*> seen;
-    do {
-      SkipSpace();
-      std::string key;
-      if (absl::Status s = ParseString(key); !s.ok()) return s;
-      if (!Consume(':')) return Syntax("expected ':' after a key");
-      const std::string here =
-          where.empty() ? key : absl::StrCat(where, ".", key);
-      const FieldDescriptor* field = FindFieldByAnyName(type, key);
-      if (field == nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("request body: ", QuoteForMessage(here),
-                         ": is not a field of ", type->full_name()));
-      }
-      for (const FieldDescriptor* s : seen) {
-        if (s == field) return Field(here, "is given twice");
-        if (s->containing_oneof() != nullptr &&
-            s->containing_oneof() == field->containing_oneof()) {
-          return Field(
-              here,
-              absl::StrCat("is in oneof ", field->containing_oneof()->name(),
-                           " with ", s->json_name(), ", which is set already"));
-        }
-      }
-      seen.push_back(field);
-      path.push_back(field);
-      if (IsBound(path)) {
-        return Field(here,
-                     "is set by the request's path; leave it out of the body");
-      }
-      absl::Status s = ParseField(message, field, here, path, depth);
-      path.pop_back();
-      if (!s.ok()) return s;
-    } while (Consume(','));
-    if (!Consume('}')) return Syntax("expected ',' or '}' in an object");
-    return absl::OkStatus();
+    return Target{top.message, top.field, top.field_where, false};
   }
 
-  absl::Status ParseField(Message* message, const FieldDescriptor* field,
-                          const std::string& where, FieldPath& path,
-                          int depth) {
-    SkipSpace();
-    if (!AtValue()) return Syntax("not a JSON value");
-    if (ConsumeWord("null")) return absl::OkStatus();  // the default
-    if (!field->is_repeated()) {
-      return ParseOne(message, field, where, path, depth);
-    }
-    if (field->is_map()) return Field(where, "map fields are not supported");
-    if (Peek() != '[') {
-      return Field(where,
-                   absl::StrCat("expected an array, got ", KindAt(Peek())));
-    }
-    ++pos_;
-    if (Consume(']')) return absl::OkStatus();
-    int index = 0;
-    do {
-      SkipSpace();
-      const std::string item = absl::StrCat(where, "[", index++, "]");
-      if (Peek() == 'n') return Field(item, "null is not allowed in an array");
-      if (!AtValue()) return Syntax("not a JSON value");
-      if (absl::Status s = ParseOne(message, field, item, path, depth + 1);
-          !s.ok()) {
-        return s;
-      }
-    } while (Consume(','));
-    if (!Consume(']')) return Syntax("expected ',' or ']' in an array");
-    return absl::OkStatus();
+  // A value of an object's field has ended: its key leaves the path.
+  void ValueDone() {
+    if (frames_.back().is_array) return;
+    path_.pop_back();
+    frames_.back().field = nullptr;
   }
 
-  // One value of `field` (an element, for a repeated one). Its JSON kind
-  // is checked here; its text is set by the rules every door shares
-  // (field_text.h).
-  absl::Status ParseOne(Message* message, const FieldDescriptor* field,
-                        const std::string& where, FieldPath& path, int depth) {
-    SkipSpace();
-    const char c = Peek();
-    if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-      const std::string& type = field->message_type()->full_name();
-      if (type == "google.protobuf.Timestamp" ||
-          type == "google.protobuf.Duration") {
-        return ParseWellKnown(message, field, where);
+  // Whether `t` takes a value of kind `got` (not null); else failure_.
+  bool Accepts(const Target& t, Kind got) {
+    const FieldDescriptor* field = t.field;
+    if (field->is_repeated() && !t.in_array) {
+      if (field->is_map()) {
+        failure_ = Field(t.where, "map fields are not supported");
+        return false;
       }
-      const Reflection* r = message->GetReflection();
-      Message* child = field->is_repeated() ? r->AddMessage(message, field)
-                                            : r->MutableMessage(message, field);
-      return ParseObject(child, where, path, depth + 1);
+      if (got == Kind::kArray) return true;
+      failure_ = Field(t.where, absl::StrCat("expected an array, got ",
+                                             KindName(got)));
+      return false;
     }
-    const bool number = c == '-' || IsDigit(c);
     absl::string_view expected;
-    switch (field->cpp_type()) {
-      case FieldDescriptor::CPPTYPE_STRING:
-        if (c != '"') expected = "a string";
-        break;
-      case FieldDescriptor::CPPTYPE_BOOL:
-        if (c != 't' && c != 'f') expected = "true or false";
-        break;
-      case FieldDescriptor::CPPTYPE_ENUM:
-        if (c != '"' && !number) expected = "an enum name";
-        break;
-      default:  // numbers; the mapping allows their text in a string
-        if (c != '"' && !number) expected = "a number";
-        break;
-    }
-    if (!expected.empty()) {
-      return Field(where, absl::StrCat("expected ", expected, ", got ", KindAt(c)));
-    }
-    std::string quoted;
-    absl::string_view text;
-    TextForm form = TextForm::kJsonLiteral;
-    if (c == '"') {
-      if (absl::Status s = ParseString(quoted); !s.ok()) return s;
-      text = quoted;
-      form = TextForm::kJsonString;
-    } else if (number) {
-      if (absl::Status s = ParseNumber(text); !s.ok()) return s;
-    } else if (ConsumeWord("true")) {
-      text = "true";
-    } else if (ConsumeWord("false")) {
-      text = "false";
+    if (IsWellKnownString(field)) {
+      if (got != Kind::kString) {
+        expected = field->message_type()->full_name() ==
+                           "google.protobuf.Timestamp"
+                       ? "an RFC 3339 time string"
+                       : "a duration string";
+      }
     } else {
-      return Field(where, absl::StrCat("expected true or false, got ", KindAt(c)));
+      switch (field->cpp_type()) {
+        case FieldDescriptor::CPPTYPE_MESSAGE:
+          if (got != Kind::kObject) expected = "an object";
+          break;
+        case FieldDescriptor::CPPTYPE_STRING:
+          if (got != Kind::kString) expected = "a string";
+          break;
+        case FieldDescriptor::CPPTYPE_BOOL:
+          if (got != Kind::kBoolean) expected = "true or false";
+          break;
+        case FieldDescriptor::CPPTYPE_ENUM:
+          if (got != Kind::kString && got != Kind::kNumber) {
+            expected = "an enum name";
+          }
+          break;
+        default:  // numbers; the mapping allows their text in a string
+          if (got != Kind::kString && got != Kind::kNumber) {
+            expected = "a number";
+          }
+          break;
+      }
     }
-    if (absl::Status s = SetFieldFromText(message, field, text, form); !s.ok()) {
-      return Field(where, s.message());
-    }
-    return absl::OkStatus();
+    if (expected.empty()) return true;
+    failure_ = Field(t.where, absl::StrCat("expected ", expected, ", got ",
+                                           KindName(got)));
+    return false;
   }
 
-  absl::Status ParseWellKnown(Message* message, const FieldDescriptor* field,
-                              const std::string& where) {
-    if (Peek() != '"') {
-      const bool timestamp =
-          field->message_type()->full_name() == "google.protobuf.Timestamp";
-      return Field(where, absl::StrCat("expected ",
-                                       timestamp ? "an RFC 3339 time string"
-                                                 : "a duration string",
-                                       ", got ", KindAt(Peek())));
-    }
-    std::string text;
-    if (absl::Status s = ParseString(text); !s.ok()) return s;
-    if (absl::Status s =
-            SetFieldFromText(message, field, text, TextForm::kJsonString);
+  bool Number(string_view last, error_code& ec) {
+    text_.append(last.data(), last.size());
+    const std::string text = std::move(text_);
+    text_.clear();
+    return Scalar(ec, Kind::kNumber, text, TextForm::kJsonLiteral);
+  }
+
+  // A string, number or boolean: its kind is checked here, its text set by
+  // the rules every door shares (field_text.h).
+  bool Scalar(error_code& ec, Kind kind, absl::string_view text,
+              TextForm form) {
+    if (frames_.empty()) return Refuse(ec, TopLevel(kind));
+    const Target t = Next();
+    if (!Accepts(t, kind)) return Refused(ec);
+    if (absl::Status s = SetFieldFromText(t.message, t.field, text, form);
         !s.ok()) {
-      return Field(where, s.message());
+      return Refuse(ec, Field(t.where, s.message()));
     }
-    return absl::OkStatus();
+    ValueDone();
+    return true;
   }
 
-
-  const absl::string_view json_;
+  Message* const root_;
   const std::vector<FieldPath>& bound_;
-  size_t pos_ = 0;
+  std::vector<Frame> frames_;
+  FieldPath path_;    // the fields from the top down to the current key
+  std::string text_;  // a key, string or number given in parts
+  absl::Status failure_;
 };
+
+// A syntax error's words: Boost's, in ours where they say more. `at` is
+// where the parser stopped.
+std::string SyntaxWords(const boost::json::error_code& ec,
+                        absl::string_view json, std::size_t at) {
+  using boost::json::error;
+  if (ec == error::extra_data) return "unexpected text after the value";
+  if (ec == error::too_deep) return "nested too deeply";
+  if (ec == error::incomplete) return "the body ends inside a value";
+  if (ec == error::expected_hex_digit) return "malformed \\u escape";
+  if (ec == error::illegal_leading_surrogate) {
+    return "a \\u escape is a lone low surrogate";
+  }
+  // A high surrogate's escape not followed by a low one's: Boost stops
+  // just after it.
+  const auto high_surrogate_before = [&] {
+    if (at < 6) return false;
+    const absl::string_view escape = json.substr(at - 6, 4);
+    return escape[0] == '\\' && escape[1] == 'u' &&
+           (escape[2] == 'd' || escape[2] == 'D') &&
+           absl::string_view("89abAB").find(escape[3]) !=
+               absl::string_view::npos;
+  };
+  if (ec == error::illegal_trailing_surrogate || high_surrogate_before()) {
+    return "a \\u escape is a lone high surrogate";
+  }
+  return ec.message();
+}
 
 }  // namespace
 
@@ -403,7 +382,30 @@ absl::Status ParseJsonBody(absl::string_view json,
   if (!common::IsValidUtf8(json)) {
     return absl::InvalidArgumentError("request body: is not valid UTF-8");
   }
-  return Parser(json, bound).ParseTop(message);
+  if (json.find_first_not_of(" \t\n\r") == absl::string_view::npos) {
+    return absl::OkStatus();  // empty: no fields
+  }
+  boost::json::parse_options options;  // strict RFC 8259
+  options.max_depth = kMaxDepth;
+  boost::json::basic_parser<Mapper> parser(options, message, bound);
+  boost::json::error_code ec;
+  std::size_t parsed =
+      parser.write_some(/*more=*/false, json.data(), json.size(), ec);
+  if (!parser.handler().failure().ok()) return parser.handler().failure();
+  if (!ec && parsed < json.size()) {
+    // The parser stops after the value; anything but space is extra.
+    const std::size_t extra = json.find_first_not_of(" \t\n\r", parsed);
+    if (extra != absl::string_view::npos) {
+      parsed = extra;
+      ec = boost::json::error::extra_data;
+    }
+  }
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request body: not valid JSON at byte ", parsed, ": ",
+                     SyntaxWords(ec, json, parsed)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace metrics::server

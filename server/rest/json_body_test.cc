@@ -64,6 +64,32 @@ TEST(JsonBodyTest, RefusesWhatIsNotStrictJson) {
                        HasSubstr("\"id\": is given twice")));
 }
 
+TEST(JsonBodyTest, SyntaxErrorsSayWhereAndWhat) {
+  v1::CreateTrialRequest c;
+  EXPECT_THAT(Parse("{\"id\": 1} x", &c),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("not valid JSON at byte 10: unexpected text "
+                                 "after the value")));
+  EXPECT_OK(Parse("{\"id\": 1} \n", &c));
+  v1::UpdateTrialRequest u;
+  EXPECT_THAT(Parse(R"({"state": "\ud800"})", &u),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("lone high surrogate")));
+  EXPECT_THAT(Parse(R"({"state": "\udc00"})", &u),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("not valid JSON")));
+  EXPECT_THAT(Parse(R"({"state": "A)", &u),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("not valid JSON")));
+  std::string deep;
+  for (int i = 0; i < 100; ++i) deep += "{\"a\": ";
+  EXPECT_THAT(Parse(deep, &c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr("request body")));
+  EXPECT_THAT(Parse("[1]", &c),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("expected an object, got an array")));
+}
+
 TEST(JsonBodyTest, WrongShapesNameTheField) {
   v1::ReportSystemMetricsRequest r;
   EXPECT_THAT(
