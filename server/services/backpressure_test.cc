@@ -138,6 +138,7 @@ TEST_F(StreamOpenTest, OpensWaitTheirTurnAndUnaryCallsGoOnMeanwhile) {
   // One open reads (held); the others wait behind it, more of them than the
   // unary queue would take.
   ASSERT_TRUE(store_->AwaitHeldStreamStarts(1, absl::Seconds(30)));
+  // Time for the others to queue: none can be observed before it is.
   absl::SleepFor(absl::Milliseconds(300));
 
   auto trials = v1::TrialService::NewStub(server_->Channel());
@@ -169,6 +170,8 @@ TEST_F(StreamOpenTest, AnOpenThatWaitsPastTheOpenTimeoutIsRefusedWithAHint) {
   grpc::Status status;
   grpc::ClientContext context;
   std::thread second([&] { status = SendOneBatch("agent-second", context); });
+  // The second waits behind the first past its own open timeout: a wait
+  // that must happen, so a sleep, not a condition.
   absl::SleepFor(absl::Seconds(1));
   store_->ReleaseStreamStarts();
   second.join();

@@ -108,7 +108,7 @@ TEST_F(ConnectionPoolTest, EveryConnectionHasThePoolsSettings) {
   ASSERT_OK_AND_ASSIGN(int killed,
                        test_util::TerminateBackends(db_->url(), kApplication));
   ASSERT_GE(killed, 2);
-  absl::SleepFor(absl::Milliseconds(200));
+  absl::SleepFor(absl::Milliseconds(200));  // the sockets' ends arrive
   EXPECT_EQ(seqscan(pool), "off");
   EXPECT_EQ(seqscan(*pool_), "on");  // SetUp's pool has no settings
 }

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
+#include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -134,7 +135,14 @@ class PgMetricStoreTest : public ::testing::Test {
       EXPECT_OK(test_util::LockRollupsFor(SharedDatabase()->url(),
                                           absl::Seconds(2)));
     });
-    absl::SleepFor(absl::Milliseconds(500));
+    EXPECT_TRUE(::metrics::test_util::Eventually(
+        [] {
+          return Scalar("SELECT count(*) FROM pg_locks l JOIN pg_class c ON "
+                        "c.oid = l.relation WHERE c.relname = "
+                        "'system_rollups' AND l.mode = 'AccessExclusiveLock' "
+                        "AND l.granted") == "1";
+        },
+        absl::Seconds(10)));
     return lock;
   }
 

@@ -237,7 +237,7 @@ TEST_F(ExactlyOnceTest, SurvivesTerminatedDatabaseConnections) {
     for (int i = 0; i < 3; ++i) {
       absl::StatusOr<int> killed = pgtest::TerminateBackends(db_->url(), "metricsd");
       EXPECT_OK(killed);
-      absl::SleepFor(absl::Milliseconds(30));
+      absl::SleepFor(absl::Milliseconds(30));  // a pace: three kills, apart
     }
   });
   ExpectMetricsdRetried();
