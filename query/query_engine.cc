@@ -166,7 +166,7 @@ void AnswerFromRawSamples(const QueryRequest& request, const Plan& plan,
 
 absl::StatusOr<std::vector<SeriesInfo>> QueryEngine::ListSeries(
     int32_t trial_id, absl::Time deadline) {
-  return store_->ListSeries(trial_id, /*extents=*/true, deadline);
+  return reads_->ListSeries(trial_id, /*extents=*/true, deadline);
 }
 
 absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
@@ -188,7 +188,7 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
 
   const bool need_extents = !request.start || !request.end;
   ASSIGN_OR_RETURN(std::vector<SeriesInfo> all,
-                   store_->ListSeries(request.trial_id, need_extents, deadline));
+                   reads_->ListSeries(request.trial_id, need_extents, deadline));
   QueryResult result;
   std::vector<SeriesInfo> selected;
   std::optional<int64_t> first, last;
@@ -237,7 +237,7 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
           options_.max_raw_reports_per_agent;
   if (plan.stored_width_s == 0 && !surely_dense) {
     absl::StatusOr<std::vector<std::vector<storage::Sample>>> samples =
-        store_->ReadRawSamples(request.trial_id, selected, plan.read_from_us,
+        reads_->ReadRawSamples(request.trial_id, selected, plan.read_from_us,
                                plan.read_to_us,
                                options_.max_raw_reports_per_agent, deadline);
     if (samples.ok()) {
@@ -265,7 +265,7 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
     ids.push_back(s.series_id);
   }
   BucketMerger merger(selected, plan.bucket_us, result.series);
-  RETURN_IF_ERROR(store_->ReadRollups(request.trial_id, agents,
+  RETURN_IF_ERROR(reads_->ReadRollups(request.trial_id, agents,
                                       plan.stored_width_s, ids,
                                       plan.read_from_us, plan.read_to_us,
                                       deadline, merger));

@@ -4,7 +4,7 @@
 // the raw samples whose time falls in it. No SQL and no gRPC here; the
 // server maps requests and results to and from protos.
 //
-// Thread-safety: thread-safe (the store is).
+// Thread-safety: thread-safe (the reads are).
 #ifndef METRICS_QUERY_QUERY_ENGINE_H_
 #define METRICS_QUERY_QUERY_ENGINE_H_
 
@@ -74,9 +74,9 @@ struct QueryResult {
 
 class QueryEngine {
  public:
-  // `store` must outlive the engine.
-  QueryEngine(storage::MetricStore* store, QueryOptions options)
-      : store_(store), options_(options) {}
+  // `reads` (a store's Reads() or FreshReads()) must outlive the engine.
+  QueryEngine(storage::ChartReads* reads, QueryOptions options)
+      : reads_(reads), options_(options) {}
 
   // Every series of the trial with its extent and count. NOT_FOUND for an
   // unknown trial.
@@ -90,7 +90,7 @@ class QueryEngine {
                                     absl::Time deadline);
 
  private:
-  storage::MetricStore* const store_;
+  storage::ChartReads* const reads_;
   const QueryOptions options_;
 };
 

@@ -15,7 +15,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "common/status_macros.h"
-#include "storage/metric_store_wrapper.h"
 #include "storage/pg/pg_metric_store.h"
 #include "storage/pg/jobs/raw_retention.h"
 #include "storage/pg/testing/pg_checks.h"
@@ -144,7 +143,7 @@ class QueryEngineTest : public ::testing::Test {
     S().db.reset();
   }
 
-  QueryEngine engine_{S().store.get(), QueryOptions()};
+  QueryEngine engine_{&S().store->Reads(), QueryOptions()};
 };
 
 // Compares one series' answer with plain SQL over the raw rows.
@@ -304,7 +303,7 @@ TEST_F(QueryEngineTest, ADenseShortWindowIsBucketedFromRawRows) {
 TEST_F(QueryEngineTest, TooDenseForRawRowsAnswersFromTheFinestRollup) {
   QueryOptions options;
   options.max_raw_reports_per_agent = 500;
-  QueryEngine engine(S().store.get(), options);
+  QueryEngine engine(&S().store->Reads(), options);
   QueryRequest request;
   request.trial_id = 7;
   request.agent_ids = {"agent-dense"};
@@ -348,13 +347,11 @@ TEST_F(QueryEngineTest, AWindowOfThousandsOfStoredBucketsIsExact) {
   }
 }
 
-// A store whose rollup reads start over once after some rows, as a read
-// does when its connection is lost and the transaction runs again.
-class RestartingStore : public storage::MetricStoreWrapper {
+// Chart reads whose rollup reads start over once after some rows, as a
+// read does when its connection is lost and the transaction runs again.
+class RestartingReads : public storage::ChartReads {
  public:
-  // Forwards only what the engine calls here to `real`, not owned.
-  explicit RestartingStore(storage::MetricStore* real)
-      : MetricStoreWrapper(nullptr), real_(real) {}
+  explicit RestartingReads(storage::ChartReads* real) : real_(real) {}
   absl::Status ReadRollups(int32_t trial_id,
                            const std::vector<std::string>& agents, int width_s,
                            const std::vector<int64_t>& series_ids,
@@ -370,13 +367,24 @@ class RestartingStore : public storage::MetricStoreWrapper {
       int32_t trial_id, bool extents, absl::Time deadline) override {
     return real_->ListSeries(trial_id, extents, deadline);
   }
+  absl::StatusOr<std::vector<storage::Trial>> ListTrials(
+      const storage::TrialListFilter& filter, absl::Time deadline) override {
+    return real_->ListTrials(filter, deadline);
+  }
+  absl::StatusOr<std::vector<std::vector<storage::Sample>>> ReadRawSamples(
+      int32_t trial_id, const std::vector<storage::SeriesInfo>& series,
+      int64_t from_us, int64_t to_us, int64_t max_reports,
+      absl::Time deadline) override {
+    return real_->ReadRawSamples(trial_id, series, from_us, to_us, max_reports,
+                                 deadline);
+  }
 
  private:
-  storage::MetricStore* real_ = nullptr;
+  storage::ChartReads* const real_;
 };
 
 TEST_F(QueryEngineTest, ARollupReadThatStartsOverCountsEachBucketOnce) {
-  RestartingStore restarting(S().store.get());
+  RestartingReads restarting(&S().store->Reads());
   QueryEngine engine(&restarting, QueryOptions());
   QueryRequest request;
   request.trial_id = 7;
@@ -521,7 +529,7 @@ TEST(RawRetentionQueryTest, AnExpiredWindowIsChartedFromRollupsAndSaysSo) {
     }));
     ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60)));
   }
-  QueryEngine engine(store.get(), QueryOptions{});
+  QueryEngine engine(&store->Reads(), QueryOptions{});
   QueryRequest five_minutes;
   five_minutes.trial_id = 1;
   five_minutes.start = kT0 + absl::Minutes(10);

@@ -157,12 +157,12 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   server->ingest_service_ = std::make_unique<IngestService>(
       server->store_.get(), server->executor_.get(),
       server->open_executor_.get(), options.ingest, &server->statistics_, guard);
-  server->query_engine_ =
-      std::make_unique<query::QueryEngine>(server->store_.get(), options.query);
+  server->query_engine_ = std::make_unique<query::QueryEngine>(
+      &server->store_->Reads(), options.query);
   // Follow reads the primary: a standby's lag could take its answers back
   // in time.
   server->follow_engine_ = std::make_unique<query::QueryEngine>(
-      server->store_->FreshReads(), options.query);
+      &server->store_->FreshReads(), options.query);
   server->query_service_ = std::make_unique<QueryService>(
       server->query_engine_.get(), server->follow_engine_.get(),
       server->store_.get(), server->executor_.get(), options.follow,

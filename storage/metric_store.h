@@ -230,49 +230,19 @@ struct AgentActivity {
   int64_t last_sample_us = 0;
 };
 
-class MetricStore {
+// The reads a chart needs: trial lists, series, stored buckets and raw
+// samples. A store may answer them from a standby (MetricStore::Reads) or
+// from the primary alone (MetricStore::FreshReads).
+//
+// Thread-safety: implementations are thread-safe.
+class ChartReads {
  public:
-  virtual ~MetricStore() = default;
-
-  // --- Trials (TrialService; every caller checks a trial with GetTrial).
-
-  // Registers a trial as ACTIVE with the given id, or an assigned one.
-  // ALREADY_EXISTS if the id is taken.
-  virtual absl::StatusOr<Trial> CreateTrial(std::optional<int32_t> id,
-                                            absl::Time deadline) = 0;
-
-  // NOT_FOUND for an unknown trial.
-  virtual absl::StatusOr<Trial> GetTrial(int32_t id, absl::Time deadline) = 0;
+  virtual ~ChartReads() = default;
 
   // Trials matching `filter`, highest id first. INVALID_ARGUMENT for a
   // limit outside 1..1000.
   virtual absl::StatusOr<std::vector<Trial>> ListTrials(
       const TrialListFilter& filter, absl::Time deadline) = 0;
-
-  // Moves an ACTIVE trial to `state`. Setting a terminal trial's own state
-  // again is a no-op; any other change of a terminal trial is
-  // FAILED_PRECONDITION. NOT_FOUND for an unknown trial.
-  virtual absl::StatusOr<Trial> SetTrialState(int32_t id, TrialState state,
-                                              absl::Time deadline) = 0;
-
-  // --- Ingest (IngestService, the legacy post, the legacy move).
-
-  // A stream's trial and the last sequence number done on the stream (0
-  // for a new stream), read together: a stream opens with one query.
-  // NOT_FOUND for an unknown trial.
-  virtual absl::StatusOr<StreamStart> GetStreamStart(
-      int32_t trial_id, absl::string_view stream_id, absl::Time deadline) = 0;
-
-  // Queues a batch for the group-commit writer and returns at once; never
-  // blocks. `done` runs exactly once, on a writer thread, after the batch's
-  // transaction ends; it must not block. The batch is validated first (an
-  // invalid one is rejected, naming the field). Returns RESOURCE_EXHAUSTED
-  // without queueing (and without calling `done`) when the queue is full,
-  // UNAVAILABLE after Shutdown.
-  virtual absl::Status SubmitBatch(
-      MetricBatch batch, absl::AnyInvocable<void(BatchOutcome) &&> done) = 0;
-
-  // --- Reads of system series (the query engine) and changes (follow).
 
   // The trial's system series, ordered by agent, name and GPU. With
   // `extents`, also each series' first and last time and sample count, read
@@ -302,6 +272,58 @@ class MetricStore {
   virtual absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
       int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
       int64_t to_us, int64_t max_reports, absl::Time deadline) = 0;
+};
+
+class MetricStore {
+ public:
+  virtual ~MetricStore() = default;
+
+  // --- Trials (TrialService; every caller checks a trial with GetTrial;
+  // trial lists are among the chart reads).
+
+  // Registers a trial as ACTIVE with the given id, or an assigned one.
+  // ALREADY_EXISTS if the id is taken.
+  virtual absl::StatusOr<Trial> CreateTrial(std::optional<int32_t> id,
+                                            absl::Time deadline) = 0;
+
+  // NOT_FOUND for an unknown trial.
+  virtual absl::StatusOr<Trial> GetTrial(int32_t id, absl::Time deadline) = 0;
+
+  // Moves an ACTIVE trial to `state`. Setting a terminal trial's own state
+  // again is a no-op; any other change of a terminal trial is
+  // FAILED_PRECONDITION. NOT_FOUND for an unknown trial.
+  virtual absl::StatusOr<Trial> SetTrialState(int32_t id, TrialState state,
+                                              absl::Time deadline) = 0;
+
+  // --- Ingest (IngestService, the legacy post, the legacy move).
+
+  // A stream's trial and the last sequence number done on the stream (0
+  // for a new stream), read together: a stream opens with one query.
+  // NOT_FOUND for an unknown trial.
+  virtual absl::StatusOr<StreamStart> GetStreamStart(
+      int32_t trial_id, absl::string_view stream_id, absl::Time deadline) = 0;
+
+  // Queues a batch for the group-commit writer and returns at once; never
+  // blocks. `done` runs exactly once, on a writer thread, after the batch's
+  // transaction ends; it must not block. The batch is validated first (an
+  // invalid one is rejected, naming the field). Returns RESOURCE_EXHAUSTED
+  // without queueing (and without calling `done`) when the queue is full,
+  // UNAVAILABLE after Shutdown.
+  virtual absl::Status SubmitBatch(
+      MetricBatch batch, absl::AnyInvocable<void(BatchOutcome) &&> done) = 0;
+
+  // --- Reads of system series (the query engine, trial lists) and changes
+  // (follow).
+
+  // The chart reads. A store with a standby answers them from it while it
+  // is current (PgMetricStore), so an answer may lag the newest commits by
+  // up to the standby's allowed lag. Lives as long as the store.
+  virtual ChartReads& Reads() = 0;
+
+  // The chart reads as follow must read them: they see every commit
+  // acknowledged so far, so a follow never goes back in time (from the
+  // primary, where there is a standby). Lives as long as the store.
+  virtual ChartReads& FreshReads() { return Reads(); }
 
   // Calls `on_change` soon after data of `trial_id` is committed or its
   // state changes, by any metricsd on the same database, and after anything
@@ -309,13 +331,6 @@ class MetricStore {
   // thread; must be quick and must not subscribe or unsubscribe.
   virtual std::unique_ptr<ChangeSubscription> SubscribeToChanges(
       int32_t trial_id, std::function<void()> on_change) = 0;
-
-  // This store as follow must read it: its reads see every commit
-  // acknowledged so far, so a follow never goes back in time. A store that
-  // reads ListTrials, ListSeries, ReadRollups and ReadRawSamples from a
-  // lagging standby returns a view that reads them from the primary; any
-  // other returns itself. The view lives as long as the store.
-  virtual MetricStore* FreshReads() { return this; }
 
   // --- Legacy reads: every metric group, raw readings (the legacy shims).
 

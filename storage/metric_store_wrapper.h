@@ -32,10 +32,6 @@ class MetricStoreWrapper : public MetricStore {
   absl::StatusOr<Trial> GetTrial(int32_t id, absl::Time deadline) override {
     return target_->GetTrial(id, deadline);
   }
-  absl::StatusOr<std::vector<Trial>> ListTrials(
-      const TrialListFilter& filter, absl::Time deadline) override {
-    return target_->ListTrials(filter, deadline);
-  }
   absl::StatusOr<Trial> SetTrialState(int32_t id, TrialState state,
                                       absl::Time deadline) override {
     return target_->SetTrialState(id, state, deadline);
@@ -45,10 +41,6 @@ class MetricStoreWrapper : public MetricStore {
                                              absl::Time deadline) override {
     return target_->GetStreamStart(trial_id, stream_id, deadline);
   }
-  absl::StatusOr<std::vector<SeriesInfo>> ListSeries(
-      int32_t trial_id, bool extents, absl::Time deadline) override {
-    return target_->ListSeries(trial_id, extents, deadline);
-  }
   absl::StatusOr<std::vector<SeriesInfo>> ListSeriesOfEveryGroup(
       int32_t trial_id, absl::Time deadline) override {
     return target_->ListSeriesOfEveryGroup(trial_id, deadline);
@@ -57,20 +49,6 @@ class MetricStoreWrapper : public MetricStore {
       int32_t trial_id, const SeriesInfo& series, ReadingCursor after,
       size_t limit, absl::Time deadline) override {
     return target_->ReadReadings(trial_id, series, after, limit, deadline);
-  }
-  absl::Status ReadRollups(int32_t trial_id,
-                           const std::vector<std::string>& agents, int width_s,
-                           const std::vector<int64_t>& series_ids,
-                           int64_t from_us, int64_t to_us, absl::Time deadline,
-                           RollupSink& sink) override {
-    return target_->ReadRollups(trial_id, agents, width_s, series_ids, from_us,
-                                to_us, deadline, sink);
-  }
-  absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
-      int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
-      int64_t to_us, int64_t max_reports, absl::Time deadline) override {
-    return target_->ReadRawSamples(trial_id, series, from_us, to_us,
-                                   max_reports, deadline);
   }
   std::unique_ptr<ChangeSubscription> SubscribeToChanges(
       int32_t trial_id, std::function<void()> on_change) override {
@@ -97,7 +75,8 @@ class MetricStoreWrapper : public MetricStore {
   }
   // Itself rather than the target's view, so that follow still passes
   // through the wrapper (wrappers are for tests, without a standby).
-  MetricStore* FreshReads() override { return this; }
+  ChartReads& Reads() override { return target_->Reads(); }
+  ChartReads& FreshReads() override { return target_->FreshReads(); }
   absl::Status CheckDatabase() override { return target_->CheckDatabase(); }
   void Shutdown(absl::Time deadline) override { target_->Shutdown(deadline); }
 

@@ -119,7 +119,7 @@ grpc::ServerUnaryReactor* TrialService::ListTrials(
                stale_after = stale_after_](absl::Time deadline) -> absl::Status {
         if (!invalid.ok()) return invalid;
         absl::StatusOr<std::vector<storage::Trial>> trials =
-            store->ListTrials(filter, deadline);
+            store->Reads().ListTrials(filter, deadline);
         if (!trials.ok()) return trials.status();
         std::vector<v1::Trial*> protos;
         for (const storage::Trial& trial : *trials) {

@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "storage/metric_store_wrapper.h"
 #include "storage/pg/connection.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/pooled_transaction.h"
@@ -20,41 +19,6 @@ std::unique_ptr<PgMetricStore> PgMetricStore::Create(
     PgMetricStoreOptions options) {
   return std::unique_ptr<PgMetricStore>(new PgMetricStore(std::move(options)));
 }
-
-// FreshReads(): the routed reads from the primary; the rest is the store's.
-class PgMetricStore::FreshView : public MetricStoreWrapper {
- public:
-  FreshView(PgMetricStore* store, PgReads* primary)
-      : MetricStoreWrapper(store), primary_(primary) {}
-
-  absl::StatusOr<std::vector<Trial>> ListTrials(
-      const TrialListFilter& filter, absl::Time deadline) override {
-    return primary_->ListTrials(filter, deadline);
-  }
-  absl::StatusOr<std::vector<SeriesInfo>> ListSeries(
-      int32_t trial_id, bool extents, absl::Time deadline) override {
-    return primary_->ListSeries(trial_id, extents, deadline);
-  }
-  absl::Status ReadRollups(int32_t trial_id,
-                           const std::vector<std::string>& agents, int width_s,
-                           const std::vector<int64_t>& series_ids,
-                           int64_t from_us, int64_t to_us, absl::Time deadline,
-                           RollupSink& sink) override {
-    return primary_->ReadRollups(trial_id, agents, width_s, series_ids,
-                                 from_us, to_us, deadline, sink);
-  }
-  absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
-      int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
-      int64_t to_us, int64_t max_reports, absl::Time deadline) override {
-    return primary_->ReadRawSamples(trial_id, series, from_us, to_us,
-                                    max_reports, deadline);
-  }
-  // The store's own Shutdown ends it.
-  void Shutdown(absl::Time) override {}
-
- private:
-  PgReads* const primary_;
-};
 
 PgMetricStore::PgMetricStore(PgMetricStoreOptions options)
     : options_(std::move(options)),
@@ -79,24 +43,14 @@ PgMetricStore::PgMetricStore(PgMetricStoreOptions options)
     replica_ = std::make_unique<ReadReplica>(std::move(read));
     standby_reads_ =
         std::make_unique<PgReads>(replica_->pool(), " on the standby");
-    fresh_view_ = std::make_unique<FreshView>(this, &reads_);
+    routed_reads_ = std::make_unique<RoutedReads>(&reads_, standby_reads_.get(),
+                                                  replica_.get());
   }
 }
 
-template <typename T, typename Body>
-absl::StatusOr<T> PgMetricStore::Routed(Body read) {
-  if (replica_ != nullptr && replica_->UseStandby()) {
-    absl::StatusOr<T> answer = read(*standby_reads_);
-    if (answer.ok() || !ReadReplica::WorthRetryingOnPrimary(answer.status())) {
-      return answer;
-    }
-    replica_->ReadFailed(answer.status());
-  }
-  return read(reads_);
-}
-
-MetricStore* PgMetricStore::FreshReads() {
-  return fresh_view_ != nullptr ? fresh_view_.get() : this;
+ChartReads& PgMetricStore::Reads() {
+  if (routed_reads_ != nullptr) return *routed_reads_;
+  return reads_;
 }
 
 ReadRoutingStatistics PgMetricStore::GetReadRoutingStatistics() const {
@@ -146,12 +100,6 @@ absl::StatusOr<Trial> PgMetricStore::GetTrial(int32_t id, absl::Time deadline) {
   return reads_.GetTrial(id, deadline);
 }
 
-absl::StatusOr<std::vector<Trial>> PgMetricStore::ListTrials(
-    const TrialListFilter& filter, absl::Time deadline) {
-  return Routed<std::vector<Trial>>(
-      [&](PgReads& reads) { return reads.ListTrials(filter, deadline); });
-}
-
 absl::StatusOr<Trial> PgMetricStore::SetTrialState(int32_t id, TrialState state,
                                                    absl::Time deadline) {
   return Write<Trial>(
@@ -189,13 +137,6 @@ absl::StatusOr<StreamStart> PgMetricStore::GetStreamStart(
   return reads_.GetStreamStart(trial_id, stream_id, deadline);
 }
 
-absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeries(
-    int32_t trial_id, bool extents, absl::Time deadline) {
-  return Routed<std::vector<SeriesInfo>>([&](PgReads& reads) {
-    return reads.ListSeries(trial_id, extents, deadline);
-  });
-}
-
 absl::StatusOr<std::vector<LatestValue>>
 PgMetricStore::LatestValuesOfActiveTrials(size_t limit, absl::Time deadline) {
   return reads_.LatestValuesOfActiveTrials(limit, deadline);
@@ -215,29 +156,6 @@ absl::StatusOr<std::vector<Reading>> PgMetricStore::ReadReadings(
     int32_t trial_id, const SeriesInfo& series, ReadingCursor after,
     size_t limit, absl::Time deadline) {
   return reads_.ReadReadings(trial_id, series, after, limit, deadline);
-}
-
-absl::Status PgMetricStore::ReadRollups(
-    int32_t trial_id, const std::vector<std::string>& agents, int width_s,
-    const std::vector<int64_t>& series_ids, int64_t from_us, int64_t to_us,
-    absl::Time deadline, RollupSink& sink) {
-  // The value is unused: the rows went to the sink.
-  return Routed<bool>([&](PgReads& reads) -> absl::StatusOr<bool> {
-           RETURN_IF_ERROR(reads.ReadRollups(trial_id, agents, width_s,
-                                             series_ids, from_us, to_us,
-                                             deadline, sink));
-           return true;
-         })
-      .status();
-}
-
-absl::StatusOr<std::vector<std::vector<Sample>>> PgMetricStore::ReadRawSamples(
-    int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
-    int64_t to_us, int64_t max_reports, absl::Time deadline) {
-  return Routed<std::vector<std::vector<Sample>>>([&](PgReads& reads) {
-    return reads.ReadRawSamples(trial_id, series, from_us, to_us, max_reports,
-                                deadline);
-  });
 }
 
 std::unique_ptr<ChangeSubscription> PgMetricStore::SubscribeToChanges(

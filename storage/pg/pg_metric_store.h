@@ -3,9 +3,8 @@
 // leased from a bounded pool; the reads are PgReads'. Batches go to the
 // group-commit IngestWriter; change notifications come from one LISTEN
 // connection (ChangeNotifier). With a standby (options.read), a second
-// PgReads over the standby's pool answers chart reads and trial lists
-// while it is current (ReadReplica); FreshReads() reads them from the
-// primary.
+// PgReads over the standby's pool answers the chart reads while it is
+// current (RoutedReads, ReadReplica); FreshReads() are the primary's.
 //
 // Usage:
 //   PgMetricStoreOptions options;
@@ -29,6 +28,7 @@
 #include "storage/pg/pg_metric_store_options.h"
 #include "storage/pg/read_replica.h"
 #include "storage/pg/reads/pg_reads.h"
+#include "storage/pg/reads/routed_reads.h"
 
 namespace metrics::storage::pg {
 
@@ -41,20 +41,17 @@ class PgMetricStore : public MetricStore {
   absl::StatusOr<Trial> CreateTrial(std::optional<int32_t> id,
                                     absl::Time deadline) override;
   absl::StatusOr<Trial> GetTrial(int32_t id, absl::Time deadline) override;
-  absl::StatusOr<std::vector<Trial>> ListTrials(const TrialListFilter& filter,
-                                                absl::Time deadline) override;
   absl::StatusOr<Trial> SetTrialState(int32_t id, TrialState state,
                                       absl::Time deadline) override;
   absl::StatusOr<StreamStart> GetStreamStart(int32_t trial_id,
                                              absl::string_view stream_id,
                                              absl::Time deadline) override;
-  absl::StatusOr<std::vector<SeriesInfo>> ListSeries(
-      int32_t trial_id, bool extents, absl::Time deadline) override;
   IngestStatistics GetIngestStatistics() const override {
     return writer_->Statistics();
   }
   ReadRoutingStatistics GetReadRoutingStatistics() const override;
-  MetricStore* FreshReads() override;
+  ChartReads& Reads() override;
+  ChartReads& FreshReads() override { return reads_; }
   absl::StatusOr<std::vector<LatestValue>> LatestValuesOfActiveTrials(
       size_t limit, absl::Time deadline) override;
   absl::StatusOr<std::vector<AgentActivity>> AgentActivityOfTrials(
@@ -64,14 +61,6 @@ class PgMetricStore : public MetricStore {
   absl::StatusOr<std::vector<Reading>> ReadReadings(
       int32_t trial_id, const SeriesInfo& series, ReadingCursor after,
       size_t limit, absl::Time deadline) override;
-  absl::Status ReadRollups(int32_t trial_id,
-                           const std::vector<std::string>& agents, int width_s,
-                           const std::vector<int64_t>& series_ids,
-                           int64_t from_us, int64_t to_us, absl::Time deadline,
-                           RollupSink& sink) override;
-  absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
-      int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
-      int64_t to_us, int64_t max_reports, absl::Time deadline) override;
   std::unique_ptr<ChangeSubscription> SubscribeToChanges(
       int32_t trial_id, std::function<void()> on_change) override;
   absl::Status SubmitBatch(
@@ -83,14 +72,7 @@ class PgMetricStore : public MetricStore {
   size_t queued_values() const { return writer_->queued_values(); }
 
  private:
-  class FreshView;
-
   explicit PgMetricStore(PgMetricStoreOptions options);
-
-  // Answers `read(reads)` from the standby's reads when it is current, else
-  // (or when it failed there in a way the primary may not) the primary's.
-  template <typename T, typename Body>
-  absl::StatusOr<T> Routed(Body read);
 
   const PgMetricStoreOptions options_;
   ConnectionPool pool_;
@@ -100,7 +82,7 @@ class PgMetricStore : public MetricStore {
   // Null without a standby.
   std::unique_ptr<ReadReplica> replica_;
   std::unique_ptr<PgReads> standby_reads_;  // over replica_->pool()
-  std::unique_ptr<MetricStore> fresh_view_;
+  std::unique_ptr<RoutedReads> routed_reads_;
   absl::Mutex check_mu_;
   // CheckDatabase's; null until its first call and after a failure.
   std::unique_ptr<pqxx::connection> check_connection_ ABSL_GUARDED_BY(check_mu_);

@@ -216,28 +216,28 @@ TEST_F(PgMetricStoreTest, ListTrialsNewestFirstByStateAndPage) {
   ASSERT_OK(store_->SetTrialState(5, TrialState::kCompleted, Deadline()));
 
   ASSERT_OK_AND_ASSIGN(std::vector<Trial> all,
-                       store_->ListTrials(TrialListFilter{}, Deadline()));
+                       store_->Reads().ListTrials(TrialListFilter{}, Deadline()));
   EXPECT_THAT(Ids(all), ElementsAre(12, 8, 5, 3));
   EXPECT_EQ(all[2].state, TrialState::kCompleted);
 
   TrialListFilter active;
   active.state = TrialState::kActive;
   ASSERT_OK_AND_ASSIGN(std::vector<Trial> running,
-                       store_->ListTrials(active, Deadline()));
+                       store_->Reads().ListTrials(active, Deadline()));
   EXPECT_THAT(Ids(running), ElementsAre(12, 8, 3));
 
   TrialListFilter page;
   page.limit = 2;
   ASSERT_OK_AND_ASSIGN(std::vector<Trial> first,
-                       store_->ListTrials(page, Deadline()));
+                       store_->Reads().ListTrials(page, Deadline()));
   EXPECT_THAT(Ids(first), ElementsAre(12, 8));
   page.before_id = first.back().id;
   ASSERT_OK_AND_ASSIGN(std::vector<Trial> second,
-                       store_->ListTrials(page, Deadline()));
+                       store_->Reads().ListTrials(page, Deadline()));
   EXPECT_THAT(Ids(second), ElementsAre(5, 3));
 
   page.limit = 0;
-  EXPECT_THAT(store_->ListTrials(page, Deadline()),
+  EXPECT_THAT(store_->Reads().ListTrials(page, Deadline()),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "limit: 0 is outside 1..1000"));
 }
@@ -534,7 +534,7 @@ TEST_F(PgMetricStoreTest, TheNewestFinestBucketIsFoldedWhenANewerOneStarts) {
 
   // Each series: samples at 1, 2, 3 (folded) and 12, 13 (unfolded).
   ASSERT_OK_AND_ASSIGN(std::vector<SeriesInfo> series,
-                       store_->ListSeries(7, /*extents=*/true, Deadline()));
+                       store_->Reads().ListSeries(7, /*extents=*/true, Deadline()));
   ASSERT_EQ(series.size(), 3u);
   for (const SeriesInfo& info : series) {
     EXPECT_EQ(info.sample_count, 5) << info.series_id;
@@ -545,7 +545,7 @@ TEST_F(PgMetricStoreTest, TheNewestFinestBucketIsFoldedWhenANewerOneStarts) {
   for (int width : {60, 600, 21600}) {
     CollectingSink sink;
     const int64_t start = BucketStartMicros(absl::ToUnixMicros(kT0), width);
-    ASSERT_OK(store_->ReadRollups(7, {"agent-1"}, width,
+    ASSERT_OK(store_->Reads().ReadRollups(7, {"agent-1"}, width,
                                   {series[0].series_id}, start,
                                   start + int64_t{width} * 1000000, Deadline(),
                                   sink));
@@ -561,7 +561,7 @@ TEST_F(PgMetricStoreTest, TheNewestFinestBucketIsFoldedWhenANewerOneStarts) {
   }
   // A window that ends before the unfolded bucket's minute leaves it out.
   CollectingSink before;
-  ASSERT_OK(store_->ReadRollups(7, {"agent-1"}, 60, {series[0].series_id},
+  ASSERT_OK(store_->Reads().ReadRollups(7, {"agent-1"}, 60, {series[0].series_id},
                                 minute - 60000000, minute, Deadline(), before));
   EXPECT_TRUE(before.buckets.empty());
 }
@@ -623,11 +623,11 @@ TEST_F(PgMetricStoreTest, RowsOfTheOldJsonFormAreReadBesidePackedOnes) {
       "'system', 'agent-1', to_timestamp(", absl::ToUnixSeconds(kT0),
       " + 1.5), 9, '{\"cpu_util_simple\": 12.5, \"gpu_util\": {\"GPU-2\": 61}}')"));
   ASSERT_OK_AND_ASSIGN(std::vector<SeriesInfo> series,
-                       store_->ListSeries(7, false, Deadline()));
+                       store_->Reads().ListSeries(7, false, Deadline()));
   ASSERT_EQ(series.size(), 3u);  // cpu, GPU-1, GPU-2 (by name, then GPU)
   ASSERT_OK_AND_ASSIGN(
       std::vector<std::vector<Sample>> raw,
-      store_->ReadRawSamples(7, series, absl::ToUnixMicros(kT0),
+      store_->Reads().ReadRawSamples(7, series, absl::ToUnixMicros(kT0),
                              absl::ToUnixMicros(kT0 + absl::Seconds(10)), 100,
                              Deadline()));
   const auto values = [](const std::vector<Sample>& samples) {
@@ -658,7 +658,7 @@ TEST_F(PgMetricStoreTest, ReadingsPageOnPastRowsWithoutTheSeries) {
     ASSERT_EQ(Submit(std::move(batch)).kind, BatchOutcome::Kind::kStored);
   }
   ASSERT_OK_AND_ASSIGN(std::vector<SeriesInfo> series,
-                       store_->ListSeries(7, false, Deadline()));
+                       store_->Reads().ListSeries(7, false, Deadline()));
   const SeriesInfo& gpu2 = series[2];
   ASSERT_EQ(gpu2.gpu_uuid, "GPU-2");
   ASSERT_OK_AND_ASSIGN(std::vector<Reading> first,
@@ -790,7 +790,7 @@ TEST_F(PgMetricStoreTest, BatchesWaitingWithPackedLabelsStoreTheSeriesTheyDeclar
   }
   SubmitAllAndExpectStored(std::move(batches), lock);
   ASSERT_OK_AND_ASSIGN(std::vector<SeriesInfo> series,
-                       store_->ListSeries(7, /*extents=*/true, Deadline()));
+                       store_->Reads().ListSeries(7, /*extents=*/true, Deadline()));
   std::set<std::tuple<std::string, std::string, std::string, std::string>>
       stored, declared;
   for (const SeriesInfo& info : series) {

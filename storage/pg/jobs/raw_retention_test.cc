@@ -151,13 +151,13 @@ TEST_F(RawRetentionTest, OldRawRowsGoAndNothingElse) {
 
   // Reads of a window that starts before the horizon say so; after, read.
   ASSERT_OK_AND_ASSIGN(std::vector<SeriesInfo> series,
-                       store_->ListSeries(7, false, absl::Now() + absl::Seconds(10)));
-  EXPECT_THAT(store_->ReadRawSamples(7, series, absl::ToUnixMicros(kHorizon) - 1,
+                       store_->Reads().ListSeries(7, false, absl::Now() + absl::Seconds(10)));
+  EXPECT_THAT(store_->Reads().ReadRawSamples(7, series, absl::ToUnixMicros(kHorizon) - 1,
                                      absl::ToUnixMicros(kHorizon + absl::Hours(1)),
                                      100000, absl::Now() + absl::Seconds(10)),
               StatusIs(absl::StatusCode::kOutOfRange,
                        HasSubstr("have expired (raw retention)")));
-  EXPECT_OK(store_->ReadRawSamples(7, series, absl::ToUnixMicros(kHorizon),
+  EXPECT_OK(store_->Reads().ReadRawSamples(7, series, absl::ToUnixMicros(kHorizon),
                                    absl::ToUnixMicros(kHorizon + absl::Hours(1)),
                                    100000, absl::Now() + absl::Seconds(10)));
   // A rebuild would lose the expired windows' rollups: refused.

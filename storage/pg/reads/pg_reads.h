@@ -27,7 +27,7 @@
 
 namespace metrics::storage::pg {
 
-class PgReads {
+class PgReads : public ChartReads {
  public:
   // `where` ends the operation named in errors ("" or " on the standby").
   PgReads(ConnectionPool& pool, std::string where);
@@ -36,16 +36,25 @@ class PgReads {
   // have them (ConnectionPoolOptions).
   static std::vector<PreparedStatement> Statements();
 
-  // As MetricStore's methods of the same names.
-  absl::StatusOr<Trial> GetTrial(int32_t id, absl::Time deadline);
+  // ChartReads.
   absl::StatusOr<std::vector<Trial>> ListTrials(const TrialListFilter& filter,
-                                                absl::Time deadline);
+                                                absl::Time deadline) override;
+  absl::StatusOr<std::vector<SeriesInfo>> ListSeries(
+      int32_t trial_id, bool extents, absl::Time deadline) override;
+  absl::Status ReadRollups(int32_t trial_id,
+                           const std::vector<std::string>& agents, int width_s,
+                           const std::vector<int64_t>& series_ids,
+                           int64_t from_us, int64_t to_us, absl::Time deadline,
+                           RollupSink& sink) override;
+  absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
+      int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
+      int64_t to_us, int64_t max_reports, absl::Time deadline) override;
+
+  // The store's other reads: as MetricStore's methods of the same names.
+  absl::StatusOr<Trial> GetTrial(int32_t id, absl::Time deadline);
   absl::StatusOr<StreamStart> GetStreamStart(int32_t trial_id,
                                              absl::string_view stream_id,
                                              absl::Time deadline);
-  absl::StatusOr<std::vector<SeriesInfo>> ListSeries(int32_t trial_id,
-                                                     bool extents,
-                                                     absl::Time deadline);
   absl::StatusOr<std::vector<SeriesInfo>> ListSeriesOfEveryGroup(
       int32_t trial_id, absl::Time deadline);
   absl::StatusOr<std::vector<LatestValue>> LatestValuesOfActiveTrials(
@@ -57,14 +66,6 @@ class PgReads {
                                                     ReadingCursor after,
                                                     size_t limit,
                                                     absl::Time deadline);
-  absl::Status ReadRollups(int32_t trial_id,
-                           const std::vector<std::string>& agents, int width_s,
-                           const std::vector<int64_t>& series_ids,
-                           int64_t from_us, int64_t to_us, absl::Time deadline,
-                           RollupSink& sink);
-  absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
-      int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
-      int64_t to_us, int64_t max_reports, absl::Time deadline);
 
  private:
   // Runs `body` in a read transaction on the pool, `where_` naming it.
