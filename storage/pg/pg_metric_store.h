@@ -26,7 +26,7 @@
 #include "storage/pg/connection_pool.h"
 #include "storage/pg/ingest/ingest_writer.h"
 #include "storage/pg/pg_metric_store_options.h"
-#include "storage/pg/read_replica.h"
+#include "storage/pg/reads/read_replica.h"
 #include "storage/pg/reads/pg_reads.h"
 #include "storage/pg/reads/routed_reads.h"
 

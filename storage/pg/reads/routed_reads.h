@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "storage/metric_store.h"
-#include "storage/pg/read_replica.h"
+#include "storage/pg/reads/read_replica.h"
 #include "storage/pg/reads/pg_reads.h"
 
 namespace metrics::storage::pg {

@@ -1,4 +1,4 @@
-#include "storage/pg/read_replica.h"
+#include "storage/pg/reads/read_replica.h"
 
 #include <pqxx/nontransaction>
 

@@ -17,8 +17,8 @@
 // server that can answer them.
 //
 // Thread-safety: thread-safe. `on_change` runs on the monitor's thread.
-#ifndef METRICS_STORAGE_PG_READ_REPLICA_H_
-#define METRICS_STORAGE_PG_READ_REPLICA_H_
+#ifndef METRICS_STORAGE_PG_READS_READ_REPLICA_H_
+#define METRICS_STORAGE_PG_READS_READ_REPLICA_H_
 
 #include <pqxx/connection>
 
@@ -123,4 +123,4 @@ class ReadReplica {
 
 }  // namespace metrics::storage::pg
 
-#endif  // METRICS_STORAGE_PG_READ_REPLICA_H_
+#endif  // METRICS_STORAGE_PG_READS_READ_REPLICA_H_

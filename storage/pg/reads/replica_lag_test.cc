@@ -1,7 +1,7 @@
 // ReplicaLag's arithmetic: an idle primary is no lag, a standby that stops
 // replaying lags more with each check, one that has replayed nothing lags
 // without bound.
-#include "storage/pg/read_replica.h"
+#include "storage/pg/reads/read_replica.h"
 
 #include "gtest/gtest.h"
 
