@@ -5,7 +5,7 @@
 // --helpfull` has, and its metricsctl commands the ones `metricsctl --help`
 // has.
 //
-// Usage: node docs_test.js PATH/TO/metricsd PATH/TO/metricsctl
+// Usage: node docs_test.mjs PATH/TO/metricsd PATH/TO/metricsctl
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
