@@ -596,6 +596,23 @@ TEST_F(PgMetricStoreTest, ANewestBucketWrittenFoldedTakesReportsInEveryWidth) {
     tx.commit();
   }
   ASSERT_OK(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
+  // Reads take such a bucket from the coarser widths, and only from them:
+  // the one sample of each series counts once.
+  ASSERT_OK_AND_ASSIGN(
+      std::vector<SeriesInfo> series,
+      store_->Reads().ListSeries(7, /*extents=*/true, Deadline()));
+  ASSERT_EQ(series.size(), 3u);
+  for (const SeriesInfo& info : series) EXPECT_EQ(info.sample_count, 1);
+  for (int width : {60, 21600}) {
+    CollectingSink sink;
+    const int64_t start = BucketStartMicros(absl::ToUnixMicros(kT0), width);
+    ASSERT_OK(store_->Reads().ReadRollups(
+        7, {"agent-1"}, width, {series[0].series_id}, start,
+        start + int64_t{width} * 1000000, Deadline(), sink));
+    ASSERT_EQ(sink.buckets.size(), 1u) << width;
+    ASSERT_EQ(sink.buckets.begin()->second.size(), 1u) << width;
+    EXPECT_EQ(sink.buckets.begin()->second.begin()->second.count, 1) << width;
+  }
   ASSERT_EQ(Submit(Batch(7, 2)).kind, BatchOutcome::Kind::kStored);  // same bucket
   ASSERT_OK(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
   MetricBatch newer = Batch(7, 3);
