@@ -129,9 +129,7 @@ class Mapper {
   }
 
   bool on_key(string_view s, std::size_t, error_code& ec) {
-    text_.append(s.data(), s.size());
-    const std::string key = std::move(text_);
-    text_.clear();
+    const std::string key = TakeText(s);
     Frame& object = frames_.back();
     const std::string here =
         object.where.empty() ? key : absl::StrCat(object.where, ".", key);
@@ -173,10 +171,7 @@ class Mapper {
   }
 
   bool on_string(string_view s, std::size_t, error_code& ec) {
-    text_.append(s.data(), s.size());
-    const std::string text = std::move(text_);
-    text_.clear();
-    return Scalar(ec, Kind::kString, text, TextForm::kJsonString);
+    return Scalar(ec, Kind::kString, TakeText(s), TextForm::kJsonString);
   }
 
   bool on_number_part(string_view s, error_code&) {
@@ -317,10 +312,15 @@ class Mapper {
   }
 
   bool Number(string_view last, error_code& ec) {
+    return Scalar(ec, Kind::kNumber, TakeText(last), TextForm::kJsonLiteral);
+  }
+
+  // A key, string or number whole: the parts given so far, then `last`.
+  std::string TakeText(string_view last) {
     text_.append(last.data(), last.size());
-    const std::string text = std::move(text_);
-    text_.clear();
-    return Scalar(ec, Kind::kNumber, text, TextForm::kJsonLiteral);
+    std::string whole;
+    whole.swap(text_);
+    return whole;
   }
 
   // A string, number or boolean: its kind is checked here, its text set by

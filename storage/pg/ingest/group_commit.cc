@@ -4,18 +4,13 @@
 #include <pqxx/transaction>
 
 #include <algorithm>
-#include <functional>
-#include <iterator>
 #include <map>
-#include <numeric>
 #include <optional>
 #include <stdexcept>
-#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
 #include "storage/format/packed_report.h"
 #include "storage/pg/change_notifier.h"
 #include "storage/pg/ingest/copy_rows.h"
