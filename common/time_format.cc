@@ -1,6 +1,7 @@
 #include "common/time_format.h"
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 
 namespace metrics::common {
 
@@ -20,6 +21,16 @@ std::optional<absl::Duration> ParseDurationWithDays(absl::string_view text) {
   absl::Duration d;
   if (!absl::ParseDuration(text, &d)) return std::nullopt;
   return d;
+}
+
+absl::StatusOr<absl::Duration> ParseRawRetentionPeriod(absl::string_view text) {
+  const std::optional<absl::Duration> d = ParseDurationWithDays(text);
+  if (!d || *d <= absl::ZeroDuration() || *d == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--raw-retention ", text,
+                     ": must be a positive duration such as 30d or 720h"));
+  }
+  return *d;
 }
 
 }  // namespace metrics::common

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
@@ -19,6 +20,11 @@ std::string Rfc3339(absl::Time t);
 // absl's durations ("36h", "90m", "1h30m"), plus whole days ("30d", up to
 // 100 years); nullopt for anything else.
 std::optional<absl::Duration> ParseDurationWithDays(absl::string_view text);
+
+// A raw-data retention period, as metricsd and metricsctl take it: such a
+// duration, positive and finite. INVALID_ARGUMENT naming --raw-retention
+// otherwise.
+absl::StatusOr<absl::Duration> ParseRawRetentionPeriod(absl::string_view text);
 
 }  // namespace metrics::common
 

@@ -46,14 +46,9 @@ int RunRetentionCommand(const RetentionArgs& args) {
   if (!args.raw_retention) {
     return usage("retention apply needs --raw-retention=DURATION");
   }
-  const std::optional<absl::Duration> retention =
-      common::ParseDurationWithDays(*args.raw_retention);
-  if (!retention || *retention <= absl::ZeroDuration() ||
-      *retention == absl::InfiniteDuration()) {
-    return usage(absl::StrCat("--raw-retention ", *args.raw_retention,
-                              ": must be a positive duration such as 30d "
-                              "or 720h"));
-  }
+  const absl::StatusOr<absl::Duration> retention =
+      common::ParseRawRetentionPeriod(*args.raw_retention);
+  if (!retention.ok()) return usage(std::string(retention.status().message()));
   storage::pg::RetentionOptions options;
   options.database_url = args.database_url;
   options.raw_retention = *retention;

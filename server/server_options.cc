@@ -1,7 +1,5 @@
 #include "server/server_options.h"
 
-#include <optional>
-
 #include "absl/strings/str_cat.h"
 #include "common/time_format.h"
 
@@ -9,13 +7,7 @@ namespace metrics::server {
 
 absl::StatusOr<absl::Duration> ParseRawRetention(absl::string_view text) {
   if (text.empty()) return absl::InfiniteDuration();
-  const std::optional<absl::Duration> d = common::ParseDurationWithDays(text);
-  if (!d || *d <= absl::ZeroDuration() || *d == absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--raw-retention ", text,
-                     ": must be a positive duration such as 30d or 720h"));
-  }
-  return *d;
+  return common::ParseRawRetentionPeriod(text);
 }
 
 absl::StatusOr<bool> ParseAuthRequired(absl::string_view text) {
