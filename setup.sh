@@ -21,6 +21,10 @@ packages=(
   postgresql postgresql-contrib postgresql-common
   docker-compose
   python3 curl
+  # The Python client (client/python) and its tests: Debian's packages only,
+  # for /usr/bin/python3; venv, pip, setuptools and wheel for its install.
+  python3-grpcio python3-protobuf python3-psutil python3-pytest python3-pandas
+  python3-venv python3-pip python3-setuptools python3-wheel
   # The TLS tests and docker-compose's secrets make certificates with it.
   openssl
   # promtool (in Debian's prometheus package) checks GET /metrics in the tests.

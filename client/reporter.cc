@@ -405,7 +405,12 @@ grpc::Status Reporter::Impl::RunStream(grpc::ClientContext& context) {
   bool ok = stream->Write(open) && stream->Read(&position);
   if (ok) {
     absl::MutexLock lock(&mu_);
-    if (position.acked_sequence() >= next_sequence_) {
+    if (position.acked_sequence() >= next_sequence_ &&
+        options_.resume_stream && next_sequence_ == 1 && unacked_.empty()) {
+      next_sequence_ = position.acked_sequence() + 1;
+      Emit(absl::StrCat("continuing stream ", options_.stream_id,
+                        " after batch ", position.acked_sequence()));
+    } else if (position.acked_sequence() >= next_sequence_) {
       Fail(absl::FailedPreconditionError(absl::StrCat(
           "stream ", options_.stream_id, ": the server has batches up to ",
           position.acked_sequence(), " but this reporter sent only ",

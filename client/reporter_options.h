@@ -41,6 +41,13 @@ struct ReporterOptions {
   // resent batch is stored once. Default: agent id, trial and a random part,
   // unique per Reporter. Set it only to continue a stream deliberately.
   std::string stream_id;
+  // Continue stream_id where the server's copy of it ends, when it is a
+  // stream another reporter (C++ or Python, or an earlier run of this
+  // process) left: the first batch follows the server's last. Without it a
+  // reporter that finds the server ahead of it stops, since another client
+  // seems to use the stream id. Never resume a stream whose reporter still
+  // runs: both would number batches alike and the server keeps one of each.
+  bool resume_stream = false;
   // Channel credentials; default insecure (TLS: grpc::SslCredentials(...)).
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   // The API token (metricsctl tokens create --role=reporter --trial=ID),

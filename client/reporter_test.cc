@@ -180,6 +180,22 @@ TEST_F(ReporterTest, AStreamIdInUseElsewhereStopsTheNewcomer) {
   EXPECT_EQ(StoredValues(8), 1);
 }
 
+TEST_F(ReporterTest, AResumingReporterContinuesTheStreamAnotherLeft) {
+  CreateTrial(10);
+  ReporterOptions options = Options(10);
+  options.stream_id = "handed-over-stream";
+  ASSERT_OK_AND_ASSIGN(auto first, Reporter::Create(options));
+  ASSERT_OK(first->Record(kStart, {{"memory_free", 1, "bytes"}}));
+  ASSERT_OK(first->Shutdown(absl::Now() + absl::Seconds(30)));
+  options.resume_stream = true;
+  ASSERT_OK_AND_ASSIGN(auto second, Reporter::Create(options));
+  ASSERT_OK(second->Record(kStart + absl::Seconds(1), {{"memory_free", 2, "bytes"}}));
+  ASSERT_OK(second->Record(kStart + absl::Seconds(2), {{"memory_free", 3, "bytes"}}));
+  ASSERT_OK(second->Flush(absl::Now() + absl::Seconds(30)));
+  EXPECT_EQ(second->stats().acknowledged, 2);
+  EXPECT_EQ(StoredValues(10), 3);
+}
+
 TEST_F(ReporterTest, NewSeriesPastTheCapAreRefused) {
   ReporterOptions options = Options(9, kUnreachable);
   options.max_series = 2;

@@ -1,0 +1,272 @@
+"""Client: the service's calls other than streaming ingest, for a training
+platform's harness and for analysts: trials (create, get, list, end), API
+tokens (mint a reporter token for a trial), the series of a trial, and
+chart queries as plain lists or a pandas DataFrame.
+
+Every failed call raises MetricsError with the server's code and message.
+Thread-safety: thread-safe (one gRPC channel, shared).
+"""
+import dataclasses
+from datetime import datetime, timedelta, timezone
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
+
+import grpc
+from google.protobuf import timestamp_pb2
+
+from . import _connection
+from ._proto import (query_pb2, query_pb2_grpc, tokens_pb2, tokens_pb2_grpc,
+                     trials_pb2, trials_pb2_grpc)
+from .errors import from_rpc_error
+
+_STATES = ("ACTIVE", "COMPLETED", "CANCELED", "ERROR")
+_ROLES = ("admin", "viewer", "reporter")
+TimeArg = Union[None, float, datetime]
+
+
+def _datetime(ts: timestamp_pb2.Timestamp) -> Optional[datetime]:
+    if not ts.seconds and not ts.nanos:
+        return None
+    return datetime.fromtimestamp(ts.seconds, timezone.utc) + timedelta(
+        microseconds=ts.nanos // 1000)
+
+
+def _timestamp(what: str, t: TimeArg) -> Optional[timestamp_pb2.Timestamp]:
+    if t is None:
+        return None
+    if isinstance(t, datetime):
+        if t.tzinfo is None:
+            raise ValueError("%s: a datetime must carry a time zone" % what)
+        t = t.timestamp()
+    if isinstance(t, bool) or not isinstance(t, (int, float)):
+        raise ValueError("%s: must be seconds since the epoch or an aware "
+                         "datetime, not %r" % (what, t))
+    micros = int(round(t * 1e6))
+    return timestamp_pb2.Timestamp(seconds=micros // 1000000,
+                                   nanos=(micros % 1000000) * 1000)
+
+
+@dataclasses.dataclass(frozen=True)
+class Trial:
+    id: int
+    state: str  # "ACTIVE", "COMPLETED", "CANCELED" or "ERROR"
+    created_at: Optional[datetime]
+    updated_at: Optional[datetime]
+    ended_at: Optional[datetime]
+    agents: List[Tuple[str, Optional[datetime], bool]]  # (agent, last sample, stale)
+
+
+@dataclasses.dataclass(frozen=True)
+class Token:
+    id: int
+    name: str
+    role: str  # "admin", "viewer" or "reporter"
+    trial_id: int  # 0 unless a reporter token
+    created_at: Optional[datetime]
+    expires_at: Optional[datetime]
+    revoked_at: Optional[datetime]
+
+
+@dataclasses.dataclass(frozen=True)
+class Series:
+    agent_id: str
+    gpu_uuid: str  # "" for an agent-wide series
+    gpu_index: int
+    name: str
+    unit: str
+    first_time: Optional[datetime]
+    last_time: Optional[datetime]
+    sample_count: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Bucket:
+    """One time bucket of a series: the values whose time falls in
+    [start_us, start_us + resolution_us)."""
+    start_us: int
+    count: int
+    min: float
+    max: float
+    mean: float
+
+
+@dataclasses.dataclass(frozen=True)
+class SeriesData:
+    series: Series
+    resolution_us: int
+    buckets: List[Bucket]
+
+
+def _trial(t: trials_pb2.Trial) -> Trial:
+    return Trial(t.id, trials_pb2.Trial.State.Name(t.state), _datetime(t.created_at),
+                 _datetime(t.updated_at), _datetime(t.ended_at),
+                 [(a.agent_id, _datetime(a.last_sample_at), a.stale) for a in t.agents])
+
+
+def _token(t: tokens_pb2.ApiToken) -> Token:
+    return Token(t.id, t.name, tokens_pb2.ApiToken.Role.Name(t.role).lower(), t.trial_id,
+                 _datetime(t.created_at), _datetime(t.expires_at), _datetime(t.revoked_at))
+
+
+def _series(s: query_pb2.Series) -> Series:
+    return Series(s.agent_id, s.gpu_uuid, s.gpu_index, s.name, s.unit,
+                  _datetime(s.first_time), _datetime(s.last_time), s.sample_count)
+
+
+class Client:
+    """Calls of metricsd's gRPC API.
+
+    Args:
+        server: metricsd's gRPC address, "host:port".
+        token, token_file: the API token (an admin token to create trials
+            and tokens; a viewer token reads). Never logged.
+        tls, tls_ca, tls_cert, tls_key: as for Reporter.
+        timeout: seconds each call may take.
+    """
+
+    def __init__(self, server: str, token: Optional[str] = None,
+                 token_file: Optional[str] = None, tls: bool = False,
+                 tls_ca: Optional[str] = None, tls_cert: Optional[str] = None,
+                 tls_key: Optional[str] = None, timeout: float = 30.0):
+        self.server = server
+        self._metadata = _connection.metadata(_connection.read_token(token, token_file))
+        self._channel = _connection.open_channel(server, tls, tls_ca, tls_cert, tls_key)
+        self._trials = trials_pb2_grpc.TrialServiceStub(self._channel)
+        self._tokens = tokens_pb2_grpc.TokenServiceStub(self._channel)
+        self._query = query_pb2_grpc.QueryServiceStub(self._channel)
+        self._timeout = timeout
+
+    def __repr__(self) -> str:
+        return "Client(server=%r)" % (self.server,)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def _call(self, method, request):
+        try:
+            return method(request, metadata=self._metadata, timeout=self._timeout)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    # ---- trials ------------------------------------------------------------
+
+    def create_trial(self, trial_id: int = 0) -> Trial:
+        """Creates a trial (with this id, or the next free one for 0)."""
+        return _trial(self._call(self._trials.CreateTrial,
+                                 trials_pb2.CreateTrialRequest(id=trial_id)))
+
+    def get_trial(self, trial_id: int) -> Trial:
+        return _trial(self._call(self._trials.GetTrial,
+                                 trials_pb2.GetTrialRequest(trial_id=trial_id)))
+
+    def list_trials(self, state: Optional[str] = None, limit: int = 0,
+                    before_id: int = 0) -> List[Trial]:
+        """Trials, newest first; `state` ("ACTIVE", ...) filters them."""
+        request = trials_pb2.ListTrialsRequest(limit=limit, before_id=before_id)
+        if state is not None:
+            request.state = self._state(state)
+        return [_trial(t) for t in self._call(self._trials.ListTrials, request).trials]
+
+    def end_trial(self, trial_id: int, state: str = "COMPLETED") -> Trial:
+        """Ends a trial: COMPLETED, CANCELED or ERROR. Its reporters then
+        stop with PermanentError."""
+        return _trial(self._call(self._trials.UpdateTrial, trials_pb2.UpdateTrialRequest(
+            trial_id=trial_id, state=self._state(state))))
+
+    @staticmethod
+    def _state(state: str) -> int:
+        if state not in _STATES:
+            raise ValueError("state: must be one of %s, not %r" % (", ".join(_STATES), state))
+        return trials_pb2.Trial.State.Value(state)
+
+    # ---- tokens ------------------------------------------------------------
+
+    def create_token(self, role: str, trial_id: int = 0, name: str = "",
+                     ttl: Optional[float] = None) -> Tuple[Token, str]:
+        """Creates an API token; returns it and its secret (shown once).
+        role is "admin", "viewer" or "reporter" (with trial_id); ttl in
+        seconds, default the server's."""
+        if role not in _ROLES:
+            raise ValueError("role: must be one of %s, not %r" % (", ".join(_ROLES), role))
+        request = tokens_pb2.CreateTokenRequest(
+            name=name, role=tokens_pb2.ApiToken.Role.Value(role.upper()),
+            trial_id=trial_id, ttl_seconds=int(ttl or 0))
+        response = self._call(self._tokens.CreateToken, request)
+        return _token(response.token), response.secret
+
+    def reporter_token(self, trial_id: int, ttl: Optional[float] = None) -> str:
+        """The secret of a new reporter token for one trial, as the platform
+        mints one when it starts the trial."""
+        return self.create_token("reporter", trial_id=trial_id,
+                                 name="reporter of trial %d" % trial_id, ttl=ttl)[1]
+
+    def list_tokens(self) -> List[Token]:
+        return [_token(t) for t in
+                self._call(self._tokens.ListTokens, tokens_pb2.ListTokensRequest()).tokens]
+
+    def revoke_token(self, token_id: int) -> Token:
+        return _token(self._call(self._tokens.RevokeToken,
+                                 tokens_pb2.RevokeTokenRequest(id=token_id)))
+
+    # ---- series and queries ------------------------------------------------
+
+    def list_series(self, trial_id: int) -> List[Series]:
+        return [_series(s) for s in self._call(
+            self._query.ListSeries, query_pb2.ListSeriesRequest(trial_id=trial_id)).series]
+
+    def query(self, trial_id: int, names: Optional[Iterable[str]] = None,
+              agent_id: Union[None, str, Sequence[str]] = None,
+              gpu_uuid: Union[None, str, Sequence[str]] = None,
+              start: TimeArg = None, end: TimeArg = None,
+              max_points: Optional[int] = None, as_dataframe: bool = False):
+        """Time-bucketed values of a trial's series: each bucket's count,
+        min, max and mean, exact (no spike is lost to downsampling).
+
+        Args:
+            names, agent_id, gpu_uuid: filters (a string or a list each).
+            start, end: the window (seconds since the epoch or aware
+                datetimes); default the whole trial.
+            max_points: buckets per series at most; default the server's.
+            as_dataframe: a pandas DataFrame, one row per series and
+                bucket, with columns agent_id, gpu_uuid, name, unit, time
+                (the bucket's start, UTC), count, min, max, mean.
+
+        Returns a list of SeriesData, or the DataFrame.
+        """
+        request = query_pb2.QuerySeriesRequest(trial_id=trial_id)
+        request.name.extend([names] if isinstance(names, str) else names or [])
+        request.agent_id.extend([agent_id] if isinstance(agent_id, str) else agent_id or [])
+        request.gpu_uuid.extend([gpu_uuid] if isinstance(gpu_uuid, str) else gpu_uuid or [])
+        for field, value in (("start", start), ("end", end)):
+            ts = _timestamp(field, value)
+            if ts is not None:
+                getattr(request, field).CopyFrom(ts)
+        if max_points is not None:
+            request.max_points = max_points
+        response = self._call(self._query.QuerySeries, request)
+        data = [SeriesData(_series(s.series), s.resolution_us,
+                           [Bucket(*b) for b in zip(s.bucket_start_us, s.count, s.min,
+                                                    s.max, s.mean)])
+                for s in response.series]
+        return _dataframe(data) if as_dataframe else data
+
+
+def _dataframe(data: List[SeriesData]):
+    try:
+        import pandas
+    except ImportError:
+        raise ImportError("query(as_dataframe=True) needs pandas "
+                          "(apt-get install python3-pandas)") from None
+    columns = ("agent_id", "gpu_uuid", "name", "unit", "time", "count", "min",
+               "max", "mean")
+    rows = [(d.series.agent_id, d.series.gpu_uuid, d.series.name, d.series.unit,
+             b.start_us, b.count, b.min, b.max, b.mean)
+            for d in data for b in d.buckets]
+    frame = pandas.DataFrame.from_records(rows, columns=columns)
+    frame["time"] = pandas.to_datetime(frame["time"], unit="us", utc=True)
+    return frame

@@ -1,0 +1,156 @@
+"""The in-process system profiler: a sampler thread that reads the host's
+system metrics every `interval` seconds (psutil for CPU, memory, disks and
+network; NVML through ctypes for GPUs) with the names and units of
+metrics-agent, and reports every sample, exactly once, through a Reporter.
+
+    with metrics_client.profile(server="metrics:8081", trial_id=7,
+                                token_file="/run/secrets/metrics-token"):
+        train()
+
+Only one process per host should sample: the metrics are the host's, so
+two samplers would report each value twice under the same agent. With one
+process per GPU (torchrun, DeepSpeed), profile in local rank 0 only:
+enabled=os.environ.get("LOCAL_RANK", "0") == "0".
+
+Thread-safety: start() and stop() from one thread; the sampler runs on its
+own thread.
+"""
+import logging
+import os
+import threading
+import time
+from typing import Any, Optional
+
+from ._host import HostSampler
+from ._nvml import Nvml, NvmlError
+from .reporter import Reporter, ReporterStats
+
+log = logging.getLogger("metrics_client")
+
+
+class Profiler:
+    """Samples the host and reports through `reporter` every `interval`
+    seconds while started. Made by profile(); see there."""
+
+    def __init__(self, reporter: Optional[Reporter], interval: float = 1.0,
+                 nvml_library: Optional[str] = "libnvidia-ml.so.1",
+                 procfs_path: str = "/proc", owns_reporter: bool = False):
+        if not interval > 0:
+            raise ValueError("interval: must be positive seconds")
+        self.reporter = reporter
+        self.interval = interval
+        self._nvml_library = nvml_library
+        self._procfs_path = procfs_path
+        self._owns_reporter = owns_reporter
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._nvml: Optional[Nvml] = None
+        self.samples = 0  # samples taken
+        self.gpus = 0     # GPUs found
+
+    def __enter__(self) -> "Profiler":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> "Profiler":
+        """Starts sampling (a no-op when disabled or already started)."""
+        if self.reporter is None or self._thread is not None:
+            return self
+        self._stop.clear()
+        if self._nvml_library:
+            try:
+                self._nvml = Nvml(self._nvml_library)
+                self.gpus = len(self._nvml.uuids)
+            except NvmlError as e:
+                log.info("metrics_client: no GPU metrics: %s", e)
+        sampler = HostSampler(self._procfs_path)
+        self._thread = threading.Thread(target=self._run, args=(sampler,), daemon=True,
+                                        name="metrics_client.Profiler")
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: Optional[float] = None) -> Optional[ReporterStats]:
+        """Stops sampling; closes the reporter profile() made (within
+        `timeout`, default its close_timeout) and returns its stats."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            if self._nvml is not None:
+                self._nvml.close()
+                self._nvml = None
+        if self.reporter is not None and self._owns_reporter:
+            return self.reporter.close(timeout)
+        return None
+
+    def _run(self, sampler: HostSampler) -> None:
+        previous = time.monotonic()
+        next_at = previous + self.interval
+        failing = set()  # sources that failed last time, logged once
+        while not self._stop.wait(max(0.0, next_at - time.monotonic())):
+            # A fixed schedule: a slow sample does not shift the next ones.
+            next_at += self.interval
+            if next_at < time.monotonic():
+                next_at = time.monotonic() + self.interval
+            now = time.monotonic()
+            stamp = time.time()
+            measurements, errors = sampler.take(now - previous)
+            previous = now
+            if self._nvml is not None:
+                try:
+                    for uuid, utilization, free in self._nvml.read():
+                        self._record({"gpu_util": (utilization, "percent"),
+                                      "gpu_free_memory": (float(free), "bytes")},
+                                     stamp, uuid)
+                except NvmlError as e:
+                    errors.append("nvml: %s" % e)
+            self._record({name: (value, unit) for name, value, unit in measurements},
+                         stamp, None)
+            self.samples += 1
+            for line in errors:
+                if line.split(":", 1)[0] not in failing:
+                    log.warning("metrics_client: sampling %s", line)
+            failing = {line.split(":", 1)[0] for line in errors}
+
+    def _record(self, values: dict, stamp: float, gpu: Optional[str]) -> bool:
+        try:
+            self.reporter.record(values, time=stamp, gpu=gpu)
+            return True
+        except Exception as e:  # the reporter stopped or is full: keep sampling
+            log.debug("metrics_client: profiler record: %s", e)
+            return False
+
+
+def profile(trial_id: Optional[int] = None, server: Optional[str] = None,
+            interval: float = 1.0, reporter: Optional[Reporter] = None,
+            enabled: bool = True, nvml_library: Optional[str] = "libnvidia-ml.so.1",
+            procfs_path: str = "/proc", **reporter_options: Any) -> Profiler:
+    """The system profiler of this host, as a context manager or with
+    start()/stop().
+
+    Args:
+        trial_id, server: the trial and metricsd's gRPC address ("host:port";
+            default $METRICS_SERVER, else "localhost:8081") for the Reporter
+            it makes; `reporter_options` go to that Reporter (token_file,
+            agent_id, tls_ca, ...).
+        interval: seconds between samples (1.0: every second, each kept).
+        reporter: report through this Reporter instead (not closed by stop).
+        enabled: False makes a profiler that does nothing, for every process
+            but one per host (see the module doc).
+        nvml_library: the NVML library to load; None for no GPU metrics.
+        procfs_path: where proc(5) is mounted (tests use recorded files).
+    """
+    if not enabled:
+        return Profiler(None, interval)
+    owns = reporter is None
+    if owns:
+        if trial_id is None:
+            raise ValueError("trial_id: give the trial to report for (or a reporter)")
+        server = server or os.environ.get("METRICS_SERVER", "localhost:8081")
+        reporter = Reporter(server, trial_id, **reporter_options)
+    elif reporter_options or trial_id is not None:
+        raise ValueError("trial_id and reporter options go to the Reporter, "
+                         "not beside one")
+    return Profiler(reporter, interval, nvml_library, procfs_path, owns_reporter=owns)

@@ -1,0 +1,126 @@
+"""The in-process profiler: its samplers on recorded /proc files (the same
+fixtures and figures as metrics-agent's SystemSamplerTest) and on the fake
+NVML library of the C++ tests, and end to end: profile() for a moment
+leaves the host's and the GPUs' series in the trial."""
+import logging
+import os
+import shutil
+import time
+
+import pytest
+
+from conftest import CLIENT_TESTDATA, FAKE_NVML
+from metrics_client import Reporter, profile
+from metrics_client._host import HostSampler
+from metrics_client._nvml import Nvml, NvmlError
+
+HOST_SERIES = {
+    "cpu_util_simple": "percent", "memory_free": "bytes", "disk_iops": "operations/s",
+    "disk_throughput_read": "bytes/s", "disk_throughput_write": "bytes/s",
+    "net_throughput_sent": "bytes/s", "net_throughput_recv": "bytes/s",
+}
+
+
+def load(proc, name):
+    shutil.rmtree(proc, ignore_errors=True)
+    shutil.copytree(os.path.join(CLIENT_TESTDATA, name), proc)
+
+
+@pytest.mark.filterwarnings("ignore:shared, active, inactive memory")
+def test_host_sampler_reads_the_agents_fixtures_as_the_agent_does(tmp_path):
+    proc = str(tmp_path / "proc")
+    load(proc, "t0")
+    sampler = HostSampler(proc)
+    load(proc, "t1")
+    values, errors = sampler.take(2.0)
+    assert errors == []
+    v = {name: value for name, value, unit in values}
+    assert {name: unit for name, value, unit in values} == HOST_SERIES
+    assert v["cpu_util_simple"] == pytest.approx(40.0)  # busy 800 of 2000 jiffies
+    assert v["memory_free"] == 12000000.0 * 1024
+    # Whole disks only, a 32-bit wrap on nvme0n1, vanished and new disks left out.
+    assert v["disk_iops"] == (100 + 300 + 396 + 100) / 2.0
+    assert v["disk_throughput_read"] == (2048 + 2048) * 512 / 2.0
+    assert v["disk_throughput_write"] == (4096 + 1048) * 512 / 2.0
+    # No loopback; eth1 across a 32-bit wrap.
+    assert v["net_throughput_recv"] == (2000000 + 1000) / 2.0
+    assert v["net_throughput_sent"] == 400000 / 2.0
+    again = {name: value for name, value, unit in sampler.take(2.0)[0]}
+    assert again["disk_iops"] == 0.0 and again["net_throughput_recv"] == 0.0
+
+
+@pytest.mark.filterwarnings("ignore:shared, active, inactive memory")
+def test_a_missing_source_is_named_and_the_rest_measured(tmp_path):
+    proc = str(tmp_path / "proc")
+    load(proc, "t0")
+    sampler = HostSampler(proc)
+    load(proc, "t1")
+    os.remove(os.path.join(proc, "net", "dev"))
+    values, errors = sampler.take(2.0)
+    names = {name for name, value, unit in values}
+    assert len(errors) == 1 and "net/dev" in errors[0]
+    assert "net_throughput_sent" not in names
+    assert {"cpu_util_simple", "disk_iops", "memory_free"} <= names
+
+
+def test_nvml_through_ctypes_on_the_fake_library(monkeypatch):
+    monkeypatch.setenv("FAKE_NVML_GPU_COUNT", "8")
+    nvml = Nvml(FAKE_NVML)
+    try:
+        assert nvml.uuids == ["GPU-00000000-0000-0000-0000-%012d" % i for i in range(8)]
+        readings = nvml.read()
+        assert [(u, f) for _, u, f in readings] == [(10.0 + 20 * i, (i + 1) << 30)
+                                                   for i in range(8)]
+    finally:
+        nvml.close()
+    monkeypatch.setenv("FAKE_NVML_FAIL_INIT", "1")
+    with pytest.raises(NvmlError, match="nvmlInit_v2 failed"):
+        Nvml(FAKE_NVML)
+    monkeypatch.setenv("FAKE_NVML_FAIL_INIT", "0")
+    monkeypatch.setenv("FAKE_NVML_UUID_UNTERMINATED", "1")
+    with pytest.raises(NvmlError, match="no NUL-terminated UUID"):
+        Nvml(FAKE_NVML)
+    with pytest.raises(NvmlError, match="cannot load"):
+        Nvml("/nonexistent/libnvidia-ml.so.1")
+
+
+def test_profile_reports_the_host_and_its_gpus(metricsd, admin, trial, monkeypatch, caplog):
+    monkeypatch.setenv("FAKE_NVML_GPU_COUNT", "2")
+    token = metricsd.mint_token("reporter", trial)
+    with profile(trial_id=trial, server=metricsd.address, token=token, interval=0.2,
+                 agent_id="node-1", nvml_library=FAKE_NVML) as profiler:
+        time.sleep(1.5)
+    assert profiler.gpus == 2 and profiler.samples >= 5
+    series = {(s.name, s.gpu_uuid): s for s in admin.list_series(trial)}
+    expected = {(name, ""): unit for name, unit in HOST_SERIES.items()}
+    for i in range(2):
+        uuid = "GPU-00000000-0000-0000-0000-%012d" % i
+        expected[("gpu_util", uuid)] = "percent"
+        expected[("gpu_free_memory", uuid)] = "bytes"
+    assert {key: s.unit for key, s in series.items()} == expected
+    assert {s.agent_id for s in series.values()} == {"node-1"}
+    # Every sample kept: as many memory readings as samples taken.
+    assert series[("memory_free", "")].sample_count == profiler.samples
+    # Without NVML: one line saying so, and the host series.
+    with caplog.at_level(logging.INFO, logger="metrics_client"):
+        with profile(trial_id=trial, server=metricsd.address, token=token, interval=0.2,
+                     agent_id="node-2", nvml_library="/nonexistent/libnvidia-ml.so.1") as p:
+            time.sleep(0.5)
+    assert p.gpus == 0
+    assert caplog.text.count("no GPU metrics") == 1
+    assert {s.name for s in admin.list_series(trial) if s.agent_id == "node-2"} <= set(HOST_SERIES)
+
+
+def test_a_disabled_profiler_does_nothing(metricsd):
+    with profile(trial_id=1, server=metricsd.address, enabled=False) as p:
+        time.sleep(0.1)
+    assert p.samples == 0 and p.reporter is None
+
+
+def test_profile_through_a_given_reporter_leaves_it_open(metricsd, trial):
+    r = Reporter(metricsd.address, trial, token=metricsd.mint_token("reporter", trial))
+    with profile(reporter=r, interval=0.1, nvml_library=None):
+        time.sleep(0.35)
+    r.flush(timeout=30)
+    assert r.stats.acknowledged >= 3 * 7 - 5  # the first sample has no rates yet
+    r.close()
