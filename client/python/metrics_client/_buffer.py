@@ -33,19 +33,22 @@ def label_problem(value, max_length: int, allow_empty: bool) -> Optional[str]:
 
 class Instant:
     """The values of one record() call: one report."""
-    __slots__ = ("time_us", "keys", "values", "recorded_at")
+    __slots__ = ("time_us", "gpu", "names", "values", "recorded_at")
 
-    def __init__(self, time_us: int, keys: List[SeriesKey],
+    def __init__(self, time_us: int, gpu: str, names: List[str],
                  values: List[float], recorded_at: float):
         self.time_us = time_us
-        self.keys = keys
+        self.gpu = gpu  # "" for agent-wide values
+        self.names = names
         self.values = values
         self.recorded_at = recorded_at  # time.monotonic(), for batch age
 
 
 class PendingSamples:
     def __init__(self) -> None:
-        self.units: Dict[SeriesKey, str] = {}
+        # GPU UUID ("" for none) -> series name -> unit.
+        self.units: Dict[str, Dict[str, str]] = {}
+        self.series = 0  # distinct series in units
         self._instants: Deque[Instant] = collections.deque()
         self.size = 0  # samples (values) held
 
@@ -79,12 +82,13 @@ class PendingSamples:
             report.time.seconds, micros = divmod(instant.time_us, 1000000)
             report.time.nanos = micros * 1000
             indexes = []
-            for key in instant.keys:
+            gpu, units = instant.gpu, self.units[instant.gpu]
+            for name in instant.names:
+                key = (name, gpu)
                 number = numbers.get(key)
                 if number is None:
                     number = numbers[key] = len(numbers)
-                    batch.series.add(name=key[0], gpu_uuid=key[1],
-                                     unit=self.units[key])
+                    batch.series.add(name=name, gpu_uuid=gpu, unit=units[name])
                 indexes.append(number)
             report.series.extend(indexes)
             report.values.extend(instant.values)

@@ -86,18 +86,14 @@ class Profiler:
         return None
 
     def _run(self, sampler: HostSampler) -> None:
-        previous = time.monotonic()
-        next_at = previous + self.interval
+        previous = [time.monotonic()]
         failing = set()  # sources that failed last time, logged once
-        while not self._stop.wait(max(0.0, next_at - time.monotonic())):
-            # A fixed schedule: a slow sample does not shift the next ones.
-            next_at += self.interval
-            if next_at < time.monotonic():
-                next_at = time.monotonic() + self.interval
+
+        def sample():
             now = time.monotonic()
             stamp = time.time()
-            measurements, errors = sampler.take(now - previous)
-            previous = now
+            measurements, errors = sampler.take(now - previous[0])
+            previous[0] = now
             if self._nvml is not None:
                 try:
                     for uuid, utilization, free in self._nvml.read():
@@ -112,7 +108,18 @@ class Profiler:
             for line in errors:
                 if line.split(":", 1)[0] not in failing:
                     log.warning("metrics_client: sampling %s", line)
-            failing = {line.split(":", 1)[0] for line in errors}
+            failing.clear()
+            failing.update(line.split(":", 1)[0] for line in errors)
+
+        next_at = previous[0] + self.interval
+        while not self._stop.wait(max(0.0, next_at - time.monotonic())):
+            # A fixed schedule: a slow sample does not shift the next ones.
+            next_at += self.interval
+            if next_at < time.monotonic():
+                next_at = time.monotonic() + self.interval
+            sample()
+        # The end of the run is sampled too, so even a short one has a sample.
+        sample()
 
     def _record(self, values: dict, stamp: float, gpu: Optional[str]) -> bool:
         try:

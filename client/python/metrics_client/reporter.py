@@ -36,7 +36,7 @@ import grpc
 
 from . import _connection
 from ._buffer import (MAX_LABEL_LENGTH, MAX_UNIT_LENGTH, Instant, PendingSamples,
-                      SeriesKey, label_problem)
+                      label_problem)
 from ._proto import ingest_pb2, ingest_pb2_grpc
 from .errors import (BufferFullError, FlushTimeoutError, MetricsError,
                      PermanentError, ReporterClosedError)
@@ -50,6 +50,7 @@ _PERMANENT = frozenset([
     grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.PERMISSION_DENIED,
     grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.UNIMPLEMENTED,
 ])
+_JUST_FLOAT = {float}
 _UNREACHABLE_AFTER = 2.0  # seconds before a log line says the server is away
 
 Value = Union[float, int, Tuple[float, str]]
@@ -87,10 +88,16 @@ def _time_us(t) -> int:
         if t.tzinfo is None:
             raise ValueError("time: a datetime must carry a time zone")
         t = t.timestamp()
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+    try:
+        if isinstance(t, (bool, str, bytes)):
+            raise TypeError
+        seconds = float(t)  # numpy scalars too
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not math.isfinite(seconds):
         raise ValueError("time: must be seconds since the epoch or an aware "
                          "datetime, not %r" % (t,))
-    return int(round(t * 1e6))
+    return int(round(seconds * 1e6))
 
 
 class Reporter:
@@ -237,47 +244,25 @@ class Reporter:
         if os.getpid() != self._pid:
             self._forked("record")
             return
+        if not hasattr(values, "items"):
+            raise TypeError("values: must be a dict of series name to value, not %s"
+                            % type(values).__name__)
         time_us = _time_us(time)
         gpu_key = "" if gpu is None else gpu
         if gpu is not None:
             problem = label_problem(gpu, MAX_LABEL_LENGTH, False)
             if problem:
                 raise ValueError("gpu: " + problem)
-        units = self._pending.units
-        keys: List[SeriesKey] = []
-        numbers: List[float] = []
-        new: Dict[SeriesKey, str] = {}
-        isfinite = math.isfinite
-        for name, value in values.items():
-            key = (name, gpu_key)
-            unit = None
-            if type(value) is tuple:
-                if len(value) != 2:
-                    raise ValueError("values[%r]: a tuple must be (value, unit)" % (name,))
-                value, unit = value
-            try:
-                if isinstance(value, (bool, str, bytes)):
-                    raise TypeError
-                number = float(value)
-            except (TypeError, ValueError):
-                raise TypeError("values[%r]: %r is not a number" % (name, value)) from None
-            if not isfinite(number):
-                raise ValueError("values[%r]: %r is not a finite number" % (name, value))
-            known = units.get(key)
-            if known is None:
-                problem = label_problem(name, MAX_LABEL_LENGTH, False)
-                if problem:
-                    raise ValueError("values: series name %r %s" % (name, problem))
-                unit = "" if unit is None else unit
-                problem = label_problem(unit, MAX_UNIT_LENGTH, True)
-                if problem:
-                    raise ValueError("values[%r]: unit %s" % (name, problem))
-                new[key] = unit
-            elif unit is not None and unit != known:
-                raise ValueError("values[%r]: unit %r differs from the series' "
-                                 "unit %r" % (name, unit, known))
-            keys.append(key)
-            numbers.append(number)
+        known = self._pending.units.get(gpu_key)
+        numbers = list(values.values())
+        # The usual call: plain finite floats of series already known. Checked
+        # with C-level set and sum operations (a non-finite value makes the
+        # sum non-finite; an overflowing sum only takes the careful path).
+        if (known is not None and set(map(type, numbers)) == _JUST_FLOAT
+                and math.isfinite(sum(numbers)) and known.keys() >= values.keys()):
+            names, new = list(values), None
+        else:
+            names, numbers, new = self._check_values(values, gpu_key, known or {})
         n = len(numbers)
         if n == 0:
             return
@@ -290,14 +275,7 @@ class Reporter:
             if self._failure is not None:
                 raise self._failure
             if new:
-                for key in list(new):
-                    if key in units:  # another thread added it meanwhile
-                        del new[key]
-                if len(units) + len(new) > self._max_series:
-                    raise BufferFullError(
-                        "series %r: more than max_series (%d) distinct series"
-                        % (next(iter(new))[0], self._max_series))
-                units.update(new)
+                self._add_series(gpu_key, new)
             if self._held() + n > self._buffer_samples and not self._make_room(n):
                 self._counts["dropped"] += n
                 raise BufferFullError(
@@ -305,10 +283,61 @@ class Reporter:
                     "(buffer_samples %d); the values were dropped. Last error: %s"
                     % (self._held(), self._buffer_samples, self._last_error))
             was_empty = self._pending.size == 0
-            self._pending.push(Instant(time_us, keys, numbers, _monotonic()))
+            self._pending.push(Instant(time_us, gpu_key, names, numbers, _monotonic()))
             self._counts["recorded"] += n
             if was_empty or self._pending.size >= self._batch_size:
                 self._cond.notify_all()
+
+    @staticmethod
+    def _check_values(values: Mapping[str, Value], gpu: str,
+                      known: Dict[str, str]) -> Tuple[List[str], List[float], Dict[str, str]]:
+        """Each value checked and converted: the names, the numbers, and the
+        new series' units. Raises naming the first bad value."""
+        names: List[str] = []
+        numbers: List[float] = []
+        new: Dict[str, str] = {}
+        for name, value in values.items():
+            unit = None
+            if type(value) is tuple:
+                if len(value) != 2:
+                    raise ValueError("values[%r]: a tuple must be (value, unit)" % (name,))
+                value, unit = value
+            try:
+                if isinstance(value, (bool, str, bytes)):
+                    raise TypeError
+                number = float(value)
+            except (TypeError, ValueError):
+                raise TypeError("values[%r]: %r is not a number" % (name, value)) from None
+            if not math.isfinite(number):
+                raise ValueError("values[%r]: %r is not a finite number" % (name, value))
+            series_unit = known.get(name) if isinstance(name, str) else None
+            if series_unit is None:
+                problem = label_problem(name, MAX_LABEL_LENGTH, False)
+                if problem:
+                    raise ValueError("values: series name %r %s" % (name, problem))
+                unit = "" if unit is None else unit
+                problem = label_problem(unit, MAX_UNIT_LENGTH, True)
+                if problem:
+                    raise ValueError("values[%r]: unit %s" % (name, problem))
+                new[name] = unit
+            elif unit is not None and unit != series_unit:
+                raise ValueError("values[%r]: unit %r differs from the series' "
+                                 "unit %r" % (name, unit, series_unit))
+            names.append(name)
+            numbers.append(number)
+        return names, numbers, new
+
+    def _add_series(self, gpu: str, new: Dict[str, str]) -> None:
+        """Under the lock: adds new series of one GPU (or none), within
+        max_series."""
+        units = self._pending.units.setdefault(gpu, {})
+        for name in [name for name in new if name in units]:
+            del new[name]  # another thread added it meanwhile
+        if self._pending.series + len(new) > self._max_series:
+            raise BufferFullError("series %r: more than max_series (%d) distinct series"
+                                  % (next(iter(new)), self._max_series))
+        units.update(new)
+        self._pending.series += len(new)
 
     def _make_room(self, n: int) -> bool:
         """Under the lock: frees room for n values as the policy says; False

@@ -4,13 +4,11 @@ value is stored once. Restarts the PostgreSQL every test shares, so it runs
 alone (ctest's PythonClientPostgresRestartTest)."""
 import os
 import subprocess
-import threading
-import time
 
 import pytest
 
 from conftest import psql
-from test_reporter import _assert_each_instant_once, _record_steadily, reporter
+from test_reporter import stream_through
 
 
 def restart_postgres(db):
@@ -29,17 +27,4 @@ def restart_postgres(db):
 
 @pytest.mark.postgres_restart
 def test_exactly_once_across_a_postgres_restart(metricsd, trial):
-    r = reporter(metricsd, trial, batch_size=200, max_age=0.05)
-    stop = threading.Event()
-    thread, count = _record_steadily(r, stop)
-    try:
-        time.sleep(0.8)
-        restart_postgres(metricsd.db)
-        time.sleep(1.5)
-    finally:
-        stop.set()
-        thread.join()
-    r.flush(timeout=120)
-    stats = r.close()
-    assert stats.recorded == stats.acknowledged == 2 * count[0]
-    _assert_each_instant_once(metricsd, trial, count[0])
+    stream_through(metricsd, trial, lambda: restart_postgres(metricsd.db))

@@ -26,12 +26,18 @@ def load(proc, name):
     shutil.copytree(os.path.join(CLIENT_TESTDATA, name), proc)
 
 
-@pytest.mark.filterwarnings("ignore:shared, active, inactive memory")
-def test_host_sampler_reads_the_agents_fixtures_as_the_agent_does(tmp_path):
+def sampler_between_t0_and_t1(tmp_path):
+    """A sampler that read t0 first, with t1 in place for its next take."""
     proc = str(tmp_path / "proc")
     load(proc, "t0")
     sampler = HostSampler(proc)
     load(proc, "t1")
+    return sampler, proc
+
+
+@pytest.mark.filterwarnings("ignore:shared, active, inactive memory")
+def test_host_sampler_reads_the_agents_fixtures_as_the_agent_does(tmp_path):
+    sampler, _ = sampler_between_t0_and_t1(tmp_path)
     values, errors = sampler.take(2.0)
     assert errors == []
     v = {name: value for name, value, unit in values}
@@ -51,10 +57,7 @@ def test_host_sampler_reads_the_agents_fixtures_as_the_agent_does(tmp_path):
 
 @pytest.mark.filterwarnings("ignore:shared, active, inactive memory")
 def test_a_missing_source_is_named_and_the_rest_measured(tmp_path):
-    proc = str(tmp_path / "proc")
-    load(proc, "t0")
-    sampler = HostSampler(proc)
-    load(proc, "t1")
+    sampler, proc = sampler_between_t0_and_t1(tmp_path)
     os.remove(os.path.join(proc, "net", "dev"))
     values, errors = sampler.take(2.0)
     names = {name for name, value, unit in values}

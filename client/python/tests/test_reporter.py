@@ -10,7 +10,6 @@ import time
 import grpc
 import pytest
 
-from conftest import Metricsd
 from metrics_client import (BufferFullError, PermanentError, Reporter,
                             ReporterClosedError)
 
@@ -51,6 +50,10 @@ def test_bad_values_are_refused_whole_and_named(metricsd, trial):
     with reporter(metricsd, trial) as r:
         r.record({"memory_free": (1.0, "bytes")}, time=BASE)
         cases = [
+            # Series already known take a faster check; it must refuse alike.
+            ({"memory_free": float("inf")}, ValueError, "'memory_free'"),
+            ({"memory_free": True}, TypeError, "'memory_free'"),
+            ({"memory_free": 7}, None, None),  # an int is a number
             ({"ok": 1.0, "loss": float("nan")}, ValueError, "'loss'"),
             ({"ok": 1.0, "loss": "0.5"}, TypeError, "'loss'"),
             ({"ok": 1.0, "": 2.0}, ValueError, "must not be empty"),
@@ -59,34 +62,52 @@ def test_bad_values_are_refused_whole_and_named(metricsd, trial):
             ({"ok": 1.0, "caf\u00e9": 2.0}, ValueError, "printable ASCII"),
         ]
         for values, error, text in cases:
+            if error is None:
+                r.record(values, time=BASE + 2)
+                continue
             with pytest.raises(error, match=text):
                 r.record(values, time=BASE + 1)
         with pytest.raises(ValueError, match="time"):
             r.record({"ok": 1.0}, time="yesterday")
+        with pytest.raises(TypeError, match="values: must be a dict"):
+            r.record([("ok", 1.0)])
         with pytest.raises(ValueError, match="gpu"):
             r.record({"ok": 1.0}, gpu="")
         r.flush(timeout=30)
-        assert r.stats.recorded == 1
-    assert [(name, v) for a, t, g, name, v in metricsd.stored(trial)] == [("memory_free", 1.0)]
+        assert r.stats.recorded == 2
+    assert sorted((name, v) for a, t, g, name, v in metricsd.stored(trial)) == [
+        ("memory_free", 1.0), ("memory_free", 7.0)]
 
 
-def _record_steadily(r, stop, first=0):
-    """Records instants first, first+1, ... until `stop` is set; returns
-    how many (in a list, for the thread's caller)."""
+def stream_through(metricsd, trial, disturb):
+    """Records instants 0, 1, 2, ... steadily on another thread while
+    `disturb()` runs, then flushes and checks in SQL that every instant was
+    acknowledged and stored exactly once. Returns the final stats."""
+    r = reporter(metricsd, trial, batch_size=200, max_age=0.05)
+    stop = threading.Event()
     count = [0]
 
     def run():
-        i = first
         while not stop.is_set():
-            r.record({"step": float(i), "loss": 1.0}, time=BASE + i * 0.001)
-            i += 1
+            r.record({"step": float(count[0]), "loss": 1.0}, time=BASE + count[0] * 0.001)
             count[0] += 1
-            if i % 50 == 0:
+            if count[0] % 50 == 0:
                 time.sleep(0.01)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    return thread, count
+    try:
+        time.sleep(0.7)
+        disturb()
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        thread.join()
+    r.flush(timeout=120)
+    stats = r.close()
+    assert stats.recorded == stats.acknowledged == 2 * count[0]
+    _assert_each_instant_once(metricsd, trial, count[0])
+    return stats
 
 
 def _assert_each_instant_once(metricsd, trial, instants):
@@ -98,24 +119,15 @@ def _assert_each_instant_once(metricsd, trial, instants):
 
 
 def test_exactly_once_across_metricsd_kills(metricsd, trial):
-    r = reporter(metricsd, trial, batch_size=200, max_age=0.05)
-    stop = threading.Event()
-    thread, count = _record_steadily(r, stop)
-    try:
+    def kill_and_restart_three_times():
         for _ in range(3):
-            time.sleep(0.7)
             metricsd.kill()  # mid-stream: batches in flight are lost with it
             time.sleep(0.3)
             metricsd.start()
-        time.sleep(0.5)
-    finally:
-        stop.set()
-        thread.join()
-    r.flush(timeout=60)
-    stats = r.close()
-    assert stats.recorded == 2 * count[0] == stats.acknowledged
+            time.sleep(0.7)
+
+    stats = stream_through(metricsd, trial, kill_and_restart_three_times)
     assert stats.connections >= 4 and stats.resent > 0, stats
-    _assert_each_instant_once(metricsd, trial, count[0])
 
 
 def test_transient_outage_buffers_and_delivers(metricsd, trial):
@@ -184,7 +196,8 @@ def test_block_waits_then_refuses_and_counts(metricsd, trial):
     assert 0.25 <= time.monotonic() - start < 5
     assert r.stats.dropped == 2 and r.stats.buffered == 20
     metricsd.start()
-    r.record({"step": 21.0}, time=BASE + 21)  # room comes with the acknowledgements
+    r.flush(timeout=60)  # room comes with the acknowledgements
+    r.record({"step": 21.0}, time=BASE + 21)
     r.flush(timeout=60)
     assert r.close().acknowledged == 21
 
@@ -301,3 +314,23 @@ def test_a_stream_handed_between_cpp_and_python_loses_and_doubles_nothing(
     for name in ("s0", "s1"):
         assert sorted((t, v) for a, t, g, n, v in stored if n == name) == [
             (base_us + i * 1000, float(i)) for i in range(100)]
+
+
+def test_threads_recording_at_once_each_keep_every_value(metricsd, trial):
+    r = reporter(metricsd, trial, batch_size=300, max_age=0.05)
+
+    def run(k):
+        for i in range(500):
+            r.record({"t%d" % k: float(i)}, time=BASE + i * 0.001)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    r.flush(timeout=60)
+    assert r.close().acknowledged == 2000
+    stored = metricsd.stored(trial)
+    for k in range(4):
+        assert sorted(v for a, t, g, n, v in stored if n == "t%d" % k) == [
+            float(i) for i in range(500)]
