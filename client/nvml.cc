@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "client/nvml_abi.h"
@@ -12,7 +13,24 @@ namespace metrics::client {
 namespace {
 
 constexpr nvmlReturn_t kNvmlSuccess = 0;
+constexpr nvmlReturn_t kNvmlNotSupported = 3;
+constexpr nvmlReturn_t kNvmlFunctionNotFound = 13;
 constexpr unsigned int kUuidBufferSize = 96;
+
+// NVML's enums, as its header numbers them.
+constexpr int kTemperatureGpu = 0;
+constexpr int kClockSm = 1;
+constexpr int kClockMemory = 2;
+constexpr int kPcieTxBytes = 0;
+constexpr int kPcieRxBytes = 1;
+constexpr int kEccCorrected = 0;
+constexpr int kEccUncorrected = 1;
+constexpr int kEccVolatile = 0;
+
+using UintGetter = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);
+using UintByKind = nvmlReturn_t (*)(nvmlDevice_t, int, unsigned int*);
+using EccGetter = nvmlReturn_t (*)(nvmlDevice_t, int, int, unsigned long long*);
+using UllGetter = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
 
 }  // namespace
 
@@ -25,6 +43,15 @@ struct Nvml::Api {
   nvmlReturn_t (*device_uuid)(nvmlDevice_t, char*, unsigned int);
   nvmlReturn_t (*utilization)(nvmlDevice_t, nvmlUtilization_t*);
   nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t*);
+  // Optional: null when the library lacks them (an old driver); their
+  // signals are then unsupported on every GPU.
+  UintGetter power = nullptr;
+  UintGetter power_limit = nullptr;
+  UintByKind temperature = nullptr;
+  UintByKind clock = nullptr;
+  UintByKind pcie = nullptr;
+  EccGetter ecc = nullptr;
+  UllGetter throttle = nullptr;
 
   std::string Error(const char* call, nvmlReturn_t r) const {
     const char* text = error_string(r);
@@ -42,6 +69,94 @@ bool Bind(void* handle, const char* name, F*& f) {
 }
 
 }  // namespace
+
+namespace {
+
+template <typename F, typename... Args>
+nvmlReturn_t CallOptional(F* f, Args... args) {
+  return f == nullptr ? kNvmlFunctionNotFound : f(args...);
+}
+
+nvmlReturn_t ReadUint(UintGetter f, nvmlDevice_t d, double scale, double* out) {
+  unsigned int v = 0;
+  const nvmlReturn_t r = CallOptional(f, d, &v);
+  *out = v * scale;
+  return r;
+}
+
+nvmlReturn_t ReadByKind(UintByKind f, nvmlDevice_t d, int kind, double scale,
+                        double* out) {
+  unsigned int v = 0;
+  const nvmlReturn_t r = CallOptional(f, d, kind, &v);
+  *out = v * scale;
+  return r;
+}
+
+nvmlReturn_t ReadEcc(EccGetter f, nvmlDevice_t d, int type, double* out) {
+  unsigned long long v = 0;
+  const nvmlReturn_t r = CallOptional(f, d, type, kEccVolatile, &v);
+  *out = static_cast<double>(v);
+  return r;
+}
+
+}  // namespace
+
+// The optional signals: name, unit, the NVML call (for the notes) and how
+// to read it (answering NVML's return code). Indexes are the bits of
+// Nvml::unsupported_.
+struct Nvml::SignalTable {
+  struct Signal {
+    const char* name;
+    const char* unit;
+    const char* call;
+    nvmlReturn_t (*read)(const Api& api, nvmlDevice_t device, double* out);
+  };
+  static constexpr Signal kSignals[] = {
+      {"gpu_power", "watts", "nvmlDeviceGetPowerUsage",
+       [](const Api& a, nvmlDevice_t d, double* o) {
+         return ReadUint(a.power, d, 1e-3, o);  // milliwatts
+       }},
+      {"gpu_power_limit", "watts", "nvmlDeviceGetEnforcedPowerLimit",
+       [](const Api& a, nvmlDevice_t d, double* o) {
+         return ReadUint(a.power_limit, d, 1e-3, o);
+       }},
+      {"gpu_temperature", "celsius", "nvmlDeviceGetTemperature",
+       [](const Api& a, nvmlDevice_t d, double* o) {
+         return ReadByKind(a.temperature, d, kTemperatureGpu, 1, o);
+       }},
+      {"gpu_sm_clock", "hertz", "nvmlDeviceGetClockInfo",
+       [](const Api& a, nvmlDevice_t d, double* o) {
+         return ReadByKind(a.clock, d, kClockSm, 1e6, o);  // MHz
+       }},
+      {"gpu_memory_clock", "hertz", "nvmlDeviceGetClockInfo",
+       [](const Api& a, nvmlDevice_t d, double* o) {
+         return ReadByKind(a.clock, d, kClockMemory, 1e6, o);
+       }},
+      {"gpu_pcie_rx", "bytes/s", "nvmlDeviceGetPcieThroughput",
+       [](const Api& a, nvmlDevice_t d, double* o) {
+         return ReadByKind(a.pcie, d, kPcieRxBytes, 1024, o);  // KB/s
+       }},
+      {"gpu_pcie_tx", "bytes/s", "nvmlDeviceGetPcieThroughput",
+       [](const Api& a, nvmlDevice_t d, double* o) {
+         return ReadByKind(a.pcie, d, kPcieTxBytes, 1024, o);
+       }},
+      {"gpu_ecc_corrected", "errors", "nvmlDeviceGetTotalEccErrors",
+       [](const Api& a, nvmlDevice_t d, double* o) {
+         return ReadEcc(a.ecc, d, kEccCorrected, o);
+       }},
+      {"gpu_ecc_uncorrected", "errors", "nvmlDeviceGetTotalEccErrors",
+       [](const Api& a, nvmlDevice_t d, double* o) {
+         return ReadEcc(a.ecc, d, kEccUncorrected, o);
+       }},
+      {"gpu_throttle_reasons", "bitset", "nvmlDeviceGetCurrentClocksThrottleReasons",
+       [](const Api& a, nvmlDevice_t d, double* o) {
+         unsigned long long v = 0;
+         const nvmlReturn_t r = CallOptional(a.throttle, d, &v);
+         *o = static_cast<double>(v);
+         return r;
+       }},
+  };
+};
 
 absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Load(const std::string& library) {
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -70,6 +185,14 @@ absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Load(const std::string& library) {
           absl::StrCat(library, " has no ", name, " (not NVML?)"));
     }
   }
+  // Optional entry points; a missing one leaves its signals unsupported.
+  Bind(handle, "nvmlDeviceGetPowerUsage", api->power);
+  Bind(handle, "nvmlDeviceGetEnforcedPowerLimit", api->power_limit);
+  Bind(handle, "nvmlDeviceGetTemperature", api->temperature);
+  Bind(handle, "nvmlDeviceGetClockInfo", api->clock);
+  Bind(handle, "nvmlDeviceGetPcieThroughput", api->pcie);
+  Bind(handle, "nvmlDeviceGetTotalEccErrors", api->ecc);
+  Bind(handle, "nvmlDeviceGetCurrentClocksThrottleReasons", api->throttle);
   if (nvmlReturn_t r = api->init(); r != kNvmlSuccess) {
     const std::string error = api->Error("nvmlInit_v2", r);
     dlclose(handle);
@@ -102,6 +225,7 @@ absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Load(const std::string& library) {
     }
     nvml->devices_.push_back(device);
     nvml->uuids_.emplace_back(uuid, length);
+    nvml->unsupported_.push_back(0);
   }
   return nvml;
 }
@@ -131,13 +255,48 @@ absl::StatusOr<std::vector<GpuReading>> Nvml::Read() {
                       api_->Error(call, r));
       continue;
     }
-    readings.push_back({&uuids_[i], static_cast<double>(utilization.gpu),
-                        memory.free});
+    GpuReading& reading = readings.emplace_back();
+    reading.uuid = &uuids_[i];
+    reading.utilization_percent = utilization.gpu;
+    reading.free_memory_bytes = memory.free;
+    reading.values = {
+        {"gpu_memory_used", "bytes", static_cast<double>(memory.used)},
+        {"gpu_memory_total", "bytes", static_cast<double>(memory.total)},
+        {"gpu_memory_util", "percent", static_cast<double>(utilization.memory)}};
+    ReadSignals(i, reading);
   }
   if (readings.empty() && !errors.empty()) {
     return absl::UnavailableError(errors);
   }
   return readings;
+}
+
+void Nvml::ReadSignals(size_t device, GpuReading& reading) {
+  constexpr size_t kCount = std::size(SignalTable::kSignals);
+  static_assert(kCount <= 32, "one bit per signal in unsupported_");
+  for (size_t k = 0; k < kCount; ++k) {
+    if (unsupported_[device] & (uint32_t{1} << k)) continue;
+    const SignalTable::Signal& signal = SignalTable::kSignals[k];
+    double value = 0;
+    const nvmlReturn_t r = signal.read(*api_, devices_[device], &value);
+    if (r == kNvmlSuccess) {
+      reading.values.push_back({signal.name, signal.unit, value});
+    } else if (r == kNvmlNotSupported || r == kNvmlFunctionNotFound) {
+      // Asked once: a GPU does not start supporting a signal later.
+      unsupported_[device] |= uint32_t{1} << k;
+      notes_.push_back(absl::StrCat(uuids_[device], ": ", signal.name,
+                                    " is not supported (",
+                                    api_->Error(signal.call, r),
+                                    "); not reported"));
+    }
+    // Another error (the GPU busy, lost) leaves this sample without it.
+  }
+}
+
+std::vector<std::string> Nvml::TakeNotes() {
+  std::vector<std::string> notes;
+  notes.swap(notes_);
+  return notes;
 }
 
 }  // namespace metrics::client

@@ -1,4 +1,5 @@
-// GPU utilisation and free memory through NVIDIA's management library,
+// GPU readings (utilisation, memory, power, temperature, clocks, PCIe
+// throughput, ECC errors, throttling) through NVIDIA's management library,
 // loaded at run time with dlopen, so metrics-agent needs no CUDA at build
 // time and runs unchanged on hosts without NVIDIA GPUs (Load then fails and
 // the agent reports no GPU series).
@@ -13,13 +14,24 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace metrics::client {
+
+// One signal's value; name and unit are static strings.
+struct GpuValue {
+  absl::string_view name;  // e.g. "gpu_power"
+  absl::string_view unit;  // e.g. "watts"
+  double value = 0;
+};
 
 struct GpuReading {
   const std::string* uuid;  // owned by the Nvml object
   double utilization_percent = 0;
   uint64_t free_memory_bytes = 0;
+  // The other signals this GPU answered this time (docs/clients.md lists
+  // them with their NVML calls and units).
+  std::vector<GpuValue> values;
 };
 
 class Nvml {
@@ -38,17 +50,30 @@ class Nvml {
   const std::vector<std::string>& uuids() const { return uuids_; }
 
   // One reading per GPU; a GPU that fails to answer is left out (and
-  // named in the error when none answers).
+  // named in the error when none answers). A signal a GPU (or the library)
+  // does not support is left out from then on, and said once by
+  // TakeNotes.
   absl::StatusOr<std::vector<GpuReading>> Read();
+
+  // One line per signal found unsupported since the last call, e.g.
+  // "GPU-...: gpu_power is not supported (nvmlDeviceGetPowerUsage: Not
+  // Supported); not reported".
+  std::vector<std::string> TakeNotes();
 
  private:
   struct Api;
+  struct SignalTable;
   Nvml(void* handle, std::unique_ptr<Api> api);
+  void ReadSignals(size_t device, GpuReading& reading);
 
   void* handle_;
   std::unique_ptr<Api> api_;
   std::vector<void*> devices_;
   std::vector<std::string> uuids_;
+  // Per device, a bit per optional signal (kSignals in nvml.cc) found
+  // unsupported.
+  std::vector<uint32_t> unsupported_;
+  std::vector<std::string> notes_;
 };
 
 }  // namespace metrics::client

@@ -4,6 +4,9 @@
 #include "client/nvml.h"
 
 #include <cstdlib>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/testing/status_matchers.h"
@@ -28,6 +31,26 @@ TEST(NvmlTest, FakeLibraryGivesTwoKnownGpus) {
   EXPECT_EQ(gpus[0].free_memory_bytes, uint64_t{1} << 30);
   EXPECT_EQ(gpus[1].utilization_percent, 30);
   EXPECT_EQ(gpus[1].free_memory_bytes, uint64_t{2} << 30);
+  std::map<std::string, std::pair<std::string, double>> values;
+  for (const GpuValue& v : gpus[1].values) {
+    values[std::string(v.name)] = {std::string(v.unit), v.value};
+  }
+  using V = std::pair<std::string, double>;
+  EXPECT_THAT(values, testing::UnorderedElementsAre(
+      testing::Pair("gpu_memory_used", V{"bytes", double(uint64_t{14} << 30)}),
+      testing::Pair("gpu_memory_total", V{"bytes", double(uint64_t{16} << 30)}),
+      testing::Pair("gpu_memory_util", V{"percent", 5}),
+      testing::Pair("gpu_power", V{"watts", 110}),
+      testing::Pair("gpu_power_limit", V{"watts", 300}),
+      testing::Pair("gpu_temperature", V{"celsius", 41}),
+      testing::Pair("gpu_sm_clock", V{"hertz", 1.4e9}),
+      testing::Pair("gpu_memory_clock", V{"hertz", 2.6e9}),
+      testing::Pair("gpu_pcie_rx", V{"bytes/s", 1001 * 1024}),
+      testing::Pair("gpu_pcie_tx", V{"bytes/s", 500 * 1024}),
+      testing::Pair("gpu_ecc_corrected", V{"errors", 1}),
+      testing::Pair("gpu_ecc_uncorrected", V{"errors", 0}),
+      testing::Pair("gpu_throttle_reasons", V{"bitset", 4})));
+  EXPECT_THAT(nvml->TakeNotes(), testing::IsEmpty());
 }
 
 TEST(NvmlTest, MissingLibraryOrFailedInitIsAnErrorNotACrash) {

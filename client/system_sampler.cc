@@ -154,7 +154,13 @@ Sample SystemSampler::Take(std::chrono::steady_clock::time_point now) {
         sample.measurements.push_back(
             {"gpu_free_memory", static_cast<double>(g.free_memory_bytes),
              "bytes", *g.uuid});
+        for (const GpuValue& v : g.values) {
+          sample.measurements.push_back({v.name, v.value, v.unit, *g.uuid});
+        }
       }
+    }
+    for (std::string& note : options_.nvml->TakeNotes()) {
+      sample.errors.push_back(absl::UnimplementedError(note));
     }
   }
   return sample;

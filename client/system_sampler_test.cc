@@ -127,6 +127,33 @@ TEST(SystemSamplerTest, ReportsEachGpuOfTheFakeNvml) {
   EXPECT_EQ((v[{"gpu_util", gpu0}]), 10);
   EXPECT_EQ((v[{"gpu_util", gpu1}]), 30);
   EXPECT_EQ((v[{"gpu_free_memory", gpu1}]), double(uint64_t{2} << 30));
+  EXPECT_EQ((v[{"gpu_memory_used", gpu1}]), double(uint64_t{14} << 30));
+  EXPECT_EQ((v[{"gpu_power", gpu1}]), 110);
+  EXPECT_EQ((v[{"gpu_sm_clock", gpu0}]), 1.4e9);
+  // The host without CPU (no jiffies passed in the fixture), 15 per GPU.
+  EXPECT_EQ(v.size(), 6u + 2 * 15);
+}
+
+TEST(SystemSamplerTest, AnUnsupportedSignalIsSaidOnceAndLeftOut) {
+  FakeProc proc;
+  proc.Load("t0");
+  SamplerOptions options;
+  options.proc_root = proc.root();
+  setenv("FAKE_NVML_UNSUPPORTED", "nvmlDeviceGetPowerUsage", 1);
+  ASSERT_OK_AND_ASSIGN(options.nvml, Nvml::Load(FAKE_NVML_PATH));
+  const SteadyClock::time_point start = SteadyClock::now();
+  ASSERT_OK_AND_ASSIGN(auto sampler,
+                       SystemSampler::Create(std::move(options), start));
+  const Sample first = sampler->Take(start + std::chrono::seconds(1));
+  const Sample second = sampler->Take(start + std::chrono::seconds(2));
+  unsetenv("FAKE_NVML_UNSUPPORTED");
+  ASSERT_EQ(first.errors.size(), 2u);  // one per GPU, the first time only
+  EXPECT_THAT(std::string(first.errors[0].message()),
+              HasSubstr("gpu_power is not supported (nvmlDeviceGetPowerUsage"));
+  EXPECT_THAT(second.errors, IsEmpty());
+  auto v = Values(second);
+  EXPECT_EQ(v.count({"gpu_power", "GPU-00000000-0000-0000-0000-000000000000"}), 0u);
+  EXPECT_EQ((v[{"gpu_power_limit", "GPU-00000000-0000-0000-0000-000000000000"}]), 300);
 }
 
 }  // namespace

@@ -91,4 +91,32 @@ int nvmlDeviceGetMemoryInfo(void*, nvmlMemory_t* memory) {
   return Answer(memory, sizeof *memory);
 }
 
+int nvmlDeviceGetPowerUsage(void*, unsigned int* milliwatts) {
+  return Answer(milliwatts, sizeof *milliwatts);
+}
+
+int nvmlDeviceGetEnforcedPowerLimit(void*, unsigned int* milliwatts) {
+  return Answer(milliwatts, sizeof *milliwatts);
+}
+
+int nvmlDeviceGetTemperature(void*, int, unsigned int* celsius) {
+  return Answer(celsius, sizeof *celsius);
+}
+
+int nvmlDeviceGetClockInfo(void*, int, unsigned int* mhz) {
+  return Answer(mhz, sizeof *mhz);
+}
+
+int nvmlDeviceGetPcieThroughput(void*, int, unsigned int* kbps) {
+  return Answer(kbps, sizeof *kbps);
+}
+
+int nvmlDeviceGetTotalEccErrors(void*, int, int, unsigned long long* count) {
+  return Answer(count, sizeof *count);
+}
+
+int nvmlDeviceGetCurrentClocksThrottleReasons(void*, unsigned long long* reasons) {
+  return Answer(reasons, sizeof *reasons);
+}
+
 }  // extern "C"

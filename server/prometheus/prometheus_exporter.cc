@@ -15,6 +15,9 @@ PrometheusSeriesName TrialSeriesName(absl::string_view name,
   if (unit == "percent") return {absl::StrCat(base, "_ratio"), 0.01};
   if (unit == "bytes") return {absl::StrCat(base, "_bytes"), 1};
   if (unit == "bytes/s") return {absl::StrCat(base, "_bytes_per_second"), 1};
+  if (unit == "watts") return {absl::StrCat(base, "_watts"), 1};
+  if (unit == "celsius") return {absl::StrCat(base, "_celsius"), 1};
+  if (unit == "hertz") return {absl::StrCat(base, "_hertz"), 1};
   return {base, 1};
 }
 

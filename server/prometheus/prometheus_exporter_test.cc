@@ -273,6 +273,10 @@ TEST(TrialSeriesNameTest, UnitsBecomePrometheusSuffixes) {
   EXPECT_EQ(TrialSeriesName("disk_throughput_read", "bytes/s").name,
             "profiler_disk_throughput_read_bytes_per_second");
   EXPECT_EQ(TrialSeriesName("disk_iops", "operations/s").name, "profiler_disk_iops");
+  EXPECT_EQ(TrialSeriesName("gpu_power", "watts").name, "profiler_gpu_power_watts");
+  EXPECT_EQ(TrialSeriesName("gpu_temperature", "celsius").name,
+            "profiler_gpu_temperature_celsius");
+  EXPECT_EQ(TrialSeriesName("gpu_sm_clock", "hertz").name, "profiler_gpu_sm_clock_hertz");
   EXPECT_EQ(TrialSeriesName("9lives.x", "").name, "profiler__9lives_x");
 }
 

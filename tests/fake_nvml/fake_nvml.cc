@@ -2,9 +2,14 @@
 // client/nvml.cc uses, so tests and benchmarks exercise the agent's GPU
 // path on machines without GPUs. GPU i (from 0) has UUID
 // "GPU-00000000-0000-0000-0000-00000000000<i>", utilisation 10 + 20 i
-// percent and (i + 1) GiB free. FAKE_NVML_GPU_COUNT sets the number of GPUs
-// (default 2); FAKE_NVML_FAIL_INIT=1 makes nvmlInit_v2 fail;
-// FAKE_NVML_UUID_UNTERMINATED=1 fills the UUID buffer with no NUL.
+// percent (memory controller 5), 16 GiB of which (i + 1) GiB free, power
+// 100 + 10 i W of a 300 W limit, 40 + i degrees, SM clock 1400 MHz, memory
+// clock 2600 MHz, PCIe 1000 + i KB/s received and 500 sent, i corrected and
+// 0 uncorrected ECC errors, throttle reasons 4 i. FAKE_NVML_GPU_COUNT sets
+// the number of GPUs (default 2); FAKE_NVML_FAIL_INIT=1 makes nvmlInit_v2
+// fail; FAKE_NVML_UUID_UNTERMINATED=1 fills the UUID buffer with no NUL;
+// FAKE_NVML_UNSUPPORTED lists calls (comma-separated names) that answer
+// NVML_ERROR_NOT_SUPPORTED.
 //
 // Thread-safety: as NVML, callable from any thread (the state is constant).
 #include <cstdio>
@@ -31,7 +36,25 @@ unsigned int GpuCount() {
 
 constexpr int kSuccess = 0;
 constexpr int kInvalidArgument = 2;
+constexpr int kNotSupported = 3;
 constexpr int kUnknown = 999;
+
+bool Unsupported(const char* call) {
+  const char* list = std::getenv("FAKE_NVML_UNSUPPORTED");
+  if (list == nullptr) return false;
+  const size_t n = std::strlen(call);
+  for (const char* p = std::strstr(list, call); p != nullptr;
+       p = std::strstr(p + 1, call)) {
+    const bool starts = p == list || p[-1] == ',';
+    const bool ends = p[n] == '\0' || p[n] == ',';
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
+unsigned int Index(void* device) {
+  return static_cast<FakeDevice*>(device)->index;
+}
 
 }  // namespace
 
@@ -83,6 +106,56 @@ int nvmlDeviceGetMemoryInfo(void* device, nvmlMemory_t* m) {
   m->total = 16ULL << 30;
   m->free = (i + 1) << 30;
   m->used = m->total - m->free;
+  return kSuccess;
+}
+
+int nvmlDeviceGetPowerUsage(void* device, unsigned int* milliwatts) {
+  if (Unsupported("nvmlDeviceGetPowerUsage")) return kNotSupported;
+  *milliwatts = 100000 + 10000 * Index(device);
+  return kSuccess;
+}
+
+int nvmlDeviceGetEnforcedPowerLimit(void*, unsigned int* milliwatts) {
+  if (Unsupported("nvmlDeviceGetEnforcedPowerLimit")) return kNotSupported;
+  *milliwatts = 300000;
+  return kSuccess;
+}
+
+int nvmlDeviceGetTemperature(void* device, int sensor, unsigned int* celsius) {
+  if (Unsupported("nvmlDeviceGetTemperature")) return kNotSupported;
+  if (sensor != 0) return kInvalidArgument;
+  *celsius = 40 + Index(device);
+  return kSuccess;
+}
+
+int nvmlDeviceGetClockInfo(void*, int type, unsigned int* mhz) {
+  if (Unsupported("nvmlDeviceGetClockInfo")) return kNotSupported;
+  if (type != 1 && type != 2) return kInvalidArgument;
+  *mhz = type == 1 ? 1400 : 2600;
+  return kSuccess;
+}
+
+int nvmlDeviceGetPcieThroughput(void* device, int counter, unsigned int* kbps) {
+  if (Unsupported("nvmlDeviceGetPcieThroughput")) return kNotSupported;
+  if (counter != 0 && counter != 1) return kInvalidArgument;
+  *kbps = counter == 1 ? 1000 + Index(device) : 500;
+  return kSuccess;
+}
+
+int nvmlDeviceGetTotalEccErrors(void* device, int type, int counter,
+                                unsigned long long* count) {
+  if (Unsupported("nvmlDeviceGetTotalEccErrors")) return kNotSupported;
+  if ((type != 0 && type != 1) || counter != 0) return kInvalidArgument;
+  *count = type == 0 ? Index(device) : 0;
+  return kSuccess;
+}
+
+int nvmlDeviceGetCurrentClocksThrottleReasons(void* device,
+                                              unsigned long long* reasons) {
+  if (Unsupported("nvmlDeviceGetCurrentClocksThrottleReasons")) {
+    return kNotSupported;
+  }
+  *reasons = 4ULL * Index(device);
   return kSuccess;
 }
 

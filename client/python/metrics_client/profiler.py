@@ -96,12 +96,12 @@ class Profiler:
             previous[0] = now
             if self._nvml is not None:
                 try:
-                    for uuid, utilization, free in self._nvml.read():
-                        self._record({"gpu_util": (utilization, "percent"),
-                                      "gpu_free_memory": (float(free), "bytes")},
-                                     stamp, uuid)
+                    for uuid, values in self._nvml.read():
+                        self._record(values, stamp, uuid)
                 except NvmlError as e:
                     errors.append("nvml: %s" % e)
+                for note in self._nvml.take_notes():
+                    log.info("metrics_client: %s", note)
             self._record({name: (value, unit) for name, value, unit in measurements},
                          stamp, None)
             self.samples += 1

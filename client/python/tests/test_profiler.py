@@ -20,6 +20,15 @@ HOST_SERIES = {
     "net_throughput_sent": "bytes/s", "net_throughput_recv": "bytes/s",
 }
 
+GPU_SERIES = {
+    "gpu_util": "percent", "gpu_free_memory": "bytes", "gpu_memory_used": "bytes",
+    "gpu_memory_total": "bytes", "gpu_memory_util": "percent", "gpu_power": "watts",
+    "gpu_power_limit": "watts", "gpu_temperature": "celsius", "gpu_sm_clock": "hertz",
+    "gpu_memory_clock": "hertz", "gpu_pcie_rx": "bytes/s", "gpu_pcie_tx": "bytes/s",
+    "gpu_ecc_corrected": "errors", "gpu_ecc_uncorrected": "errors",
+    "gpu_throttle_reasons": "bitset",
+}
+
 
 def load(proc, name):
     shutil.rmtree(proc, ignore_errors=True)
@@ -72,10 +81,39 @@ def test_nvml_through_ctypes_on_the_fake_library(monkeypatch):
     try:
         assert nvml.uuids == ["GPU-00000000-0000-0000-0000-%012d" % i for i in range(8)]
         readings = nvml.read()
-        assert [(u, f) for _, u, f in readings] == [(10.0 + 20 * i, (i + 1) << 30)
-                                                   for i in range(8)]
+        assert [uuid for uuid, _ in readings] == nvml.uuids
+        for i, (_, values) in enumerate(readings):
+            assert values == {  # the same as metrics-agent's (NvmlTest)
+                "gpu_util": (10.0 + 20 * i, "percent"),
+                "gpu_free_memory": (float((i + 1) << 30), "bytes"),
+                "gpu_memory_used": (float((15 - i) << 30), "bytes"),
+                "gpu_memory_total": (float(16 << 30), "bytes"),
+                "gpu_memory_util": (5.0, "percent"),
+                "gpu_power": (pytest.approx(100.0 + 10 * i), "watts"),
+                "gpu_power_limit": (pytest.approx(300.0), "watts"),
+                "gpu_temperature": (40 + i, "celsius"),
+                "gpu_sm_clock": (1.4e9, "hertz"),
+                "gpu_memory_clock": (2.6e9, "hertz"),
+                "gpu_pcie_rx": ((1000 + i) * 1024, "bytes/s"),
+                "gpu_pcie_tx": (500 * 1024, "bytes/s"),
+                "gpu_ecc_corrected": (i, "errors"),
+                "gpu_ecc_uncorrected": (0, "errors"),
+                "gpu_throttle_reasons": (4 * i, "bitset"),
+            }
+        assert nvml.take_notes() == []
     finally:
         nvml.close()
+    monkeypatch.setenv("FAKE_NVML_UNSUPPORTED", "nvmlDeviceGetPowerUsage,nvmlDeviceGetTemperature")
+    nvml = Nvml(FAKE_NVML)
+    try:
+        first, second = nvml.read(), nvml.read()
+        notes = nvml.take_notes()
+        assert len(notes) == 16  # two signals of 8 GPUs, said once
+        assert "gpu_power is not supported (nvmlDeviceGetPowerUsage" in notes[0]
+        assert "gpu_power" not in second[0][1] and "gpu_power_limit" in second[0][1]
+    finally:
+        nvml.close()
+    monkeypatch.delenv("FAKE_NVML_UNSUPPORTED")
     monkeypatch.setenv("FAKE_NVML_FAIL_INIT", "1")
     with pytest.raises(NvmlError, match="nvmlInit_v2 failed"):
         Nvml(FAKE_NVML)
@@ -98,8 +136,7 @@ def test_profile_reports_the_host_and_its_gpus(metricsd, admin, trial, monkeypat
     expected = {(name, ""): unit for name, unit in HOST_SERIES.items()}
     for i in range(2):
         uuid = "GPU-00000000-0000-0000-0000-%012d" % i
-        expected[("gpu_util", uuid)] = "percent"
-        expected[("gpu_free_memory", uuid)] = "bytes"
+        expected.update({(name, uuid): unit for name, unit in GPU_SERIES.items()})
     assert {key: s.unit for key, s in series.items()} == expected
     assert {s.agent_id for s in series.values()} == {"node-1"}
     # Every sample kept: as many memory readings as samples taken.
