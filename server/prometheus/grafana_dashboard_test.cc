@@ -29,10 +29,16 @@ using ::google::protobuf::Value;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 
-// The design's system metrics, with the units the agent reports them in.
+// The system metrics the dashboard charts, with the units the agent reports
+// them in.
 const std::vector<std::pair<std::string, std::string>> kSystemMetrics = {
     {"gpu_util", "percent"},
     {"gpu_free_memory", "bytes"},
+    {"gpu_power", "watts"},
+    {"gpu_power_limit", "watts"},
+    {"gpu_temperature", "celsius"},
+    {"gpu_memory_used", "bytes"},
+    {"gpu_memory_total", "bytes"},
     {"cpu_util_simple", "percent"},
     {"memory_free", "bytes"},
     {"disk_iops", "operations/s"},
