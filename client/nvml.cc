@@ -68,10 +68,6 @@ bool Bind(void* handle, const char* name, F*& f) {
   return f != nullptr;
 }
 
-}  // namespace
-
-namespace {
-
 template <typename F, typename... Args>
 nvmlReturn_t CallOptional(F* f, Args... args) {
   return f == nullptr ? kNvmlFunctionNotFound : f(args...);

@@ -16,6 +16,7 @@ from google.protobuf import timestamp_pb2
 from . import _connection
 from ._proto import (query_pb2, query_pb2_grpc, tokens_pb2, tokens_pb2_grpc,
                      trials_pb2, trials_pb2_grpc)
+from ._times import to_micros
 from .errors import from_rpc_error
 
 _STATES = ("ACTIVE", "COMPLETED", "CANCELED", "ERROR")
@@ -33,14 +34,7 @@ def _datetime(ts: timestamp_pb2.Timestamp) -> Optional[datetime]:
 def _timestamp(what: str, t: TimeArg) -> Optional[timestamp_pb2.Timestamp]:
     if t is None:
         return None
-    if isinstance(t, datetime):
-        if t.tzinfo is None:
-            raise ValueError("%s: a datetime must carry a time zone" % what)
-        t = t.timestamp()
-    if isinstance(t, bool) or not isinstance(t, (int, float)):
-        raise ValueError("%s: must be seconds since the epoch or an aware "
-                         "datetime, not %r" % (what, t))
-    micros = int(round(t * 1e6))
+    micros = to_micros(what, t)
     return timestamp_pb2.Timestamp(seconds=micros // 1000000,
                                    nanos=(micros % 1000000) * 1000)
 

@@ -38,6 +38,7 @@ from . import _connection
 from ._buffer import (MAX_LABEL_LENGTH, MAX_UNIT_LENGTH, Instant, PendingSamples,
                       label_problem)
 from ._proto import ingest_pb2, ingest_pb2_grpc
+from ._times import to_micros
 from .errors import (BufferFullError, FlushTimeoutError, MetricsError,
                      PermanentError, ReporterClosedError)
 
@@ -82,22 +83,7 @@ class _Batch:
 
 
 def _time_us(t) -> int:
-    if t is None:
-        return time.time_ns() // 1000
-    if isinstance(t, datetime):
-        if t.tzinfo is None:
-            raise ValueError("time: a datetime must carry a time zone")
-        t = t.timestamp()
-    try:
-        if isinstance(t, (bool, str, bytes)):
-            raise TypeError
-        seconds = float(t)  # numpy scalars too
-    except (TypeError, ValueError):
-        seconds = math.nan
-    if not math.isfinite(seconds):
-        raise ValueError("time: must be seconds since the epoch or an aware "
-                         "datetime, not %r" % (t,))
-    return int(round(seconds * 1e6))
+    return time.time_ns() // 1000 if t is None else to_micros("time", t)
 
 
 class Reporter:

@@ -90,6 +90,11 @@ def test_query_buckets_keep_the_spike_and_fill_a_dataframe(metricsd, admin, tria
     assert (memory["count"] * memory["mean"]).sum() == pytest.approx(sum(range(600)))
     assert str(frame["time"].dtype) == "datetime64[ns, UTC]"
     assert frame["time"].min() <= pandas.Timestamp(BASE, unit="s", tz="UTC")
+    import datetime
+    with pytest.raises(ValueError, match="start: a datetime must carry a time zone"):
+        admin.query(trial, start=datetime.datetime(2026, 1, 1))
+    with pytest.raises(ValueError, match="end: must be seconds since the epoch"):
+        admin.query(trial, end="tomorrow")
     with pytest.raises(MetricsError) as e:
         admin.query(trial, max_points=-1)
     assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "max_points" in e.value.message
