@@ -70,6 +70,12 @@ absl::Status ValidateBatch(const MetricBatch& batch,
                    absl::StrCat("\"", batch.metric_group,
                                 "\" is not system, timing or misc"));
   }
+  if (batch.inventory.has_value()) {
+    if (batch.metric_group != kSystemGroup) {
+      return Invalid("batch.inventory", "only system batches carry one");
+    }
+    RETURN_IF_ERROR(ValidateInventory("batch.inventory", *batch.inventory));
+  }
   if (batch.series.empty()) return Invalid("batch.series", "must not be empty");
   if (batch.series.size() > limits.max_series_per_batch) {
     return Invalid("batch.series",

@@ -28,6 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/histogram.h"
+#include "storage/agent_inventory.h"
 #include "storage/rollup.h"
 
 namespace metrics::storage {
@@ -105,6 +106,9 @@ struct MetricBatch {
   std::string metric_group = std::string(kSystemGroup);
   // The move of legacy data: accepted for terminal trials too.
   bool backfill = false;
+  // The agent's hardware (system group only), stored with the batch: it
+  // replaces what the trial kept for the agent.
+  std::optional<AgentInventory> inventory;
 
   size_t ValueCount() const;
 };
@@ -364,6 +368,11 @@ class MetricStore {
   // trials that has one, by trial then agent. Unknown trials have none.
   virtual absl::StatusOr<std::vector<AgentActivity>> AgentActivityOfTrials(
       const std::vector<int32_t>& trial_ids, absl::Time deadline) = 0;
+
+  // The inventory each agent of the trial last sent, by agent id. Unknown
+  // trials have none.
+  virtual absl::StatusOr<std::vector<StoredInventory>> InventoriesOfTrial(
+      int32_t trial_id, absl::Time deadline) = 0;
 
   // --- Health.
 

@@ -73,6 +73,10 @@ class MetricStoreWrapper : public MetricStore {
       const std::vector<int32_t>& trial_ids, absl::Time deadline) override {
     return target_->AgentActivityOfTrials(trial_ids, deadline);
   }
+  absl::StatusOr<std::vector<StoredInventory>> InventoriesOfTrial(
+      int32_t trial_id, absl::Time deadline) override {
+    return target_->InventoriesOfTrial(trial_id, deadline);
+  }
   // Itself rather than the target's view, so that follow still passes
   // through the wrapper (wrappers are for tests, without a standby).
   ChartReads& Reads() override { return target_->Reads(); }

@@ -42,7 +42,58 @@ storage::MetricBatch BatchFromProto(v1::SystemMetricsBatch&& proto) {
     report.values.assign(r.values().begin(), r.values().end());
     batch.reports.push_back(std::move(report));
   }
+  if (proto.has_inventory()) {
+    batch.inventory = InventoryFromProto(std::move(*proto.mutable_inventory()));
+  }
   return batch;
+}
+
+storage::AgentInventory InventoryFromProto(v1::AgentInventory&& proto) {
+  storage::AgentInventory inventory;
+  inventory.host_name = std::move(*proto.mutable_host_name());
+  inventory.agent_version = std::move(*proto.mutable_agent_version());
+  inventory.cpu_model = std::move(*proto.mutable_cpu_model());
+  inventory.cpu_sockets = proto.cpu_sockets();
+  inventory.cpu_count = proto.cpu_count();
+  inventory.memory_total_bytes = proto.memory_total_bytes();
+  inventory.driver_version = std::move(*proto.mutable_driver_version());
+  inventory.cuda_version = std::move(*proto.mutable_cuda_version());
+  inventory.gpu_status = std::move(*proto.mutable_gpu_status());
+  for (v1::GpuInventory& g : *proto.mutable_gpus()) {
+    storage::GpuInventory gpu;
+    gpu.index = g.index();
+    gpu.uuid = std::move(*g.mutable_uuid());
+    gpu.name = std::move(*g.mutable_name());
+    gpu.memory_total_bytes = g.memory_total_bytes();
+    gpu.mig_mode = std::move(*g.mutable_mig_mode());
+    gpu.mig_devices.assign(g.mig_devices().begin(), g.mig_devices().end());
+    inventory.gpus.push_back(std::move(gpu));
+  }
+  return inventory;
+}
+
+void InventoryToProto(const storage::StoredInventory& stored,
+                      v1::AgentInventory* proto) {
+  const storage::AgentInventory& inventory = stored.inventory;
+  proto->set_host_name(inventory.host_name);
+  proto->set_agent_version(inventory.agent_version);
+  proto->set_cpu_model(inventory.cpu_model);
+  proto->set_cpu_sockets(inventory.cpu_sockets);
+  proto->set_cpu_count(inventory.cpu_count);
+  proto->set_memory_total_bytes(inventory.memory_total_bytes);
+  proto->set_driver_version(inventory.driver_version);
+  proto->set_cuda_version(inventory.cuda_version);
+  proto->set_gpu_status(inventory.gpu_status);
+  for (const storage::GpuInventory& gpu : inventory.gpus) {
+    v1::GpuInventory* g = proto->add_gpus();
+    g->set_index(gpu.index);
+    g->set_uuid(gpu.uuid);
+    g->set_name(gpu.name);
+    g->set_memory_total_bytes(gpu.memory_total_bytes);
+    g->set_mig_mode(gpu.mig_mode);
+    for (const std::string& m : gpu.mig_devices) g->add_mig_devices(m);
+  }
+  MicrosToProto(stored.received_at_us, proto->mutable_received_at());
 }
 
 void TrialToProto(const storage::Trial& trial, v1::Trial* proto) {

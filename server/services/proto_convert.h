@@ -22,6 +22,11 @@ storage::MetricBatch BatchFromProto(const v1::SystemMetricsBatch& proto);
 // The same, taking the strings out of `proto` instead of copying them.
 storage::MetricBatch BatchFromProto(v1::SystemMetricsBatch&& proto);
 
+// The inventory of a batch, and a stored one for GetTrial.
+storage::AgentInventory InventoryFromProto(v1::AgentInventory&& proto);
+void InventoryToProto(const storage::StoredInventory& stored,
+                      v1::AgentInventory* proto);
+
 void TrialToProto(const storage::Trial& trial, v1::Trial* proto);
 
 void SeriesToProto(const storage::SeriesInfo& series, v1::Series* proto);

@@ -1,5 +1,6 @@
 #include "server/services/trial_service.h"
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "common/proto_time.h"
+#include "common/status_macros.h"
 #include "server/services/proto_convert.h"
 #include "server/services/unary_call.h"
 
@@ -28,6 +30,34 @@ grpc::ServerUnaryReactor* RunTrialCall(grpc::CallbackServerContext* context,
         if (trial.ok()) TrialToProto(*trial, response);
         return trial.status();
       });
+}
+
+// Adds to `trial`'s agents the inventory each sent, and an agent of its own
+// for one that sent an inventory and no sample yet.
+absl::Status AddInventories(storage::MetricStore* store, v1::Trial* trial,
+                            absl::Time deadline) {
+  absl::StatusOr<std::vector<storage::StoredInventory>> inventories =
+      store->InventoriesOfTrial(trial->id(), deadline);
+  if (!inventories.ok()) return inventories.status();
+  if (inventories->empty()) return absl::OkStatus();
+  absl::flat_hash_map<std::string, v1::AgentActivity*> agents;
+  for (v1::AgentActivity& agent : *trial->mutable_agents()) {
+    agents[agent.agent_id()] = &agent;
+  }
+  for (const storage::StoredInventory& stored : *inventories) {
+    v1::AgentActivity*& agent = agents[stored.agent_id];
+    if (agent == nullptr) {
+      agent = trial->add_agents();
+      agent->set_agent_id(stored.agent_id);
+    }
+    InventoryToProto(stored, agent->mutable_inventory());
+  }
+  // Agents stay in agent id order, as without inventories.
+  std::sort(trial->mutable_agents()->begin(), trial->mutable_agents()->end(),
+            [](const v1::AgentActivity& a, const v1::AgentActivity& b) {
+              return a.agent_id() < b.agent_id();
+            });
+  return absl::OkStatus();
 }
 
 // Adds to each of `trials` its agents and when they last reported.
@@ -87,8 +117,9 @@ grpc::ServerUnaryReactor* TrialService::GetTrial(
                     store->GetTrial(id, deadline);
                 if (!trial.ok()) return trial.status();
                 TrialToProto(*trial, response);
-                return AddAgentActivity(store, {response}, stale_after,
-                                        deadline);
+                RETURN_IF_ERROR(AddAgentActivity(store, {response},
+                                                 stale_after, deadline));
+                return AddInventories(store, response, deadline);
               }));
 }
 

@@ -147,6 +147,11 @@ absl::StatusOr<std::vector<AgentActivity>> PgMetricStore::AgentActivityOfTrials(
   return reads_.AgentActivityOfTrials(trial_ids, deadline);
 }
 
+absl::StatusOr<std::vector<StoredInventory>> PgMetricStore::InventoriesOfTrial(
+    int32_t trial_id, absl::Time deadline) {
+  return reads_.InventoriesOfTrial(trial_id, deadline);
+}
+
 absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeriesOfEveryGroup(
     int32_t trial_id, absl::Time deadline) {
   return reads_.ListSeriesOfEveryGroup(trial_id, deadline);

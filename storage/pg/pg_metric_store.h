@@ -56,6 +56,8 @@ class PgMetricStore : public MetricStore {
       size_t limit, absl::Time deadline) override;
   absl::StatusOr<std::vector<AgentActivity>> AgentActivityOfTrials(
       const std::vector<int32_t>& trial_ids, absl::Time deadline) override;
+  absl::StatusOr<std::vector<StoredInventory>> InventoriesOfTrial(
+      int32_t trial_id, absl::Time deadline) override;
   absl::StatusOr<std::vector<SeriesInfo>> ListSeriesOfEveryGroup(
       int32_t trial_id, absl::Time deadline) override;
   absl::StatusOr<std::vector<Reading>> ReadReadings(

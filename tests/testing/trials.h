@@ -11,6 +11,8 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/metrics/v1/trials.pb.h"
 
 namespace metrics::test_util {
 
@@ -21,6 +23,10 @@ absl::Status CreateTrial(const std::shared_ptr<grpc::Channel>& channel,
 // UpdateTrial(id, COMPLETED) with a 30 s deadline; the call's status.
 absl::Status CompleteTrial(const std::shared_ptr<grpc::Channel>& channel,
                            int32_t id);
+
+// GetTrial(id) with a 30 s deadline: the trial with its agents.
+absl::StatusOr<v1::Trial> GetTrial(const std::shared_ptr<grpc::Channel>& channel,
+                                   int32_t id);
 
 }  // namespace metrics::test_util
 

@@ -62,9 +62,17 @@ struct Statements {
       "ON CONFLICT (trial_id, stream_id) DO UPDATE "
       "SET last_sequence = excluded.last_sequence, updated_at = now()"};
 
+  // The newest inventory of each agent replaces the one kept.
+  PreparedStatement write_inventories{
+      "write_inventories",
+      "INSERT INTO agent_inventories (trial_id, agent_id, inventory) "
+      "SELECT * FROM unnest($1::int[], $2::text[], $3::jsonb[]) "
+      "ON CONFLICT (trial_id, agent_id) DO UPDATE "
+      "SET inventory = excluded.inventory, received_at = now()"};
+
   std::vector<PreparedStatement> All() const {
     return {read_positions, read_trials, lock_keys, notify,
-            write_positions};
+            write_positions, write_inventories};
   }
 };
 
@@ -101,6 +109,7 @@ class GroupTransaction {
     WriteRawRows();
     WriteRollups();
     WritePositions();
+    WriteInventories();
     Notify();
     if (!series_.AddCounts()) return std::nullopt;
     return outcomes;
@@ -319,6 +328,28 @@ class GroupTransaction {
       sequences.push_back(sequence);
     }
     tx_.exec_prepared(Sql().write_positions.name, IntArray(trials), TextArray(streams), IntArray(sequences));
+  }
+
+  void WriteInventories() {
+    // One row per agent, the group's last (an upsert may not touch a row
+    // twice in one statement).
+    std::map<std::pair<int32_t, absl::string_view>, const AgentInventory*>
+        newest;
+    for (const Accepted& a : accepted_) {
+      if (a.batch->inventory.has_value()) {
+        newest[{a.batch->trial_id, a.batch->agent_id}] = &*a.batch->inventory;
+      }
+    }
+    if (newest.empty()) return;
+    std::vector<int64_t> trials;
+    std::vector<std::string> agents, documents;
+    for (const auto& [key, inventory] : newest) {
+      trials.push_back(key.first);
+      agents.emplace_back(key.second);
+      documents.push_back(InventoryToJson(*inventory));
+    }
+    tx_.exec_prepared(Sql().write_inventories.name, IntArray(trials),
+                      TextArray(agents), TextArray(documents));
   }
 
   pqxx::work& tx_;

@@ -98,6 +98,14 @@ struct Statements {
       RowsAfterSql("metric_group = $8 AND metric_group <> 'system' AND "
                    "agent_id = $2")};
 
+  // By the primary key (trial_id, agent_id).
+  PreparedStatement inventories{
+      "inventories",
+      absl::StrCat("SELECT agent_id, inventory::text, ",
+                   EpochMicrosSql("received_at"),
+                   " FROM agent_inventories WHERE trial_id = $1 "
+                   "ORDER BY agent_id")};
+
   static std::string RowsAfterSql(absl::string_view rows_of_agent) {
     return absl::StrCat(
         "SELECT ", EpochMicrosSql("end_time"), ", id, total_batches, "
@@ -111,7 +119,8 @@ struct Statements {
   std::vector<PreparedStatement> All() const {
     return {trial_exists,      trial_by_id,       list_trials,
             stream_start,      series_of_group,   series_of_every_group,
-            coarsest_rollups,  system_rows_after, other_rows_after};
+            coarsest_rollups,  system_rows_after, other_rows_after,
+            inventories};
   }
 };
 
@@ -390,6 +399,27 @@ absl::StatusOr<std::vector<AgentActivity>> PgReads::AgentActivityOfTrials(
           if (!rollup->empty()) agents.push_back(std::move(activity));
         }
         return agents;
+      });
+}
+
+absl::StatusOr<std::vector<StoredInventory>> PgReads::InventoriesOfTrial(
+    int32_t trial_id, absl::Time deadline) {
+  return Run<std::vector<StoredInventory>>(
+      absl::StrCat("reading the agent inventories of trial ", trial_id),
+      deadline,
+      [&](pqxx::transaction_base& tx)
+          -> absl::StatusOr<std::vector<StoredInventory>> {
+        std::vector<StoredInventory> inventories;
+        for (const auto& row :
+             tx.exec_prepared(Sql().inventories.name, trial_id)) {
+          absl::StatusOr<AgentInventory> inventory =
+              InventoryFromJson(row[1].as<std::string>());
+          if (!inventory.ok()) return inventory.status();
+          inventories.push_back({trial_id, row[0].as<std::string>(),
+                                 *std::move(inventory),
+                                 row[2].as<int64_t>()});
+        }
+        return inventories;
       });
 }
 

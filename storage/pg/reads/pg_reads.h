@@ -61,6 +61,8 @@ class PgReads : public ChartReads {
       size_t limit, absl::Time deadline);
   absl::StatusOr<std::vector<AgentActivity>> AgentActivityOfTrials(
       const std::vector<int32_t>& trial_ids, absl::Time deadline);
+  absl::StatusOr<std::vector<StoredInventory>> InventoriesOfTrial(
+      int32_t trial_id, absl::Time deadline);
   absl::StatusOr<std::vector<Reading>> ReadReadings(int32_t trial_id,
                                                     const SeriesInfo& series,
                                                     ReadingCursor after,
