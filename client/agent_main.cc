@@ -25,6 +25,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/host_inventory.h"
 #include "client/nvml.h"
 #include "client/reporter.h"
 #include "client/system_sampler.h"
@@ -124,11 +125,21 @@ int Run() {
 
   metrics::client::SamplerOptions sampler_options;
   sampler_options.proc_root = absl::GetFlag(FLAGS_proc_root);
+  std::string agent_id = absl::GetFlag(FLAGS_agent_id);
+  if (agent_id.empty()) agent_id = HostName();
+  metrics::v1::AgentInventory inventory = metrics::client::HostInventory(
+      sampler_options.proc_root, HostName(),
+      absl::StrCat("metrics-agent ", METRICS_VERSION));
   absl::StatusOr<std::unique_ptr<metrics::client::Nvml>> nvml =
       metrics::client::Nvml::Load(absl::GetFlag(FLAGS_nvml_library));
   if (nvml.ok()) {
+    (*nvml)->Describe(inventory);
     sampler_options.nvml = *std::move(nvml);
   } else {
+    // The page shows this sentence where the GPU charts would be.
+    inventory.set_gpu_status(
+        absl::StrCat("NVML not available: ", nvml.status().message())
+            .substr(0, 256));
     LogInfo("metrics-agent: no GPU metrics: NVML is not available (",
             nvml.status().message(), ")");
   }
@@ -143,8 +154,8 @@ int Run() {
   metrics::client::ReporterOptions options;
   options.server_address = absl::GetFlag(FLAGS_server);
   options.trial_id = trial_id;
-  options.agent_id = absl::GetFlag(FLAGS_agent_id);
-  if (options.agent_id.empty()) options.agent_id = HostName();
+  options.agent_id = agent_id;
+  options.inventory = std::move(inventory);
   options.buffer_samples = absl::GetFlag(FLAGS_buffer_samples);
   absl::StatusOr<std::string> token = Token();
   if (!token.ok()) {

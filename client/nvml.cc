@@ -14,8 +14,12 @@ namespace {
 
 constexpr nvmlReturn_t kNvmlSuccess = 0;
 constexpr nvmlReturn_t kNvmlNotSupported = 3;
+constexpr nvmlReturn_t kNvmlNotFound = 6;
 constexpr nvmlReturn_t kNvmlFunctionNotFound = 13;
 constexpr unsigned int kUuidBufferSize = 96;
+constexpr unsigned int kNameBufferSize = 96;
+constexpr unsigned int kVersionBufferSize = 80;
+constexpr unsigned int kMigEnabled = 1;
 
 // NVML's enums, as its header numbers them.
 constexpr int kTemperatureGpu = 0;
@@ -52,6 +56,13 @@ struct Nvml::Api {
   UintByKind pcie = nullptr;
   EccGetter ecc = nullptr;
   UllGetter throttle = nullptr;
+  // For the inventory and MIG.
+  nvmlReturn_t (*device_name)(nvmlDevice_t, char*, unsigned int) = nullptr;
+  nvmlReturn_t (*driver_version)(char*, unsigned int) = nullptr;
+  nvmlReturn_t (*cuda_version)(int*) = nullptr;
+  nvmlReturn_t (*mig_mode)(nvmlDevice_t, unsigned int*, unsigned int*) = nullptr;
+  UintGetter max_mig_devices = nullptr;
+  nvmlReturn_t (*mig_device)(nvmlDevice_t, unsigned int, nvmlDevice_t*) = nullptr;
 
   std::string Error(const char* call, nvmlReturn_t r) const {
     const char* text = error_string(r);
@@ -157,8 +168,13 @@ struct Nvml::SignalTable {
 absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Load(const std::string& library) {
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
+    const std::string error = dlerror();
+    // The usual case (no NVIDIA driver) in the words a user searches for.
+    if (error.find("No such file or directory") != std::string::npos) {
+      return absl::UnavailableError(absl::StrCat(library, " not found"));
+    }
     return absl::UnavailableError(
-        absl::StrCat("cannot load ", library, ": ", dlerror()));
+        absl::StrCat("cannot load ", library, ": ", error));
   }
   auto api = std::make_unique<Api>();
   for (auto [name, ok] : {
@@ -189,6 +205,14 @@ absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Load(const std::string& library) {
   Bind(handle, "nvmlDeviceGetPcieThroughput", api->pcie);
   Bind(handle, "nvmlDeviceGetTotalEccErrors", api->ecc);
   Bind(handle, "nvmlDeviceGetCurrentClocksThrottleReasons", api->throttle);
+  Bind(handle, "nvmlDeviceGetName", api->device_name);
+  Bind(handle, "nvmlSystemGetDriverVersion", api->driver_version);
+  if (!Bind(handle, "nvmlSystemGetCudaDriverVersion_v2", api->cuda_version)) {
+    Bind(handle, "nvmlSystemGetCudaDriverVersion", api->cuda_version);
+  }
+  Bind(handle, "nvmlDeviceGetMigMode", api->mig_mode);
+  Bind(handle, "nvmlDeviceGetMaxMigDeviceCount", api->max_mig_devices);
+  Bind(handle, "nvmlDeviceGetMigDeviceHandleByIndex", api->mig_device);
   if (nvmlReturn_t r = api->init(); r != kNvmlSuccess) {
     const std::string error = api->Error("nvmlInit_v2", r);
     dlclose(handle);
@@ -201,29 +225,106 @@ absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Load(const std::string& library) {
   }
   for (unsigned int i = 0; i < count; ++i) {
     nvmlDevice_t device = nullptr;
-    char uuid[kUuidBufferSize] = {};
     if (nvmlReturn_t r = nvml->api_->device_by_index(i, &device);
         r != kNvmlSuccess) {
       return absl::InternalError(absl::StrCat(
           "GPU ", i, ": ", nvml->api_->Error("nvmlDeviceGetHandleByIndex_v2", r)));
     }
-    if (nvmlReturn_t r = nvml->api_->device_uuid(device, uuid, sizeof uuid);
-        r != kNvmlSuccess) {
-      return absl::InternalError(absl::StrCat(
-          "GPU ", i, ": ", nvml->api_->Error("nvmlDeviceGetUUID", r)));
-    }
-    // NVML promises a NUL within the buffer; a library that breaks it must
-    // not make us read past it.
-    const size_t length = strnlen(uuid, sizeof uuid);
-    if (length == sizeof uuid) {
-      return absl::InternalError(absl::StrCat(
-          "GPU ", i, ": nvmlDeviceGetUUID answered no NUL-terminated UUID"));
+    absl::StatusOr<std::string> uuid = nvml->Uuid(device);
+    if (!uuid.ok()) {
+      return absl::InternalError(absl::StrCat("GPU ", i, ": ", uuid.status().message()));
     }
     nvml->devices_.push_back(device);
-    nvml->uuids_.emplace_back(uuid, length);
+    nvml->uuids_.push_back(*std::move(uuid));
     nvml->unsupported_.push_back(0);
+    nvml->FindMigDevices(nvml->devices_.size() - 1);
   }
   return nvml;
+}
+
+absl::StatusOr<std::string> Nvml::Uuid(nvmlDevice_t device) const {
+  char uuid[kUuidBufferSize] = {};
+  if (nvmlReturn_t r = api_->device_uuid(device, uuid, sizeof uuid);
+      r != kNvmlSuccess) {
+    return absl::InternalError(api_->Error("nvmlDeviceGetUUID", r));
+  }
+  // NVML promises a NUL within the buffer; a library that breaks it must
+  // not make us read past it.
+  const size_t length = strnlen(uuid, sizeof uuid);
+  if (length == sizeof uuid) {
+    return absl::InternalError("nvmlDeviceGetUUID answered no NUL-terminated UUID");
+  }
+  return std::string(uuid, length);
+}
+
+// A GPU's MIG mode, and its MIG devices when it is on. A GPU or library
+// without MIG has mode "".
+void Nvml::FindMigDevices(size_t gpu) {
+  unsigned int current = 0, pending = 0;
+  std::string& mode = mig_modes_.emplace_back();
+  if (CallOptional(api_->mig_mode, devices_[gpu], &current, &pending) !=
+      kNvmlSuccess) {
+    return;
+  }
+  mode = current == kMigEnabled ? "enabled" : "disabled";
+  unsigned int slots = 0;
+  if (current != kMigEnabled || api_->mig_device == nullptr ||
+      CallOptional(api_->max_mig_devices, devices_[gpu], &slots) !=
+          kNvmlSuccess) {
+    return;
+  }
+  for (unsigned int slot = 0; slot < slots; ++slot) {
+    nvmlDevice_t mig = nullptr;
+    const nvmlReturn_t r = api_->mig_device(devices_[gpu], slot, &mig);
+    if (r == kNvmlNotFound) continue;  // an empty slot
+    if (r != kNvmlSuccess) {
+      notes_.push_back(absl::StrCat(
+          uuids_[gpu], ": MIG device ", slot, " left out (",
+          api_->Error("nvmlDeviceGetMigDeviceHandleByIndex", r), ")"));
+      continue;
+    }
+    absl::StatusOr<std::string> uuid = Uuid(mig);
+    if (!uuid.ok()) {
+      notes_.push_back(absl::StrCat(uuids_[gpu], ": MIG device ", slot,
+                                    " left out (", uuid.status().message(),
+                                    ")"));
+      continue;
+    }
+    mig_devices_.push_back(mig);
+    mig_uuids_.push_back(*std::move(uuid));
+    mig_parents_.push_back(gpu);
+  }
+}
+
+void Nvml::Describe(v1::AgentInventory& inventory) const {
+  char text[kVersionBufferSize] = {};
+  if (CallOptional(api_->driver_version, text, kVersionBufferSize) ==
+      kNvmlSuccess) {
+    inventory.set_driver_version(std::string(text, strnlen(text, sizeof text)));
+  }
+  int cuda = 0;
+  if (CallOptional(api_->cuda_version, &cuda) == kNvmlSuccess && cuda > 0) {
+    // NVML's 1000 * major + 10 * minor.
+    inventory.set_cuda_version(absl::StrCat(cuda / 1000, ".", cuda % 1000 / 10));
+  }
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    v1::GpuInventory* gpu = inventory.add_gpus();
+    gpu->set_index(static_cast<int32_t>(i));
+    gpu->set_uuid(uuids_[i]);
+    char name[kNameBufferSize] = {};
+    if (CallOptional(api_->device_name, devices_[i], name, kNameBufferSize) ==
+        kNvmlSuccess) {
+      gpu->set_name(std::string(name, strnlen(name, sizeof name)));
+    }
+    nvmlMemory_t memory{};
+    if (api_->memory(devices_[i], &memory) == kNvmlSuccess) {
+      gpu->set_memory_total_bytes(static_cast<int64_t>(memory.total));
+    }
+    gpu->set_mig_mode(mig_modes_[i]);
+    for (size_t m = 0; m < mig_uuids_.size(); ++m) {
+      if (mig_parents_[m] == i) gpu->add_mig_devices(mig_uuids_[m]);
+    }
+  }
 }
 
 Nvml::Nvml(void* handle, std::unique_ptr<Api> api)
@@ -237,29 +338,50 @@ Nvml::~Nvml() {
 absl::StatusOr<std::vector<GpuReading>> Nvml::Read() {
   std::vector<GpuReading> readings;
   std::string errors;
+  const auto fail = [&](const std::string& uuid, const char* call,
+                        nvmlReturn_t r) {
+    absl::StrAppend(&errors, errors.empty() ? "" : "; ", uuid, ": ",
+                    api_->Error(call, r));
+  };
   for (size_t i = 0; i < devices_.size(); ++i) {
-    nvmlUtilization_t utilization{};
     nvmlMemory_t memory{};
-    nvmlReturn_t r = api_->utilization(devices_[i], &utilization);
-    const char* call = "nvmlDeviceGetUtilizationRates";
-    if (r == kNvmlSuccess) {
-      r = api_->memory(devices_[i], &memory);
-      call = "nvmlDeviceGetMemoryInfo";
+    nvmlUtilization_t utilization{};
+    if (nvmlReturn_t r = api_->memory(devices_[i], &memory); r != kNvmlSuccess) {
+      fail(uuids_[i], "nvmlDeviceGetMemoryInfo", r);
+      continue;
     }
-    if (r != kNvmlSuccess) {
-      absl::StrAppend(&errors, errors.empty() ? "" : "; ", uuids_[i], ": ",
-                      api_->Error(call, r));
+    // A GPU in MIG mode has no utilisation of its own (NOT_SUPPORTED).
+    const nvmlReturn_t u = api_->utilization(devices_[i], &utilization);
+    if (u != kNvmlSuccess && u != kNvmlNotSupported) {
+      fail(uuids_[i], "nvmlDeviceGetUtilizationRates", u);
       continue;
     }
     GpuReading& reading = readings.emplace_back();
     reading.uuid = &uuids_[i];
-    reading.utilization_percent = utilization.gpu;
     reading.free_memory_bytes = memory.free;
     reading.values = {
         {"gpu_memory_used", "bytes", static_cast<double>(memory.used)},
-        {"gpu_memory_total", "bytes", static_cast<double>(memory.total)},
-        {"gpu_memory_util", "percent", static_cast<double>(utilization.memory)}};
+        {"gpu_memory_total", "bytes", static_cast<double>(memory.total)}};
+    if (u == kNvmlSuccess) {
+      reading.utilization_percent = utilization.gpu;
+      reading.values.push_back({"gpu_memory_util", "percent",
+                                static_cast<double>(utilization.memory)});
+    }
     ReadSignals(i, reading);
+  }
+  for (size_t m = 0; m < mig_devices_.size(); ++m) {
+    nvmlMemory_t memory{};
+    if (nvmlReturn_t r = api_->memory(mig_devices_[m], &memory);
+        r != kNvmlSuccess) {
+      fail(mig_uuids_[m], "nvmlDeviceGetMemoryInfo", r);
+      continue;
+    }
+    GpuReading& reading = readings.emplace_back();
+    reading.uuid = &mig_uuids_[m];
+    reading.free_memory_bytes = memory.free;
+    reading.values = {
+        {"gpu_memory_used", "bytes", static_cast<double>(memory.used)},
+        {"gpu_memory_total", "bytes", static_cast<double>(memory.total)}};
   }
   if (readings.empty() && !errors.empty()) {
     return absl::UnavailableError(errors);

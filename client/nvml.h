@@ -1,5 +1,6 @@
 // GPU readings (utilisation, memory, power, temperature, clocks, PCIe
-// throughput, ECC errors, throttling) through NVIDIA's management library,
+// throughput, ECC errors, throttling; memory of each MIG device) and what
+// the GPUs are (models, driver, MIG mode) through NVIDIA's management library,
 // loaded at run time with dlopen, so metrics-agent needs no CUDA at build
 // time and runs unchanged on hosts without NVIDIA GPUs (Load then fails and
 // the agent reports no GPU series).
@@ -10,11 +11,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "client/nvml_abi.h"
+#include "proto/metrics/v1/ingest.pb.h"
 
 namespace metrics::client {
 
@@ -26,8 +30,9 @@ struct GpuValue {
 };
 
 struct GpuReading {
-  const std::string* uuid;  // owned by the Nvml object
-  double utilization_percent = 0;
+  const std::string* uuid;  // owned by the Nvml object; "MIG-..." for MIG
+  // Unset where NVML has none: a MIG device, a GPU in MIG mode.
+  std::optional<double> utilization_percent;
   uint64_t free_memory_bytes = 0;
   // The other signals this GPU answered this time (docs/clients.md lists
   // them with their NVML calls and units).
@@ -48,9 +53,18 @@ class Nvml {
 
   // The GPUs found at Load, by UUID ("GPU-...").
   const std::vector<std::string>& uuids() const { return uuids_; }
+  // The MIG devices found at Load (of GPUs in MIG mode), by UUID ("MIG-...").
+  // A MIG layout changed later is not seen until the agent restarts.
+  const std::vector<std::string>& mig_uuids() const { return mig_uuids_; }
 
-  // One reading per GPU; a GPU that fails to answer is left out (and
-  // named in the error when none answers). A signal a GPU (or the library)
+  // Adds the driver and CUDA versions and each GPU (index, UUID, model,
+  // memory, MIG mode and devices) to `inventory`; what NVML does not answer
+  // is left empty.
+  void Describe(v1::AgentInventory& inventory) const;
+
+  // One reading per GPU, then one per MIG device (memory only); a device
+  // that fails to answer is left out (and named in the error when none
+  // answers). A signal a GPU (or the library)
   // does not support is left out from then on, and said once by
   // TakeNotes.
   absl::StatusOr<std::vector<GpuReading>> Read();
@@ -65,11 +79,17 @@ class Nvml {
   struct SignalTable;
   Nvml(void* handle, std::unique_ptr<Api> api);
   void ReadSignals(size_t device, GpuReading& reading);
+  void FindMigDevices(size_t gpu);
+  absl::StatusOr<std::string> Uuid(nvmlDevice_t device) const;
 
   void* handle_;
   std::unique_ptr<Api> api_;
   std::vector<void*> devices_;
   std::vector<std::string> uuids_;
+  std::vector<std::string> mig_modes_;  // per GPU: "enabled", "disabled", ""
+  std::vector<void*> mig_devices_;
+  std::vector<std::string> mig_uuids_;
+  std::vector<size_t> mig_parents_;  // per MIG device: its GPU's place
   // Per device, a bit per optional signal (kSignals in nvml.cc) found
   // unsupported.
   std::vector<uint32_t> unsupported_;

@@ -56,6 +56,10 @@ TEST(NvmlTest, FakeLibraryGivesTwoKnownGpus) {
 TEST(NvmlTest, MissingLibraryOrFailedInitIsAnErrorNotACrash) {
   EXPECT_THAT(Nvml::Load("/nonexistent/libnvidia-ml.so.1"),
               StatusIs(absl::StatusCode::kUnavailable,
+                       "/nonexistent/libnvidia-ml.so.1 not found"));
+  // A file that is no library: dlopen's own words.
+  EXPECT_THAT(Nvml::Load(TESTDATA_DIR "/t0/meminfo"),
+              StatusIs(absl::StatusCode::kUnavailable,
                        HasSubstr("cannot load")));
   setenv("FAKE_NVML_FAIL_INIT", "1", 1);
   auto failed = Nvml::Load(FAKE_NVML_PATH);
@@ -73,6 +77,105 @@ TEST(NvmlTest, UuidWithNoNulIsAnError) {
   EXPECT_THAT(broken, StatusIs(absl::StatusCode::kInternal,
                                HasSubstr("GPU 0: nvmlDeviceGetUUID answered "
                                          "no NUL-terminated UUID")));
+}
+
+TEST(NvmlTest, DescribesDriverCudaAndEachGpu) {
+  ASSERT_OK_AND_ASSIGN(auto nvml, Nvml::Load(FAKE_NVML_PATH));
+  v1::AgentInventory inventory;
+  nvml->Describe(inventory);
+  EXPECT_EQ(inventory.driver_version(), "550.54.15");
+  EXPECT_EQ(inventory.cuda_version(), "12.4");
+  ASSERT_EQ(inventory.gpus_size(), 2);
+  EXPECT_EQ(inventory.gpus(1).index(), 1);
+  EXPECT_EQ(inventory.gpus(1).uuid(), "GPU-00000000-0000-0000-0000-000000000001");
+  EXPECT_EQ(inventory.gpus(1).name(), "Fake GPU 16GB");
+  EXPECT_EQ(inventory.gpus(1).memory_total_bytes(), int64_t{16} << 30);
+  EXPECT_EQ(inventory.gpus(1).mig_mode(), "disabled");
+  EXPECT_TRUE(inventory.gpus(1).mig_devices().empty());
+}
+
+TEST(NvmlTest, NoMigSupportLeavesTheModeEmpty) {
+  setenv("FAKE_NVML_UNSUPPORTED", "nvmlDeviceGetMigMode,nvmlDeviceGetName", 1);
+  auto nvml = Nvml::Load(FAKE_NVML_PATH);
+  ASSERT_OK(nvml.status());
+  v1::AgentInventory inventory;
+  (*nvml)->Describe(inventory);
+  unsetenv("FAKE_NVML_UNSUPPORTED");
+  ASSERT_EQ(inventory.gpus_size(), 2);
+  EXPECT_EQ(inventory.gpus(0).mig_mode(), "");
+  EXPECT_EQ(inventory.gpus(0).name(), "");
+  EXPECT_TRUE((*nvml)->mig_uuids().empty());
+}
+
+// A GPU in MIG mode has no utilisation of its own; each MIG device reports
+// its memory, keyed by its own UUID. Empty slots are skipped.
+TEST(NvmlTest, MigDevicesReportTheirMemory) {
+  setenv("FAKE_NVML_MIG", "1", 1);
+  auto loaded = Nvml::Load(FAKE_NVML_PATH);
+  unsetenv("FAKE_NVML_MIG");
+  ASSERT_OK(loaded.status());
+  Nvml& nvml = **loaded;
+  EXPECT_THAT(nvml.mig_uuids(),
+              ElementsAre("MIG-00000000-0000-0000-0000-000000010000",
+                          "MIG-00000000-0000-0000-0000-000000010002"));
+  v1::AgentInventory inventory;
+  nvml.Describe(inventory);
+  EXPECT_EQ(inventory.gpus(0).mig_mode(), "disabled");
+  EXPECT_EQ(inventory.gpus(1).mig_mode(), "enabled");
+  EXPECT_THAT(inventory.gpus(1).mig_devices(),
+              ElementsAre("MIG-00000000-0000-0000-0000-000000010000",
+                          "MIG-00000000-0000-0000-0000-000000010002"));
+
+  setenv("FAKE_NVML_MIG", "1", 1);
+  auto read = nvml.Read();
+  unsetenv("FAKE_NVML_MIG");
+  ASSERT_OK(read.status());
+  ASSERT_EQ(read->size(), 4u);
+  EXPECT_EQ((*read)[0].utilization_percent, 10);
+  // The MIG-mode GPU: memory and its other signals, no utilisation.
+  EXPECT_EQ(*(*read)[1].uuid, "GPU-00000000-0000-0000-0000-000000000001");
+  EXPECT_FALSE((*read)[1].utilization_percent.has_value());
+  std::vector<std::string> names;
+  for (const GpuValue& v : (*read)[1].values) names.emplace_back(v.name);
+  EXPECT_THAT(names, testing::Not(testing::Contains("gpu_memory_util")));
+  EXPECT_THAT(names, testing::Contains("gpu_power"));
+  const GpuReading& mig = (*read)[3];
+  EXPECT_EQ(*mig.uuid, "MIG-00000000-0000-0000-0000-000000010002");
+  EXPECT_FALSE(mig.utilization_percent.has_value());
+  EXPECT_EQ(mig.free_memory_bytes, uint64_t{5} << 30);
+  ASSERT_EQ(mig.values.size(), 2u);
+  EXPECT_EQ(mig.values[0].name, "gpu_memory_used");
+  EXPECT_EQ(mig.values[0].value, double(uint64_t{3} << 30));
+  EXPECT_EQ(mig.values[1].name, "gpu_memory_total");
+  EXPECT_EQ(mig.values[1].value, double(uint64_t{8} << 30));
+}
+
+// A GPU that falls off the bus mid-run is left out of each reading; the
+// others go on, and the reading fails only when none answers.
+TEST(NvmlTest, GpuLostMidRunIsLeftOut) {
+  setenv("FAKE_NVML_LOST_AFTER", "2", 1);
+  auto loaded = Nvml::Load(FAKE_NVML_PATH);
+  ASSERT_OK(loaded.status());
+  Nvml& nvml = **loaded;
+  for (int i = 0; i < 2; ++i) {
+    auto read = nvml.Read();
+    ASSERT_OK(read.status());
+    EXPECT_EQ(read->size(), 2u) << "reading " << i;
+  }
+  auto read = nvml.Read();
+  unsetenv("FAKE_NVML_LOST_AFTER");
+  ASSERT_OK(read.status());
+  ASSERT_EQ(read->size(), 1u);
+  EXPECT_EQ(*(*read)[0].uuid, "GPU-00000000-0000-0000-0000-000000000001");
+  setenv("FAKE_NVML_LOST_AFTER", "0", 1);
+  setenv("FAKE_NVML_GPU_COUNT", "1", 1);
+  auto alone = Nvml::Load(FAKE_NVML_PATH);
+  ASSERT_OK(alone.status());
+  EXPECT_THAT((*alone)->Read(),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("nvmlDeviceGetMemoryInfo failed")));
+  unsetenv("FAKE_NVML_LOST_AFTER");
+  unsetenv("FAKE_NVML_GPU_COUNT");
 }
 
 }  // namespace

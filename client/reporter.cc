@@ -209,6 +209,8 @@ class Reporter::Impl {
   std::vector<std::string> events_ ABSL_GUARDED_BY(mu_);
   // An event said the server is unreachable; the next stream says it is back.
   bool lost_ ABSL_GUARDED_BY(mu_) = false;
+  // The inventory went out with a batch (once per Reporter: resends carry it).
+  bool inventory_sent_ ABSL_GUARDED_BY(mu_) = false;
   ReporterStats stats_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex emit_mu_ ABSL_ACQUIRED_BEFORE(mu_);
@@ -327,6 +329,10 @@ std::shared_ptr<const Request> Reporter::Impl::NextWrite() {
     *batch = pending_.TakeBatch(options_.max_batch_samples, options_.agent_id);
     batch->set_sequence(next_sequence_++);
     batch->set_trial_id(options_.trial_id);
+    if (options_.inventory.has_value() && !inventory_sent_) {
+      *batch->mutable_inventory() = *options_.inventory;
+      inventory_sent_ = true;
+    }
     int64_t samples = 0;
     for (const auto& r : batch->reports()) samples += r.values_size();
     unacked_.push_back({batch->sequence(), samples, 1, request});

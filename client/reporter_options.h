@@ -12,10 +12,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "proto/metrics/v1/ingest.pb.h"
 
 namespace metrics::client {
 
@@ -48,6 +50,10 @@ struct ReporterOptions {
   // seems to use the stream id. Never resume a stream whose reporter still
   // runs: both would number batches alike and the server keeps one of each.
   bool resume_stream = false;
+  // What hardware the samples come from (client/host_inventory.h and
+  // Nvml::Describe build one), sent with the first batch of the stream; the
+  // trial keeps the newest per agent (GetTrial shows it). Optional.
+  std::optional<v1::AgentInventory> inventory;
   // Channel credentials; default insecure (TLS: grpc::SslCredentials(...)).
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   // The API token (metricsctl tokens create --role=reporter --trial=ID),

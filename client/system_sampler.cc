@@ -149,8 +149,10 @@ Sample SystemSampler::Take(std::chrono::steady_clock::time_point now) {
       sample.errors.push_back(gpus.status());
     } else {
       for (const GpuReading& g : *gpus) {
-        sample.measurements.push_back(
-            {"gpu_util", g.utilization_percent, "percent", *g.uuid});
+        if (g.utilization_percent.has_value()) {
+          sample.measurements.push_back(
+              {"gpu_util", *g.utilization_percent, "percent", *g.uuid});
+        }
         sample.measurements.push_back(
             {"gpu_free_memory", static_cast<double>(g.free_memory_bytes),
              "bytes", *g.uuid});

@@ -9,9 +9,17 @@
 // the number of GPUs (default 2); FAKE_NVML_FAIL_INIT=1 makes nvmlInit_v2
 // fail; FAKE_NVML_UUID_UNTERMINATED=1 fills the UUID buffer with no NUL;
 // FAKE_NVML_UNSUPPORTED lists calls (comma-separated names) that answer
-// NVML_ERROR_NOT_SUPPORTED.
+// NVML_ERROR_NOT_SUPPORTED. Every GPU is a "Fake GPU 16GB" with MIG
+// disabled, on driver 550.54.15 for CUDA 12.4. FAKE_NVML_MIG lists GPU
+// indexes (comma-separated) in MIG mode: such a GPU has no utilisation
+// (NOT_SUPPORTED, as NVML answers) and MIG devices in slots 0 and 2 of 7
+// ("MIG-00000000-0000-0000-0000-0000000<i>000<slot>", 8 GiB of which slot
+// + 1 GiB used). FAKE_NVML_LOST_AFTER=N makes GPU 0 answer
+// NVML_ERROR_GPU_IS_LOST to every reading after its first N memory readings.
 //
-// Thread-safety: as NVML, callable from any thread (the state is constant).
+// Thread-safety: as NVML, callable from any thread (the state is constant
+// but for an atomic count of readings).
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,10 +30,13 @@ namespace {
 
 struct FakeDevice {
   unsigned int index;
+  int mig_slot;  // -1 for a GPU
 };
 
 constexpr unsigned int kMaxGpus = 64;
+constexpr unsigned int kMigSlots = 7;
 FakeDevice devices[kMaxGpus];
+FakeDevice mig_devices[kMaxGpus][kMigSlots];
 
 unsigned int GpuCount() {
   const char* env = std::getenv("FAKE_NVML_GPU_COUNT");
@@ -37,6 +48,8 @@ unsigned int GpuCount() {
 constexpr int kSuccess = 0;
 constexpr int kInvalidArgument = 2;
 constexpr int kNotSupported = 3;
+constexpr int kNotFound = 6;
+constexpr int kGpuIsLost = 15;
 constexpr int kUnknown = 999;
 
 bool Unsupported(const char* call) {
@@ -54,6 +67,31 @@ bool Unsupported(const char* call) {
 
 unsigned int Index(void* device) {
   return static_cast<FakeDevice*>(device)->index;
+}
+
+int MigSlot(void* device) { return static_cast<FakeDevice*>(device)->mig_slot; }
+
+// Whether `list` (comma-separated numbers) holds `n`.
+bool Listed(const char* list, unsigned int n) {
+  if (list == nullptr) return false;
+  for (const char* p = list; *p != '\0';) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(p, &end, 10);
+    if (end == p) return false;
+    if (v == n) return true;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return false;
+}
+
+bool InMigMode(unsigned int gpu) { return Listed(std::getenv("FAKE_NVML_MIG"), gpu); }
+
+// GPU 0 lost after FAKE_NVML_LOST_AFTER memory readings of it.
+std::atomic<unsigned long> gpu0_memory_reads{0};
+bool Lost(void* device) {
+  const char* after = std::getenv("FAKE_NVML_LOST_AFTER");
+  return after != nullptr && Index(device) == 0 && MigSlot(device) < 0 &&
+         gpu0_memory_reads > std::strtoul(after, nullptr, 10);
 }
 
 }  // namespace
@@ -78,7 +116,7 @@ int nvmlDeviceGetCount_v2(unsigned int* count) {
 
 int nvmlDeviceGetHandleByIndex_v2(unsigned int index, void** device) {
   if (index >= GpuCount()) return kInvalidArgument;
-  devices[index].index = index;
+  devices[index] = {index, -1};
   *device = &devices[index];
   return kSuccess;
 }
@@ -90,12 +128,57 @@ int nvmlDeviceGetUUID(void* device, char* uuid, unsigned int length) {
     std::memset(uuid, 'F', length);
     return kSuccess;
   }
-  std::snprintf(uuid, length, "GPU-00000000-0000-0000-0000-%012u", i);
+  const int slot = MigSlot(device);
+  if (slot >= 0) {
+    std::snprintf(uuid, length, "MIG-00000000-0000-0000-0000-%08u%04d", i, slot);
+  } else {
+    std::snprintf(uuid, length, "GPU-00000000-0000-0000-0000-%012u", i);
+  }
+  return kSuccess;
+}
+
+int nvmlDeviceGetName(void*, char* name, unsigned int length) {
+  if (Unsupported("nvmlDeviceGetName")) return kNotSupported;
+  std::snprintf(name, length, "Fake GPU 16GB");
+  return kSuccess;
+}
+
+int nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  std::snprintf(version, length, "550.54.15");
+  return kSuccess;
+}
+
+int nvmlSystemGetCudaDriverVersion_v2(int* version) {
+  *version = 12040;
+  return kSuccess;
+}
+
+int nvmlDeviceGetMigMode(void* device, unsigned int* current,
+                         unsigned int* pending) {
+  if (Unsupported("nvmlDeviceGetMigMode")) return kNotSupported;
+  *current = *pending = InMigMode(Index(device)) ? 1 : 0;
+  return kSuccess;
+}
+
+int nvmlDeviceGetMaxMigDeviceCount(void* device, unsigned int* count) {
+  *count = InMigMode(Index(device)) ? kMigSlots : 0;
+  return kSuccess;
+}
+
+int nvmlDeviceGetMigDeviceHandleByIndex(void* device, unsigned int slot,
+                                        void** mig) {
+  const unsigned int i = Index(device);
+  if (!InMigMode(i) || slot >= kMigSlots) return kInvalidArgument;
+  if (slot != 0 && slot != 2) return kNotFound;
+  mig_devices[i][slot] = {i, static_cast<int>(slot)};
+  *mig = &mig_devices[i][slot];
   return kSuccess;
 }
 
 int nvmlDeviceGetUtilizationRates(void* device, nvmlUtilization_t* u) {
   const unsigned int i = static_cast<FakeDevice*>(device)->index;
+  if (Lost(device)) return kGpuIsLost;
+  if (MigSlot(device) >= 0 || InMigMode(i)) return kNotSupported;
   u->gpu = 10 + 20 * i;
   u->memory = 5;
   return kSuccess;
@@ -103,6 +186,14 @@ int nvmlDeviceGetUtilizationRates(void* device, nvmlUtilization_t* u) {
 
 int nvmlDeviceGetMemoryInfo(void* device, nvmlMemory_t* m) {
   const unsigned long long i = static_cast<FakeDevice*>(device)->index;
+  if (i == 0 && MigSlot(device) < 0) ++gpu0_memory_reads;
+  if (Lost(device)) return kGpuIsLost;
+  if (const int slot = MigSlot(device); slot >= 0) {
+    m->total = 8ULL << 30;
+    m->used = static_cast<unsigned long long>(slot + 1) << 30;
+    m->free = m->total - m->used;
+    return kSuccess;
+  }
   m->total = 16ULL << 30;
   m->free = (i + 1) << 30;
   m->used = m->total - m->free;

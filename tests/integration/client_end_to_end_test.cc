@@ -315,6 +315,23 @@ TEST_F(ClientEndToEndTest, AgentSamplesAppearInQuerySeriesAndStopCleanly) {
   ASSERT_TRUE(absl::SimpleAtoi(log.substr(from, at - from), &acknowledged)) << log;
   ASSERT_OK_AND_ASSIGN(int64_t stored, pgtest::CountRawValues(db_->url(), 4));
   EXPECT_EQ(stored, acknowledged);
+
+  // What hardware it ran on, as GetTrial tells.
+  ASSERT_OK_AND_ASSIGN(v1::Trial trial, GetTrial(Channel(), 4));
+  ASSERT_EQ(trial.agents_size(), 1);
+  const v1::AgentInventory& inventory = trial.agents(0).inventory();
+  EXPECT_EQ(inventory.agent_version(), "metrics-agent 1.0.0");
+  EXPECT_GT(inventory.cpu_count(), 0);
+  EXPECT_GT(inventory.memory_total_bytes(), 0);
+  EXPECT_FALSE(inventory.host_name().empty());
+  EXPECT_EQ(inventory.driver_version(), "550.54.15");
+  EXPECT_EQ(inventory.cuda_version(), "12.4");
+  EXPECT_EQ(inventory.gpu_status(), "");
+  ASSERT_EQ(inventory.gpus_size(), 2);
+  EXPECT_EQ(inventory.gpus(1).uuid(), gpu1);
+  EXPECT_EQ(inventory.gpus(1).name(), "Fake GPU 16GB");
+  EXPECT_EQ(inventory.gpus(1).memory_total_bytes(), int64_t{16} << 30);
+  EXPECT_TRUE(inventory.has_received_at());
 }
 
 TEST_F(ClientEndToEndTest, AgentWithoutNvmlSaysSoAndStopsWhenTheTrialEnds) {
@@ -336,6 +353,12 @@ TEST_F(ClientEndToEndTest, AgentWithoutNvmlSaysSoAndStopsWhenTheTrialEnds) {
   const std::vector<std::string> names = SeriesNames(target_, 5);
   EXPECT_THAT(names, Contains("cpu_util_simple/"));
   for (const std::string& n : names) EXPECT_THAT(n, Not(HasSubstr("gpu")));
+  // The trial says why there are no GPU series.
+  ASSERT_OK_AND_ASSIGN(v1::Trial trial, GetTrial(Channel(), 5));
+  ASSERT_EQ(trial.agents_size(), 1);
+  EXPECT_EQ(trial.agents(0).inventory().gpu_status(),
+            "NVML not available: /nonexistent/libnvidia-ml.so.1 not found");
+  EXPECT_EQ(trial.agents(0).inventory().gpus_size(), 0);
 }
 
 TEST_F(ClientEndToEndTest, AgentWithATokenFileReportsWhenAuthIsRequired) {
