@@ -24,7 +24,7 @@ const AGENT_COLOR = '#5a6275';
 const HEIGHT = 200;
 export const VALUE_AXIS_PX = 84;  // the y axis's width, left of the plot
 const TICK_SPACE_PX = 90;  // "21:57:49" and a gap: labels never overlap
-const KNOWN_UNITS = ['percent', 'bytes', 'bytes/s'];
+const KNOWN_UNITS = ['percent', 'bytes', 'bytes/s', 'watts', 'hertz', 'celsius'];
 const MANY_LINES = 3;  // beyond this, bands only for the highlighted line
 const DOT_RADIUS_PX = 2.5;  // the dot at an extreme that leaves its line
 const WHISKER_PX = 1.5;
@@ -48,6 +48,46 @@ export function valueRange(min, max, percent) {
   return [low, max + pad];
 }
 
+// A share family's lines: each `part` line as a percentage of its GPU's
+// `whole` line, bucket by bucket (where a bucket lacks the whole, its
+// largest value: a total does not change). Min, max and mean are divided by
+// the same whole, so the band and every extreme stay exact.
+export function shareLines(lines, share) {
+  const wholes = new Map(lines.filter((l) => l.series.name === share.whole)
+    .map((l) => [l.series.gpuUuid, l]));
+  const shared = [];
+  for (const line of lines.filter((l) => l.series.name === share.part)) {
+    const whole = wholes.get(line.series.gpuUuid);
+    if (!whole) continue;
+    let largest = 0;
+    for (const b of whole.buckets.values()) largest = Math.max(largest, b.max || 0);
+    const buckets = new Map();
+    for (const [t, b] of line.buckets) {
+      const w = whole.buckets.get(t);
+      const total = w && w.max > 0 ? w.max : largest;
+      if (!(total > 0)) continue;
+      const pct = (v) => (v === null ? null : (100 * v) / total);
+      buckets.set(t, { min: pct(b.min), max: pct(b.max), mean: pct(b.mean) });
+    }
+    shared.push({ series: { ...line.series, unit: 'percent' }, buckets });
+  }
+  return shared;
+}
+
+// The levels of a family's reference lines (power limits): each line's
+// largest value in the window, distinct, lowest first.
+function referenceLevels(lines) {
+  const levels = new Set();
+  for (const line of lines) {
+    let top = null;
+    for (const b of line.buckets.values()) {
+      if (b.max !== null) top = top === null ? b.max : Math.max(top, b.max);
+    }
+    if (top !== null) levels.add(top);
+  }
+  return [...levels].sort((a, b) => a - b);
+}
+
 export class FamilyChart {
   // `element` is emptied and filled; onZoom(startMs, endMs) on a drag;
   // `gpus` maps a GPU UUID to its index; onHighlight(gpuUuid or null) when
@@ -67,6 +107,7 @@ export class FamilyChart {
     this.rawExpired = false;  // the answer's raw points were removed by retention
     this.resolutionMs = null;
     this.unit = '';
+    this.references = [];  // levels of the reference lines (power limit)
     this.plot = null;
     element.classList.add('chart');
     element.dataset.family = family.id;
@@ -146,8 +187,19 @@ export class FamilyChart {
   }
 
   render() {
-    const lines = [...this.lines.values()]
-      .filter((l) => l.buckets.size > 0)
+    const family = this.family;
+    let source = [...this.lines.values()].filter((l) => l.buckets.size > 0);
+    if (family.reference) {
+      this.references = referenceLevels(source.filter((l) => l.series.name === family.reference));
+      source = source.filter((l) => l.series.name !== family.reference);
+    }
+    if (family.share) {
+      source = shareLines(source, family.share);
+      this.unit = 'percent';
+    }
+    this.element.dataset.references = this.references
+      .map((v) => formatValue(v, this.unit)).join(', ');
+    const lines = source
       .map((l) => ({ ...l, key: seriesKey(l.series), label: seriesLabel(this.family, l.series, this.gpus) }))
       .sort((a, b) => (this.gpuIndex(a.series) ?? -1) - (this.gpuIndex(b.series) ?? -1) ||
         a.label.text.localeCompare(b.label.text));
@@ -266,7 +318,10 @@ export class FamilyChart {
             return xs.length === 1 ? [xs[0] - 60, xs[0] + 60] : [min, max];
           },
         },
-        y: { range: (u, min, max) => valueRange(min, max, percent) },
+        // Reference levels stay in view.
+        y: { range: (u, min, max) => valueRange(
+          min === null ? min : Math.min(min, ...this.references),
+          max === null ? max : Math.max(max, ...this.references), percent) },
       },
       axes: [
         {
@@ -287,7 +342,7 @@ export class FamilyChart {
         sync: { key: this.syncKey },
       },
       hooks: {
-        draw: [(u) => this.drawExtremes(u)],
+        draw: [(u) => this.drawReferences(u), (u) => this.drawExtremes(u)],
         setSelect: [(u) => {
           const { left, width } = u.select;
           if (width > 4) {
@@ -307,6 +362,31 @@ export class FamilyChart {
       this.highlight = null;
       this.setHighlight(key);
     }
+  }
+
+  // A dashed level across the plot for each reference value, named at its
+  // right end ("limit 300 W").
+  drawReferences(u) {
+    if (!this.references.length) return;
+    const { ctx } = u;
+    const dpr = window.devicePixelRatio || 1;
+    const { left, width } = u.bbox;
+    ctx.save();
+    ctx.strokeStyle = ctx.fillStyle = AGENT_COLOR;
+    ctx.lineWidth = dpr;
+    ctx.setLineDash([6 * dpr, 4 * dpr]);
+    ctx.font = `${11 * dpr}px sans-serif`;
+    ctx.textAlign = 'right';
+    ctx.textBaseline = 'bottom';
+    for (const level of this.references) {
+      const y = Math.round(u.valToPos(level, 'y', true));
+      ctx.beginPath();
+      ctx.moveTo(left, y);
+      ctx.lineTo(left + width, y);
+      ctx.stroke();
+      ctx.fillText(`limit ${formatValue(level, this.unit)}`, left + width - 4 * dpr, y - 2 * dpr);
+    }
+    ctx.restore();
   }
 
   // Draws, over the lines, each extreme that leaves its line: a whisker

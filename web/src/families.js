@@ -1,10 +1,33 @@
 // The metric families the profiler view charts, one chart each, in page
 // order (the design's system metrics). A series whose name no family lists
-// (a client's own) gets a chart of its own after these.
+// (a client's own) gets a chart of its own after these. Families of a
+// `group` are shown together in a section that folds away (the GPU's
+// other NVML signals); a `share` family charts one series as a percentage
+// of another (memory used of total, per GPU); a `reference` series is drawn
+// as a dashed level (the power limit), not as a line.
+
+export const GROUPS = { gpu_more: 'More GPU signals' };
+
+const more = (id, title, name) => ({ id, title, names: [name], perGpu: true, group: 'gpu_more' });
 
 export const FAMILIES = [
   { id: 'gpu_util', title: 'GPU utilization', names: ['gpu_util'], perGpu: true },
   { id: 'gpu_free_memory', title: 'GPU free memory', names: ['gpu_free_memory'], perGpu: true },
+  { id: 'gpu_memory_used', title: 'GPU memory used (of total)',
+    names: ['gpu_memory_used', 'gpu_memory_total'], perGpu: true, group: 'gpu_more',
+    share: { part: 'gpu_memory_used', whole: 'gpu_memory_total' } },
+  { id: 'gpu_power', title: 'GPU power (dashed: power limit)',
+    names: ['gpu_power', 'gpu_power_limit'], perGpu: true, group: 'gpu_more',
+    reference: 'gpu_power_limit' },
+  more('gpu_temperature', 'GPU temperature', 'gpu_temperature'),
+  more('gpu_sm_clock', 'GPU SM clock', 'gpu_sm_clock'),
+  more('gpu_memory_clock', 'GPU memory clock', 'gpu_memory_clock'),
+  more('gpu_memory_util', 'GPU memory controller utilization', 'gpu_memory_util'),
+  more('gpu_pcie_rx', 'PCIe received', 'gpu_pcie_rx'),
+  more('gpu_pcie_tx', 'PCIe sent', 'gpu_pcie_tx'),
+  more('gpu_ecc_corrected', 'ECC errors, corrected', 'gpu_ecc_corrected'),
+  more('gpu_ecc_uncorrected', 'ECC errors, uncorrected', 'gpu_ecc_uncorrected'),
+  more('gpu_throttle_reasons', 'Clock-throttle reasons (bit set)', 'gpu_throttle_reasons'),
   { id: 'cpu', title: 'CPU utilization', names: ['cpu_util_simple'] },
   { id: 'memory', title: 'Free memory', names: ['memory_free'] },
   { id: 'disk_iops', title: 'Disk IOPS', names: ['disk_iops'] },
@@ -32,11 +55,13 @@ export function displayName(name) {
 }
 
 // The families to chart for `series` (ListSeries entries of one agent):
-// the known ones that have data, then one per unknown name.
+// the known ones that have data (a share or reference family needs its
+// charted series), then one per unknown name.
 export function familiesFor(series) {
   const names = new Set(series.map((s) => s.name));
   const known = new Set(FAMILIES.flatMap((f) => f.names));
-  const families = FAMILIES.filter((f) => f.names.some((n) => names.has(n)));
+  const families = FAMILIES.filter((f) => (f.share ? names.has(f.share.part)
+    : f.names.some((n) => n !== f.reference && names.has(n))));
   for (const name of [...names].filter((n) => !known.has(n)).sort()) {
     const perGpu = series.some((s) => s.name === name && s.gpuUuid);
     families.push({ id: `custom_${name}`, title: name, names: [name], perGpu });

@@ -3,6 +3,8 @@
 // functions; tested by test/format_test.js.
 
 const BINARY_PREFIXES = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+// Units with a symbol: its text and whether it takes SI prefixes (k, M, G).
+const SYMBOLS = { watts: ['W', true], hertz: ['Hz', true], celsius: ['°C', false] };
 
 // Three significant digits, without a trailing ".0".
 function significant(value) {
@@ -22,8 +24,17 @@ function bytes(value) {
   return `${significant(scaled)} ${BINARY_PREFIXES[i]}`;
 }
 
+function withSymbol(value, unit) {
+  const [symbol, prefixed] = SYMBOLS[unit];
+  const abs = Math.abs(value);
+  const [scale, prefix] = !prefixed ? [1, ''] : abs >= 1e9 ? [1e9, 'G'] : abs >= 1e6 ? [1e6, 'M']
+    : abs >= 1e3 ? [1e3, 'k'] : [1, ''];
+  return `${significant(value / scale)} ${prefix}${symbol}`;
+}
+
 export function formatValue(value, unit) {
   if (value === null || value === undefined || Number.isNaN(value)) return '–';
+  if (SYMBOLS[unit]) return withSymbol(value, unit);
   switch (unit) {
     case 'percent':
       return `${significant(value)}%`;
@@ -31,6 +42,8 @@ export function formatValue(value, unit) {
       return bytes(value);
     case 'bytes/s':
       return `${bytes(value)}/s`;
+    case 'bitset':  // a raw sample is the bits; a bucket's mean is not
+      return Number.isInteger(value) && value >= 0 ? `0x${value.toString(16)}` : significant(value);
     default:
       return unit ? `${significant(value)} ${unit}` : significant(value);
   }
@@ -76,9 +89,12 @@ export function formatTicks(values, unit, step) {
     return values.map((v) => fixed(v / scale, decimalsFor(step / scale)) + suffix);
   }
   if (unit === 'percent') return values.map((v) => `${fixed(v, decimalsFor(step))}%`);
-  const [scale, suffix] = step >= 1e9 ? [1e9, 'G'] : step >= 1e6 ? [1e6, 'M']
+  const [symbol, prefixed] = SYMBOLS[unit] || ['', true];
+  const [scale, suffix] = !prefixed ? [1, ''] : step >= 1e9 ? [1e9, 'G'] : step >= 1e6 ? [1e6, 'M']
     : step >= 1e3 ? [1e3, 'k'] : [1, ''];
-  return values.map((v) => (v === 0 ? '0' : fixed(v / scale, decimalsFor(step / scale)) + suffix));
+  const tail = symbol ? ` ${suffix}${symbol}` : suffix;
+  return values.map((v) => (v === 0 && !symbol ? '0'
+    : fixed(v / scale, decimalsFor(step / scale)) + tail));
 }
 
 // Tick steps for byte axes: powers of two of each binary prefix, so ticks
@@ -89,6 +105,36 @@ export function byteTickSteps() {
     for (let m = 1; m < 1024; m *= 2) steps.push(m * 1024 ** p);
   }
   return steps;
+}
+
+// One line on an agent's hardware, from its inventory (GetTrial's
+// AgentInventory): "8 × NVIDIA H100 80GB HBM3 (driver 550.54.15, CUDA
+// 12.4); 2 × Intel(R) Xeon(R) Platinum 8480+, 224 threads; 2 TiB". Empty
+// when it says nothing.
+export function formatHardware(inventory) {
+  if (!inventory) return '';
+  const parts = [];
+  const models = new Map();
+  for (const gpu of inventory.gpus || []) {
+    const name = gpu.name || 'GPU';
+    models.set(name, (models.get(name) || 0) + 1);
+  }
+  if (models.size) {
+    const versions = [inventory.driverVersion && `driver ${inventory.driverVersion}`,
+      inventory.cudaVersion && `CUDA ${inventory.cudaVersion}`].filter(Boolean);
+    const mig = (inventory.gpus || []).filter((g) => g.migMode === 'enabled').length;
+    if (mig) versions.push(`MIG on ${mig}`);
+    parts.push([...models].map(([name, n]) => `${n} × ${name}`).join(', ') +
+      (versions.length ? ` (${versions.join(', ')})` : ''));
+  }
+  if (inventory.cpuCount) {
+    const sockets = Number(inventory.cpuSockets) || 1;
+    parts.push(`${sockets} × ${inventory.cpuModel || 'CPU'}, ${inventory.cpuCount} threads`);
+  }
+  if (Number(inventory.memoryTotalBytes) > 0) {
+    parts.push(bytes(Number(inventory.memoryTotalBytes)));
+  }
+  return parts.join('; ');
 }
 
 // "raw points" for 0, else the bucket width: "10 s", "1 min", "6 h", "1 d";

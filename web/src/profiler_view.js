@@ -9,8 +9,8 @@
 
 import { followSeries, getTrial, listSeries, querySeries } from './api.js';
 import { FamilyChart, VALUE_AXIS_PX } from './chart.js';
-import { familiesFor, gpuIndexes } from './families.js';
-import { formatDuration, formatTime } from './format.js';
+import { GROUPS, familiesFor, gpuIndexes } from './families.js';
+import { formatDuration, formatHardware, formatTime } from './format.js';
 import { sentence, showError } from './messages.js';
 
 const RETRY_MS = 3000;
@@ -130,9 +130,12 @@ export class ProfilerView {
       link.textContent = 'Open in Grafana';
       controls.append(link);
     }
+    this.hardwareText = document.createElement('p');
+    this.hardwareText.id = 'hardware';
+    this.hardwareText.className = 'hardware';
     this.chartsElement = document.createElement('div');
     this.chartsElement.className = 'charts';
-    this.root.append(head, controls, this.chartsElement);
+    this.root.append(head, controls, this.hardwareText, this.chartsElement);
     this.showState();
     this.fillAgents();
   }
@@ -160,6 +163,7 @@ export class ProfilerView {
   // --stale-after: its host or job may be gone).
   showActivity() {
     const activity = this.activityOf(this.agent);
+    this.showHardware(activity && activity.inventory);
     if (!activity || !activity.lastSampleAt) {
       this.agentStatus.textContent = '';
       delete this.agentStatus.dataset.stale;
@@ -178,6 +182,50 @@ export class ProfilerView {
     // The header's window follows live data.
     const shownEnd = Number(this.windowText.dataset.endMs) || 0;
     if (this.span && !this.zoom && last + 1 > shownEnd) this.showWindow(this.span.startMs, last + 1);
+  }
+
+  // What the shown agent runs on, from the inventory it sent.
+  showHardware(inventory) {
+    const text = formatHardware(inventory);
+    this.hardwareText.textContent = text ? `Hardware: ${text}` : '';
+    this.hardwareText.title = inventory
+      ? [inventory.hostName, inventory.agentVersion].filter(Boolean).join(', ') : '';
+  }
+
+  // Why the shown agent has no GPU charts, when its inventory says: the
+  // sentence its agent sent ("NVML not available: libnvidia-ml.so.1 not
+  // found"), shown where the GPU charts would be.
+  noGpuNotice(agentSeries) {
+    const activity = this.activityOf(this.agent);
+    const inventory = activity && activity.inventory;
+    if (!inventory || agentSeries.some((s) => s.gpuUuid)) return null;
+    const why = inventory.gpuStatus || ((inventory.gpus || []).length ? '' : 'NVML found no GPUs');
+    if (!why) return null;
+    const p = document.createElement('p');
+    p.id = 'no-gpus';
+    p.className = 'status no-gpus';
+    p.textContent = `No GPU charts for ${this.agent}: ${sentence(why)}`;
+    return p;
+  }
+
+  // The folding section of a family group, open unless the user closed it
+  // (remembered in this browser).
+  groupSection(group) {
+    const details = document.createElement('details');
+    details.className = 'family-group';
+    details.dataset.group = group;
+    const key = `profiler.fold.${group}`;
+    details.open = window.localStorage.getItem(key) !== 'closed';
+    const summary = document.createElement('summary');
+    summary.textContent = GROUPS[group] || group;
+    const grid = document.createElement('div');
+    grid.className = 'group-charts';
+    details.append(summary, grid);
+    details.addEventListener('toggle', () => {
+      window.localStorage.setItem(key, details.open ? 'open' : 'closed');
+      if (details.open) this.charts.forEach((c) => c.resize());
+    });
+    return details;
   }
 
   // While the trial is ACTIVE, its agents' last sample times, every few
@@ -272,9 +320,20 @@ export class ProfilerView {
     this.span = span;
     this.showWindow(span.startMs, span.endMs);
     const families = familiesFor(shown);
+    const notice = this.noGpuNotice(agentSeries);
+    if (notice) this.chartsElement.append(notice);
+    const groups = new Map();
     for (const family of families) {
       const element = document.createElement('section');
-      this.chartsElement.append(element);
+      if (family.group) {
+        if (!groups.has(family.group)) {
+          groups.set(family.group, this.groupSection(family.group));
+          this.chartsElement.append(groups.get(family.group));
+        }
+        groups.get(family.group).querySelector('.group-charts').append(element);
+      } else {
+        this.chartsElement.append(element);
+      }
       this.charts.set(family.id, new FamilyChart(element, family, {
         onZoom: (startMs, endMs) => this.zoomTo(startMs, endMs),
         syncKey: `trial-${this.trialId}`,

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 
 import {
   byteTickSteps, formatDuration, formatRange, formatResolution, formatTicks, formatTime, formatTimeTicks,
-  formatValue,
+  formatHardware, formatValue,
 } from '../src/format.js';
 
 test('percent, bytes and bytes/s', () => {
@@ -65,4 +65,30 @@ test('one time format: a 24-hour clock, seconds when ticks are seconds apart, th
   assert.deepEqual(formatTimeTicks([m, m + 3600000, m + 7200000], 3600000),
     ['23:00\nNov 24', '00:00\nNov 25', '01:00']);
   assert.deepEqual(formatTimeTicks([m, m + 86400000], 86400000), ['Nov 24', 'Nov 25']);
+});
+
+test('watts, hertz, celsius and bit sets', () => {
+  assert.equal(formatValue(110, 'watts'), '110 W');
+  assert.equal(formatValue(1400e6, 'hertz'), '1.4 GHz');
+  assert.equal(formatValue(41, 'celsius'), '41 °C');
+  assert.equal(formatValue(4, 'bitset'), '0x4');
+  assert.equal(formatValue(2.5, 'bitset'), '2.5');
+  assert.deepEqual(formatTicks([100, 200], 'watts', 100), ['100 W', '200 W']);
+  assert.deepEqual(formatTicks([1.2e9, 1.4e9], 'hertz', 2e8), ['1200 MHz', '1400 MHz']);
+  assert.deepEqual(formatTicks([0, 50], 'celsius', 50), ['0 °C', '50 °C']);
+});
+
+test('hardware in one line', () => {
+  const gpu = (index, migMode = 'disabled') => ({ index, uuid: `GPU-${index}`,
+    name: 'NVIDIA H100 80GB HBM3', memoryTotalBytes: '85520809984', migMode });
+  assert.equal(formatHardware({
+    gpus: [...Array(8).keys()].map((i) => gpu(i)), driverVersion: '550.54.15', cudaVersion: '12.4',
+    cpuModel: 'Intel(R) Xeon(R) Platinum 8480+', cpuSockets: 2, cpuCount: 224,
+    memoryTotalBytes: String(2 * 1024 ** 4),
+  }), '8 × NVIDIA H100 80GB HBM3 (driver 550.54.15, CUDA 12.4); ' +
+    '2 × Intel(R) Xeon(R) Platinum 8480+, 224 threads; 2 TiB');
+  assert.equal(formatHardware({ gpus: [gpu(0, 'enabled')], cpuCount: 4 }),
+    '1 × NVIDIA H100 80GB HBM3 (MIG on 1); 1 × CPU, 4 threads');
+  assert.equal(formatHardware({ gpuStatus: 'NVML not available: x' }), '');
+  assert.equal(formatHardware(undefined), '');
 });

@@ -61,6 +61,32 @@ const EXTREMES_STEP_MS = 120000;
 const EXTREMES_INSTANTS = 7 * DAY_MS / EXTREMES_STEP_MS;
 const MIB = 2 ** 20;
 const GIB = 2 ** 30;
+// COMPLETED: a day of two 2-GPU agents' NVML signals at one a minute, with
+// an inventory each: gpu-node has NVML, cpu-node says why it has not. GPU 1's
+// memory is full for one sample (the spike of the memory-used share).
+const GPU_TRIAL = 46;
+const GPU_INSTANTS = DAY_MS / STEP_MS;
+const GPU_SPIKE = 700;
+const GPU_TOTAL = 80 * GIB;
+const NVML_GPUS = ['GPU-11111111-2222-3333-4444-555555555555', 'GPU-66666666-7777-8888-9999-000000000000'];
+const NVML_SERIES = [
+  ...NVML_GPUS.map((gpu) => ({ name: 'gpu_util', gpuUuid: gpu, unit: 'percent' })),
+  ...NVML_GPUS.map((gpu) => ({ name: 'gpu_memory_used', gpuUuid: gpu, unit: 'bytes' })),
+  ...NVML_GPUS.map((gpu) => ({ name: 'gpu_memory_total', gpuUuid: gpu, unit: 'bytes' })),
+  ...NVML_GPUS.map((gpu) => ({ name: 'gpu_power', gpuUuid: gpu, unit: 'watts' })),
+  ...NVML_GPUS.map((gpu) => ({ name: 'gpu_power_limit', gpuUuid: gpu, unit: 'watts' })),
+  ...NVML_GPUS.map((gpu) => ({ name: 'gpu_temperature', gpuUuid: gpu, unit: 'celsius' })),
+  ...NVML_GPUS.map((gpu) => ({ name: 'gpu_sm_clock', gpuUuid: gpu, unit: 'hertz' })),
+];
+const NVML_FAMILIES = ['gpu_util', 'gpu_memory_used', 'gpu_power', 'gpu_temperature', 'gpu_sm_clock'];
+const GPU_INVENTORY = {
+  hostName: 'gpu-node', agentVersion: 'metrics-agent 1.0.0',
+  cpuModel: 'Intel(R) Xeon(R) Platinum 8480+', cpuSockets: 2, cpuCount: 224,
+  memoryTotalBytes: String(2 * 1024 * GIB), driverVersion: '550.54.15', cudaVersion: '12.4',
+  gpus: NVML_GPUS.map((uuid, index) => ({ index, uuid, name: 'NVIDIA H100 80GB HBM3',
+    memoryTotalBytes: String(GPU_TOTAL), migMode: 'disabled' })),
+};
+const NO_NVML = 'NVML not available: libnvidia-ml.so.1 not found';
 
 // --- metricsd on its own database -----------------------------------------
 
@@ -274,6 +300,39 @@ async function hoverLegend(page, family, line, facts) {
     whole: await entry.locator('.u-value').evaluate((e) => e.scrollWidth <= e.clientWidth) };
 }
 
+function nvmlValuesAt(k) {
+  const wave = Math.sin(k / 90);
+  return [
+    ...NVML_GPUS.map((_, g) => 60 + 20 * wave + g),
+    ...NVML_GPUS.map((_, g) => (g === 1 && k === GPU_SPIKE ? GPU_TOTAL : (40 + 10 * wave + g) * GIB)),
+    ...NVML_GPUS.map(() => GPU_TOTAL),
+    ...NVML_GPUS.map((_, g) => 400 + 150 * wave + 10 * g),
+    ...NVML_GPUS.map(() => 700),
+    ...NVML_GPUS.map((_, g) => 55 + 10 * wave + g),
+    ...NVML_GPUS.map(() => 1.98e9),
+  ];
+}
+
+async function seedNvml(server, startMs) {
+  await server.call('POST', '/api/v1/trials', { id: GPU_TRIAL });
+  const indexes = NVML_SERIES.map((_, i) => i);
+  const reports = [];
+  for (let k = 0; k < GPU_INSTANTS; k++) {
+    reports.push({ time: new Date(startMs + k * STEP_MS).toISOString(), series: indexes,
+      values: nvmlValuesAt(k) });
+  }
+  await server.call('POST', `/api/v1/trials/${GPU_TRIAL}/metrics/system`,
+    { batch: { agentId: 'gpu-node', series: NVML_SERIES, reports, inventory: GPU_INVENTORY } });
+  await server.call('POST', `/api/v1/trials/${GPU_TRIAL}/metrics/system`, {
+    batch: { agentId: 'cpu-node', series: [SERIES[CPU_SERIES]],
+      reports: [0, 1, 2].map((k) => ({ time: new Date(startMs + k * STEP_MS).toISOString(),
+        series: [0], values: [20 + k] })),
+      inventory: { hostName: 'cpu-node', agentVersion: 'metrics-agent 1.0.0', cpuCount: 8,
+        gpuStatus: NO_NVML } },
+  });
+  await server.call('PATCH', `/api/v1/trials/${GPU_TRIAL}`, { state: 'COMPLETED' });
+}
+
 async function seed(server, startMs) {
   await server.call('POST', '/api/v1/trials', { id: DONE_TRIAL });
   await server.call('POST', '/api/v1/trials', { id: RUN_TRIAL });
@@ -287,6 +346,7 @@ async function seed(server, startMs) {
   const now = Math.floor(Date.now() / 1000) * 1000;
   await sendReports(server, FRESH_TRIAL, now - 29000, 30, 1000, (k) => valuesAt(k * 37));
   await seedExtremes(server, startMs);
+  await seedNvml(server, startMs);
   await server.call('POST', '/api/v1/trials', { id: STALE_TRIAL });
   for (const [agent, ageMs] of [['agent-gone', 3600000], ['agent-live', 0]]) {
     await server.call('POST', `/api/v1/trials/${STALE_TRIAL}/metrics/system`, {
@@ -394,7 +454,8 @@ describe('profiler page', { timeout: 180000 }, () => {
       /Trial 41\s+COMPLETED/);
     const ids = await page.locator('tr[data-trial-id]').evaluateAll(
       (rows) => rows.map((r) => Number(r.dataset.trialId)));
-    assert.deepEqual(ids, [EXTREMES_TRIAL, FRESH_TRIAL, STALE_TRIAL, RUN_TRIAL, DONE_TRIAL]);  // newest first
+    assert.deepEqual(ids, [GPU_TRIAL, EXTREMES_TRIAL, FRESH_TRIAL, STALE_TRIAL, RUN_TRIAL,
+      DONE_TRIAL]);  // newest first
     // How many of an ACTIVE trial's agents are stale, and the last sample.
     assert.match(await running.innerText(), /\b1 agent\s+[A-Z][a-z]{2} \d+, \d\d:\d\d:\d\d/);
     const stale = page.locator(`tr[data-trial-id="${STALE_TRIAL}"]`);
@@ -731,6 +792,78 @@ describe('profiler page', { timeout: 180000 }, () => {
     assert.ok(zoomed.matches >= 3, `zoomed: ${JSON.stringify(zoomed)}`);
     assert.ok(zoomed.yMin <= dip.value, `zoomed: ${JSON.stringify(zoomed)}`);
     await page.click('#reset-zoom');
+  });
+
+  it('charts the GPU\'s other signals in a folding group, with the hardware or why there are no GPUs', async () => {
+    await page.evaluate((id) => { location.hash = `#/trials/${id}`; }, GPU_TRIAL);
+    await page.waitForFunction((n) => window.profiler && window.profiler.trialId === n &&
+      window.profiler.charts.size > 0, GPU_TRIAL);
+    assert.equal(await page.locator('#agent').inputValue(), 'cpu-node');
+    // An agent without NVML: its own sentence where the GPU charts would be.
+    await page.locator('section[data-family="cpu"][data-state="ready"]').waitFor({ timeout: 15000 });
+    assert.equal(await page.locator('#no-gpus').innerText(),
+      `No GPU charts for cpu-node: ${NO_NVML}.`);
+    assert.equal(await page.locator('#hardware').innerText(), 'Hardware: 1 × CPU, 8 threads');
+
+    await page.selectOption('#agent', 'gpu-node');
+    for (const family of NVML_FAMILIES) {
+      await page.locator(`section[data-family="${family}"][data-state="ready"]`)
+        .waitFor({ timeout: 15000 });
+    }
+    assert.equal(await page.locator('#no-gpus').count(), 0);
+    assert.equal(await page.locator('#hardware').innerText(),
+      'Hardware: 2 × NVIDIA H100 80GB HBM3 (driver 550.54.15, CUDA 12.4); ' +
+      '2 × Intel(R) Xeon(R) Platinum 8480+, 224 threads; 2 TiB');
+    // GPU utilization first, the other signals folded together after it.
+    assert.deepEqual(await page.locator('.charts > section.chart').evaluateAll(
+      (s) => s.map((e) => e.dataset.family)), ['gpu_util']);
+    const group = page.locator('details.family-group[data-group="gpu_more"]');
+    assert.equal(await group.locator('summary').innerText(), 'More GPU signals');
+    assert.deepEqual(await group.locator('section.chart').evaluateAll(
+      (s) => s.map((e) => e.dataset.family)), NVML_FAMILIES.slice(1));
+    // The power limit is a dashed level, not a line; units in the legends.
+    const power = page.locator('section[data-family="gpu_power"]');
+    assert.equal(await power.getAttribute('data-references'), '700 W');
+    const powerFacts = await page.evaluate(() => {
+      const chart = window.profiler.charts.get('gpu_power');
+      return { lines: chart.shown.map((l) => l.series.name), yMax: chart.plot.scales.y.max };
+    });
+    assert.deepEqual(powerFacts.lines, ['gpu_power', 'gpu_power']);
+    assert.ok(powerFacts.yMax >= 700, `the limit is in view: ${powerFacts.yMax}`);
+    await power.screenshot({ path: path.join(artifactDir, 'profiler_page_power.png') });
+    const legends = await page.evaluate(() => ['gpu_power', 'gpu_temperature', 'gpu_sm_clock']
+      .map((id) => window.profiler.charts.get(id).plot.series[1].value(
+        window.profiler.charts.get(id).plot, window.profiler.charts.get(id).plot.data[1][0], 1, 0)));
+    assert.match(legends[0], / W\b/);
+    assert.match(legends[1], / °C\b/);
+    assert.match(legends[2], /^1\.98 GHz$/);
+    // Memory used as a share of total, exact: GPU 1's one full sample is its
+    // bucket's maximum, 100 %.
+    const share = await page.evaluate((spikeMs) => {
+      const chart = window.profiler.charts.get('gpu_memory_used');
+      const u = chart.plot;
+      const i = chart.shown.findIndex((l) => l.label.text === 'GPU 1');
+      const xs = u.data[0];
+      const width = Math.max(chart.resolutionMs, 1);
+      const j = xs.findIndex((x) => x * 1000 <= spikeMs && spikeMs < x * 1000 + width);
+      const means = u.data[1 + 3 * i].filter((v) => v !== null);
+      return { unit: chart.unit, max: u.data[2 + 3 * i][j], resolutionMs: chart.resolutionMs,
+        lowest: Math.min(...means), highest: Math.max(...means) };
+    }, runStartMs + GPU_SPIKE * STEP_MS);
+    assert.equal(share.unit, 'percent');
+    assert.ok(share.resolutionMs > STEP_MS, `buckets of many samples: ${share.resolutionMs}`);
+    assert.equal(share.max, 100);
+    // Means of 31 to 51 GiB of 80 GiB; the spike lifts its own bucket's mean only.
+    assert.ok(share.lowest >= (100 * 31) / 80 - 1e-9 && share.highest < share.max, JSON.stringify(share));
+    // Folding the group is remembered.
+    await group.locator('summary').click();
+    assert.equal(await group.evaluate((d) => d.open), false);
+    await page.reload();
+    await page.selectOption('#agent', 'gpu-node');
+    await page.locator('section[data-family="gpu_util"][data-state="ready"]').waitFor({ timeout: 15000 });
+    assert.equal(await page.locator('details.family-group').evaluate((d) => d.open), false);
+    await page.locator('details.family-group summary').click();
+    assert.equal(await page.locator('details.family-group').evaluate((d) => d.open), true);
   });
 
   it('charts a window whose raw rows retention removed from buckets, and says so', async () => {
