@@ -17,6 +17,8 @@ Example:
 
 Thread-safety: Reporter and Client are thread-safe; see each class.
 """
+__version__ = "1.0.0"
+
 from .client import Bucket, Client, Series, SeriesData, Token, Trial
 from .errors import (BufferFullError, FlushTimeoutError, MetricsError, PermanentError,
                      ReporterClosedError)

@@ -7,7 +7,9 @@ two samples; a counter that went down wrapped at 32 bits or was reset.
 Thread-compatible: one sampler thread takes samples.
 """
 import contextlib
+import os
 import re
+import socket
 import threading
 from typing import Dict, List, Optional, Tuple
 
@@ -132,3 +134,37 @@ class HostSampler:
         except (OSError, ValueError, AssertionError) as e:
             errors.append("memory: %s" % e)
         return out, errors
+
+
+def host_inventory(procfs_path: str, agent_version: str) -> Dict[str, object]:
+    """This host's part of the agent inventory (AgentInventory fields), as
+    metrics-agent reads it (client/host_inventory.cc): the CPU model and
+    packages from cpuinfo, logical CPUs, total memory, the host name. What
+    cannot be read is left out."""
+    inventory: Dict[str, object] = {"host_name": socket.gethostname(),
+                                    "agent_version": agent_version}
+    try:
+        with open(os.path.join(procfs_path, "cpuinfo")) as f:
+            model, packages, threads = "", set(), 0
+            for line in f:
+                key, _, value = line.partition(":")
+                key, value = key.strip(), value.strip()
+                if key == "processor":
+                    threads += 1
+                elif key in ("model name", "Model") and not model:
+                    model = value
+                elif key == "physical id":
+                    packages.add(value)
+        if threads:
+            inventory.update(cpu_model=model[:256], cpu_sockets=len(packages) or 1,
+                             cpu_count=threads)
+    except OSError:
+        pass
+    try:
+        with open(os.path.join(procfs_path, "meminfo")) as f:
+            for line in f:
+                if line.startswith("MemTotal:") and line.rstrip().endswith(" kB"):
+                    inventory["memory_total_bytes"] = int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return inventory

@@ -1,5 +1,6 @@
 """GPU readings (utilisation, memory, power, temperature, clocks, PCIe
-throughput, ECC errors, throttling) through NVIDIA's management library
+throughput, ECC errors, throttling; memory of each MIG device) and what the
+GPUs are (describe: model, driver, CUDA, MIG) through NVIDIA's management library
 (libnvidia-ml.so.1), loaded at run time with ctypes: no CUDA or NVIDIA
 Python package is needed, and a host without NVIDIA GPUs simply has none.
 The same calls, names and units as metrics-agent (client/nvml.cc); a signal
@@ -12,7 +13,9 @@ from typing import Dict, List, Tuple
 
 _SUCCESS = 0
 _NOT_SUPPORTED = 3
+_NOT_FOUND = 6
 _UUID_BUFFER = 96
+_TEXT_BUFFER = 96
 _uint, _ull = ctypes.c_uint, ctypes.c_ulonglong
 
 # The optional signals: name, unit, NVML call, its leading int arguments
@@ -52,6 +55,9 @@ class Nvml:
         try:
             self._lib = ctypes.CDLL(library)
         except OSError as e:
+            # The usual case (no NVIDIA driver) in the words a user searches for.
+            if "No such file" in str(e) or "cannot open shared object" in str(e):
+                raise NvmlError("%s not found" % library) from None
             raise NvmlError("cannot load %s: %s" % (library, e)) from None
         lib = self._lib
         for name in ("nvmlInit_v2", "nvmlShutdown", "nvmlErrorString",
@@ -73,6 +79,8 @@ class Nvml:
         self._check("nvmlInit_v2", lib.nvmlInit_v2())
         self._devices: List[ctypes.c_void_p] = []
         self.uuids: List[str] = []
+        self._mig_modes: List[str] = []  # per GPU: "enabled", "disabled", ""
+        self._mig_devices: List[Tuple[int, ctypes.c_void_p, str]] = []  # GPU, handle, UUID
         self._unsupported: List[set] = []
         self._notes: List[str] = []
         try:
@@ -82,21 +90,85 @@ class Nvml:
                 device = ctypes.c_void_p()
                 self._check("GPU %d: nvmlDeviceGetHandleByIndex_v2" % i,
                             lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(device)))
-                uuid = ctypes.create_string_buffer(_UUID_BUFFER + 1)
-                self._check("GPU %d: nvmlDeviceGetUUID" % i,
-                            lib.nvmlDeviceGetUUID(device, uuid, _UUID_BUFFER))
-                # NVML promises a NUL within the buffer; one that breaks it
-                # must not make us read past it.
-                raw = uuid.raw[:_UUID_BUFFER]
-                if b"\0" not in raw:
-                    raise NvmlError("GPU %d: nvmlDeviceGetUUID answered no "
-                                    "NUL-terminated UUID" % i)
+                self.uuids.append(self._uuid(device, "GPU %d: " % i))
                 self._devices.append(device)
                 self._unsupported.append(set())
-                self.uuids.append(raw.split(b"\0", 1)[0].decode("ascii", "replace"))
+                self._find_mig_devices(i)
         except NvmlError:
             lib.nvmlShutdown()
             raise
+
+    def _uuid(self, device, where: str) -> str:
+        uuid = ctypes.create_string_buffer(_UUID_BUFFER + 1)
+        self._check(where + "nvmlDeviceGetUUID",
+                    self._lib.nvmlDeviceGetUUID(device, uuid, _UUID_BUFFER))
+        # NVML promises a NUL within the buffer; one that breaks it must not
+        # make us read past it.
+        raw = uuid.raw[:_UUID_BUFFER]
+        if b"\0" not in raw:
+            raise NvmlError(where + "nvmlDeviceGetUUID answered no NUL-terminated UUID")
+        return raw.split(b"\0", 1)[0].decode("ascii", "replace")
+
+    def _optional(self, call: str, *args) -> bool:
+        """Calls an optional entry point; True when it answered."""
+        function = getattr(self._lib, call, None)
+        return function is not None and function(*args) == _SUCCESS
+
+    def _find_mig_devices(self, gpu: int) -> None:
+        """The GPU's MIG mode and, when on, its MIG devices (as at start)."""
+        device = self._devices[gpu]
+        current, pending, slots = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint()
+        if not self._optional("nvmlDeviceGetMigMode", device, ctypes.byref(current),
+                              ctypes.byref(pending)):
+            self._mig_modes.append("")
+            return
+        self._mig_modes.append("enabled" if current.value == 1 else "disabled")
+        get = getattr(self._lib, "nvmlDeviceGetMigDeviceHandleByIndex", None)
+        if current.value != 1 or get is None or not self._optional(
+                "nvmlDeviceGetMaxMigDeviceCount", device, ctypes.byref(slots)):
+            return
+        get.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.POINTER(ctypes.c_void_p)]
+        for slot in range(slots.value):
+            mig = ctypes.c_void_p()
+            result = get(device, slot, ctypes.byref(mig))
+            if result == _NOT_FOUND:
+                continue  # an empty slot
+            try:
+                self._check("nvmlDeviceGetMigDeviceHandleByIndex", result)
+                uuid = self._uuid(mig, "")
+            except NvmlError as e:
+                self._notes.append("%s: MIG device %d left out (%s)"
+                                   % (self.uuids[gpu], slot, e))
+                continue
+            self._mig_devices.append((gpu, mig, uuid))
+
+    @property
+    def mig_uuids(self) -> List[str]:
+        return [uuid for _, _, uuid in self._mig_devices]
+
+    def describe(self) -> Dict[str, object]:
+        """Driver and CUDA versions and each GPU, as AgentInventory fields."""
+        text = ctypes.create_string_buffer(_TEXT_BUFFER)
+        inventory: Dict[str, object] = {}
+        if self._optional("nvmlSystemGetDriverVersion", text, _TEXT_BUFFER):
+            inventory["driver_version"] = text.value.decode("ascii", "replace")
+        cuda = ctypes.c_int()
+        if (self._optional("nvmlSystemGetCudaDriverVersion_v2", ctypes.byref(cuda)) or
+                self._optional("nvmlSystemGetCudaDriverVersion", ctypes.byref(cuda))) \
+                and cuda.value > 0:
+            inventory["cuda_version"] = "%d.%d" % (cuda.value // 1000, cuda.value % 1000 // 10)
+        gpus = []
+        for i, (uuid, device) in enumerate(zip(self.uuids, self._devices)):
+            gpu = {"index": i, "uuid": uuid, "mig_mode": self._mig_modes[i],
+                   "mig_devices": [m for g, _, m in self._mig_devices if g == i]}
+            name, memory = ctypes.create_string_buffer(_TEXT_BUFFER), _Memory()
+            if self._optional("nvmlDeviceGetName", device, name, _TEXT_BUFFER):
+                gpu["name"] = name.value.decode("utf-8", "replace")
+            if self._lib.nvmlDeviceGetMemoryInfo(device, ctypes.byref(memory)) == _SUCCESS:
+                gpu["memory_total_bytes"] = memory.total
+            gpus.append(gpu)
+        inventory["gpus"] = gpus
+        return inventory
 
     def _check(self, call: str, result: int) -> None:
         if result != _SUCCESS:
@@ -115,20 +187,25 @@ class Nvml:
         utilization, memory = _Utilization(), _Memory()
         for i, (uuid, device) in enumerate(zip(self.uuids, self._devices)):
             try:
-                self._check("nvmlDeviceGetUtilizationRates",
-                            self._lib.nvmlDeviceGetUtilizationRates(device, ctypes.byref(utilization)))
                 self._check("nvmlDeviceGetMemoryInfo",
                             self._lib.nvmlDeviceGetMemoryInfo(device, ctypes.byref(memory)))
+                # A GPU in MIG mode has no utilisation of its own.
+                answered = self._lib.nvmlDeviceGetUtilizationRates(device, ctypes.byref(utilization))
+                if answered != _NOT_SUPPORTED:
+                    self._check("nvmlDeviceGetUtilizationRates", answered)
             except NvmlError as e:
                 errors.append("%s: %s" % (uuid, e))
                 continue
-            values = {
-                "gpu_util": (float(utilization.gpu), "percent"),
+            values = {}
+            if answered == _SUCCESS:
+                values["gpu_util"] = (float(utilization.gpu), "percent")
+            values.update({
                 "gpu_free_memory": (float(memory.free), "bytes"),
                 "gpu_memory_used": (float(memory.used), "bytes"),
                 "gpu_memory_total": (float(memory.total), "bytes"),
-                "gpu_memory_util": (float(utilization.memory), "percent"),
-            }
+            })
+            if answered == _SUCCESS:
+                values["gpu_memory_util"] = (float(utilization.memory), "percent")
             for name, unit, call, args, ctype, scale in _SIGNALS:
                 if name in self._unsupported[i]:
                     continue
@@ -144,6 +221,16 @@ class Nvml:
                         uuid, name, self._error(call, result) if result is not None
                         else call + ": not in the library"))
             readings.append((uuid, values))
+        for _, device, uuid in self._mig_devices:
+            result = self._lib.nvmlDeviceGetMemoryInfo(device, ctypes.byref(memory))
+            if result != _SUCCESS:
+                errors.append("%s: %s" % (uuid, self._error("nvmlDeviceGetMemoryInfo", result)))
+                continue
+            readings.append((uuid, {
+                "gpu_free_memory": (float(memory.free), "bytes"),
+                "gpu_memory_used": (float(memory.used), "bytes"),
+                "gpu_memory_total": (float(memory.total), "bytes"),
+            }))
         if not readings and errors:
             raise NvmlError("; ".join(errors))
         return readings

@@ -8,10 +8,10 @@ Thread-safety: thread-safe (one gRPC channel, shared).
 """
 import dataclasses
 from datetime import datetime, timedelta, timezone
-from typing import Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import grpc
-from google.protobuf import timestamp_pb2
+from google.protobuf import json_format, timestamp_pb2
 
 from . import _connection
 from ._proto import (query_pb2, query_pb2_grpc, tokens_pb2, tokens_pb2_grpc,
@@ -47,6 +47,9 @@ class Trial:
     updated_at: Optional[datetime]
     ended_at: Optional[datetime]
     agents: List[Tuple[str, Optional[datetime], bool]]  # (agent, last sample, stale)
+    # get_trial() only: agent -> the hardware it last sent, as AgentInventory's
+    # fields ({"cpu_count": 64, "gpus": [{"name": ..., ...}], ...}).
+    inventories: Dict[str, Dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +96,10 @@ class SeriesData:
 def _trial(t: trials_pb2.Trial) -> Trial:
     return Trial(t.id, trials_pb2.Trial.State.Name(t.state), _datetime(t.created_at),
                  _datetime(t.updated_at), _datetime(t.ended_at),
-                 [(a.agent_id, _datetime(a.last_sample_at), a.stale) for a in t.agents])
+                 [(a.agent_id, _datetime(a.last_sample_at), a.stale) for a in t.agents],
+                 {a.agent_id: json_format.MessageToDict(a.inventory,
+                                                        preserving_proto_field_name=True)
+                  for a in t.agents if a.HasField("inventory")})
 
 
 def _token(t: tokens_pb2.ApiToken) -> Token:

@@ -21,7 +21,8 @@ import threading
 import time
 from typing import Any, Optional
 
-from ._host import HostSampler
+from . import __version__
+from ._host import HostSampler, host_inventory
 from ._nvml import Nvml, NvmlError
 from .reporter import Reporter, ReporterStats
 
@@ -59,12 +60,20 @@ class Profiler:
         if self.reporter is None or self._thread is not None:
             return self
         self._stop.clear()
+        inventory = host_inventory(self._procfs_path,
+                                   "metrics_client %s (Python)" % __version__)
         if self._nvml_library:
             try:
                 self._nvml = Nvml(self._nvml_library)
                 self.gpus = len(self._nvml.uuids)
+                inventory.update(self._nvml.describe())
             except NvmlError as e:
                 log.info("metrics_client: no GPU metrics: %s", e)
+                # The page shows this sentence where the GPU charts would be.
+                inventory["gpu_status"] = ("NVML not available: %s" % e)[:256]
+        else:
+            inventory["gpu_status"] = "NVML not available: GPU metrics turned off"
+        self.reporter.send_inventory(inventory)
         sampler = HostSampler(self._procfs_path)
         self._thread = threading.Thread(target=self._run, args=(sampler,), daemon=True,
                                         name="metrics_client.Profiler")

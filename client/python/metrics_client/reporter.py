@@ -30,9 +30,11 @@ import threading
 import time
 import weakref
 from datetime import datetime
-from typing import Deque, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import (Any, Deque, Dict, Iterator, List, Mapping, NamedTuple, Optional, Tuple,
+                    Union)
 
 import grpc
+from google.protobuf import json_format
 
 from . import _connection
 from ._buffer import (MAX_LABEL_LENGTH, MAX_UNIT_LENGTH, Instant, PendingSamples,
@@ -191,6 +193,7 @@ class Reporter:
         self._lost = False
         self._call = None
         self._close_stats: Optional[ReporterStats] = None
+        self._inventory = None  # an AgentInventory for the next batch
         self._counts = dict(recorded=0, sent=0, acknowledged=0, rejected=0,
                             dropped=0, resent=0, unsent=0, connections=0)
         self._thread = threading.Thread(target=self._run, daemon=True,
@@ -342,6 +345,21 @@ class Reporter:
             raise self._failure
         return self._held() + n <= self._buffer_samples
 
+    def send_inventory(self, inventory: Mapping[str, Any]) -> None:
+        """Sends what hardware the values come from with the next batch;
+        the trial keeps the newest per agent (Client.get_trial() shows it).
+        `inventory` has AgentInventory's fields (proto/metrics/v1/
+        ingest.proto), for example {"host_name": "node-1", "cpu_count": 64,
+        "gpus": [{"index": 0, "uuid": "GPU-...", "name": "NVIDIA H100"}]}.
+        profile() sends one for you. ValueError for an unknown field."""
+        message = ingest_pb2.AgentInventory()
+        try:
+            json_format.ParseDict(dict(inventory), message)
+        except json_format.ParseError as e:
+            raise ValueError("inventory: %s" % e) from None
+        with self._cond:
+            self._inventory = message
+
     def flush(self, timeout: Optional[float] = None) -> None:
         """Sends everything buffered now, without waiting for batches to
         fill, and waits until the server acknowledged it. Raises
@@ -473,6 +491,9 @@ class Reporter:
                 samples = self._pending.take_batch(self._batch_size, self.agent_id, batch)
                 batch.sequence = self._next_sequence
                 batch.trial_id = self.trial_id
+                if self._inventory is not None:
+                    batch.inventory.CopyFrom(self._inventory)
+                    self._inventory = None
                 self._next_sequence += 1
                 self._unacked.append(_Batch(batch.sequence, samples, request))
                 self._unacked_samples += samples

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from conftest import CLIENT_TESTDATA, FAKE_NVML
+import metrics_client
 from metrics_client import Reporter, profile
 from metrics_client._host import HostSampler
 from metrics_client._nvml import Nvml, NvmlError
@@ -122,8 +123,38 @@ def test_nvml_through_ctypes_on_the_fake_library(monkeypatch):
     monkeypatch.setenv("FAKE_NVML_UUID_UNTERMINATED", "1")
     with pytest.raises(NvmlError, match="no NUL-terminated UUID"):
         Nvml(FAKE_NVML)
-    with pytest.raises(NvmlError, match="cannot load"):
+    with pytest.raises(NvmlError, match="^/nonexistent/libnvidia-ml.so.1 not found$"):
         Nvml("/nonexistent/libnvidia-ml.so.1")
+
+
+def test_nvml_describes_the_gpus_and_reads_mig_devices(monkeypatch):
+    monkeypatch.setenv("FAKE_NVML_GPU_COUNT", "2")
+    monkeypatch.setenv("FAKE_NVML_MIG", "1")
+    nvml = Nvml(FAKE_NVML)
+    try:
+        described = nvml.describe()
+        assert described["driver_version"] == "550.54.15"
+        assert described["cuda_version"] == "12.4"
+        mig = ["MIG-00000000-0000-0000-0000-000000010000",
+               "MIG-00000000-0000-0000-0000-000000010002"]
+        assert described["gpus"] == [
+            {"index": 0, "uuid": "GPU-00000000-0000-0000-0000-000000000000",
+             "name": "Fake GPU 16GB", "memory_total_bytes": 16 << 30,
+             "mig_mode": "disabled", "mig_devices": []},
+            {"index": 1, "uuid": "GPU-00000000-0000-0000-0000-000000000001",
+             "name": "Fake GPU 16GB", "memory_total_bytes": 16 << 30,
+             "mig_mode": "enabled", "mig_devices": mig}]
+        readings = dict(nvml.read())
+        # The GPU in MIG mode has no utilisation; each MIG device its memory,
+        # as metrics-agent reports them (nvml_test.cc).
+        assert "gpu_util" in readings["GPU-00000000-0000-0000-0000-000000000000"]
+        assert "gpu_util" not in readings["GPU-00000000-0000-0000-0000-000000000001"]
+        assert "gpu_power" in readings["GPU-00000000-0000-0000-0000-000000000001"]
+        assert readings[mig[1]] == {"gpu_free_memory": (float(5 << 30), "bytes"),
+                                    "gpu_memory_used": (float(3 << 30), "bytes"),
+                                    "gpu_memory_total": (float(8 << 30), "bytes")}
+    finally:
+        nvml.close()
 
 
 def test_profile_reports_the_host_and_its_gpus(metricsd, admin, trial, monkeypatch, caplog):
@@ -142,6 +173,14 @@ def test_profile_reports_the_host_and_its_gpus(metricsd, admin, trial, monkeypat
     assert {s.agent_id for s in series.values()} == {"node-1"}
     # Every sample kept: as many memory readings as samples taken.
     assert series[("memory_free", "")].sample_count == profiler.samples
+    # What it ran on, sent once with the first batch.
+    inventory = admin.get_trial(trial).inventories["node-1"]
+    assert inventory["agent_version"] == "metrics_client %s (Python)" % metrics_client.__version__
+    assert inventory["cpu_count"] > 0 and int(inventory["memory_total_bytes"]) > 0
+    assert inventory["driver_version"] == "550.54.15"
+    assert [g["uuid"] for g in inventory["gpus"]] == [
+        "GPU-00000000-0000-0000-0000-%012d" % i for i in range(2)]
+    assert "gpu_status" not in inventory
     # Without NVML: one line saying so, and the host series.
     with caplog.at_level(logging.INFO, logger="metrics_client"):
         with profile(trial_id=trial, server=metricsd.address, token=token, interval=0.2,
@@ -150,6 +189,8 @@ def test_profile_reports_the_host_and_its_gpus(metricsd, admin, trial, monkeypat
     assert p.gpus == 0
     assert caplog.text.count("no GPU metrics") == 1
     assert {s.name for s in admin.list_series(trial) if s.agent_id == "node-2"} <= set(HOST_SERIES)
+    assert admin.get_trial(trial).inventories["node-2"]["gpu_status"] == (
+        "NVML not available: /nonexistent/libnvidia-ml.so.1 not found")
 
 
 def test_a_disabled_profiler_does_nothing(metricsd):
