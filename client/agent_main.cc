@@ -137,9 +137,8 @@ int Run() {
     sampler_options.nvml = *std::move(nvml);
   } else {
     // The page shows this sentence where the GPU charts would be.
-    inventory.set_gpu_status(
-        absl::StrCat("NVML not available: ", nvml.status().message())
-            .substr(0, 256));
+    inventory.set_gpu_status(metrics::client::InventoryText(
+        absl::StrCat("NVML not available: ", nvml.status().message())));
     LogInfo("metrics-agent: no GPU metrics: NVML is not available (",
             nvml.status().message(), ")");
   }

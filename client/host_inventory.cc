@@ -31,6 +31,15 @@ std::string ReadFile(const std::string& path) {
 
 }  // namespace
 
+std::string InventoryText(absl::string_view text) {
+  std::string out(text.substr(0, kInventoryTextLimit));
+  for (char& c : out) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u > 0x7e) c = '?';
+  }
+  return out;
+}
+
 absl::StatusOr<CpuInfo> ParseCpuInfo(absl::string_view text) {
   CpuInfo info;
   absl::flat_hash_set<std::string> packages;
@@ -71,12 +80,11 @@ v1::AgentInventory HostInventory(const std::string& proc_root,
                                  const std::string& host_name,
                                  const std::string& agent_version) {
   v1::AgentInventory inventory;
-  inventory.set_host_name(host_name);
-  inventory.set_agent_version(agent_version);
+  inventory.set_host_name(InventoryText(host_name));
+  inventory.set_agent_version(InventoryText(agent_version));
   if (absl::StatusOr<CpuInfo> cpu = ParseCpuInfo(ReadFile(proc_root + "/cpuinfo"));
       cpu.ok()) {
-    // The server takes 256 bytes at most; model names are far shorter.
-    inventory.set_cpu_model(cpu->model.substr(0, 256));
+    inventory.set_cpu_model(InventoryText(cpu->model));
     inventory.set_cpu_sockets(cpu->sockets);
     inventory.set_cpu_count(cpu->threads);
   }

@@ -27,6 +27,17 @@ absl::StatusOr<CpuInfo> ParseCpuInfo(absl::string_view text);
 // MemTotal of /proc/meminfo, in bytes.
 absl::StatusOr<int64_t> ParseMemTotalBytes(absl::string_view text);
 
+// The server's bounds on an inventory (storage/agent_inventory.h): longer
+// text, more GPUs or MIG devices would refuse the batch carrying it.
+inline constexpr size_t kInventoryTextLimit = 256;
+inline constexpr int kInventoryGpuLimit = 64;
+inline constexpr int kInventoryMigDeviceLimit = 8;
+
+// `text` as the inventory takes it: printable ASCII (any other byte, which
+// could be a control character or invalid UTF-8 that no protobuf message
+// may carry, becomes '?'), at most kInventoryTextLimit bytes.
+std::string InventoryText(absl::string_view text);
+
 // The host's part of the inventory, from `proc_root`'s cpuinfo and
 // meminfo; what cannot be read is left empty (a sampler error says why).
 v1::AgentInventory HostInventory(const std::string& proc_root,

@@ -42,5 +42,14 @@ TEST(HostInventoryTest, ArmCpuInfoWithoutPackages) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// Whatever NVML or /proc answer, the inventory carries printable text within
+// the server's bound (a control byte or invalid UTF-8 would refuse the batch,
+// or break the message).
+TEST(HostInventoryTest, TextIsMadePrintableAndBounded) {
+  EXPECT_EQ(InventoryText("NVIDIA H100"), "NVIDIA H100");
+  EXPECT_EQ(InventoryText(absl::string_view("A\n\xff\0B", 5)), "A???B");
+  EXPECT_EQ(InventoryText(std::string(300, 'x')).size(), kInventoryTextLimit);
+}
+
 }  // namespace
 }  // namespace metrics::client

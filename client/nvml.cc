@@ -2,10 +2,12 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstring>
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
+#include "client/host_inventory.h"
 #include "client/nvml_abi.h"
 
 namespace metrics::client {
@@ -20,6 +22,9 @@ constexpr unsigned int kUuidBufferSize = 96;
 constexpr unsigned int kNameBufferSize = 96;
 constexpr unsigned int kVersionBufferSize = 80;
 constexpr unsigned int kMigEnabled = 1;
+// MIG slots asked at most per GPU (NVML's GPUs have 7); a library answering
+// more is not believed.
+constexpr unsigned int kMaxMigSlots = 16;
 
 // NVML's enums, as its header numbers them.
 constexpr int kTemperatureGpu = 0;
@@ -273,7 +278,10 @@ void Nvml::FindMigDevices(size_t gpu) {
           kNvmlSuccess) {
     return;
   }
-  for (unsigned int slot = 0; slot < slots; ++slot) {
+  int found = 0;
+  for (unsigned int slot = 0;
+       slot < std::min(slots, kMaxMigSlots) && found < kInventoryMigDeviceLimit;
+       ++slot) {
     nvmlDevice_t mig = nullptr;
     const nvmlReturn_t r = api_->mig_device(devices_[gpu], slot, &mig);
     if (r == kNvmlNotFound) continue;  // an empty slot
@@ -293,6 +301,7 @@ void Nvml::FindMigDevices(size_t gpu) {
     mig_devices_.push_back(mig);
     mig_uuids_.push_back(*std::move(uuid));
     mig_parents_.push_back(gpu);
+    ++found;
   }
 }
 
@@ -300,21 +309,23 @@ void Nvml::Describe(v1::AgentInventory& inventory) const {
   char text[kVersionBufferSize] = {};
   if (CallOptional(api_->driver_version, text, kVersionBufferSize) ==
       kNvmlSuccess) {
-    inventory.set_driver_version(std::string(text, strnlen(text, sizeof text)));
+    inventory.set_driver_version(
+        InventoryText(absl::string_view(text, strnlen(text, sizeof text))));
   }
   int cuda = 0;
   if (CallOptional(api_->cuda_version, &cuda) == kNvmlSuccess && cuda > 0) {
     // NVML's 1000 * major + 10 * minor.
     inventory.set_cuda_version(absl::StrCat(cuda / 1000, ".", cuda % 1000 / 10));
   }
-  for (size_t i = 0; i < devices_.size(); ++i) {
+  for (size_t i = 0;
+       i < std::min(devices_.size(), size_t{kInventoryGpuLimit}); ++i) {
     v1::GpuInventory* gpu = inventory.add_gpus();
     gpu->set_index(static_cast<int32_t>(i));
-    gpu->set_uuid(uuids_[i]);
+    gpu->set_uuid(InventoryText(uuids_[i]));
     char name[kNameBufferSize] = {};
     if (CallOptional(api_->device_name, devices_[i], name, kNameBufferSize) ==
         kNvmlSuccess) {
-      gpu->set_name(std::string(name, strnlen(name, sizeof name)));
+      gpu->set_name(InventoryText(absl::string_view(name, strnlen(name, sizeof name))));
     }
     nvmlMemory_t memory{};
     if (api_->memory(devices_[i], &memory) == kNvmlSuccess) {
@@ -322,7 +333,7 @@ void Nvml::Describe(v1::AgentInventory& inventory) const {
     }
     gpu->set_mig_mode(mig_modes_[i]);
     for (size_t m = 0; m < mig_uuids_.size(); ++m) {
-      if (mig_parents_[m] == i) gpu->add_mig_devices(mig_uuids_[m]);
+      if (mig_parents_[m] == i) gpu->add_mig_devices(InventoryText(mig_uuids_[m]));
     }
   }
 }

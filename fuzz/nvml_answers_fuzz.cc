@@ -2,12 +2,26 @@
 // The library it loads is fuzz/scripted_nvml, answering from the fuzz
 // input: failures at any call (the optional signals' too), huge counts,
 // UUIDs filling their buffer with no NUL, missing error strings, any
-// readings. The agent must come out with
-// an error or with readings of the GPUs it found, never read past a buffer.
+// readings, names and versions, MIG modes and devices. The agent must come
+// out with an error or with readings of the GPUs and MIG devices it found,
+// never read past a buffer, and describe them in an inventory the server
+// takes (printable text within its bounds).
 #include <cstddef>
 #include <cstdint>
 
+#include "client/host_inventory.h"
 #include "client/nvml.h"
+
+namespace {
+
+void CheckText(const std::string& text) {
+  if (text.size() > metrics::client::kInventoryTextLimit) __builtin_trap();
+  for (char c : text) {
+    if (c < 0x20 || c > 0x7e) __builtin_trap();
+  }
+}
+
+}  // namespace
 
 extern "C" void ScriptedNvmlSet(const uint8_t* data, size_t size);
 
@@ -15,10 +29,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ScriptedNvmlSet(data, size);
   auto nvml = metrics::client::Nvml::Load(SCRIPTED_NVML_PATH);
   if (!nvml.ok()) return 0;
+  metrics::v1::AgentInventory inventory;
+  (*nvml)->Describe(inventory);
+  CheckText(inventory.driver_version());
+  CheckText(inventory.cuda_version());
+  if (inventory.gpus_size() > metrics::client::kInventoryGpuLimit) __builtin_trap();
+  for (const metrics::v1::GpuInventory& gpu : inventory.gpus()) {
+    CheckText(gpu.uuid());
+    CheckText(gpu.name());
+    if (gpu.mig_devices_size() > metrics::client::kInventoryMigDeviceLimit) {
+      __builtin_trap();
+    }
+    for (const std::string& m : gpu.mig_devices()) CheckText(m);
+  }
   for (int round = 0; round < 2; ++round) {
     auto readings = (*nvml)->Read();
     if (!readings.ok()) continue;
-    if (readings->size() > (*nvml)->uuids().size()) __builtin_trap();
+    if (readings->size() >
+        (*nvml)->uuids().size() + (*nvml)->mig_uuids().size()) {
+      __builtin_trap();
+    }
     for (const metrics::client::GpuReading& r : *readings) {
       if (r.uuid == nullptr || r.uuid->size() >= 96) __builtin_trap();
       for (const metrics::client::GpuValue& v : r.values) {

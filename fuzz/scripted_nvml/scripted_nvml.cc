@@ -119,4 +119,29 @@ int nvmlDeviceGetCurrentClocksThrottleReasons(void*, unsigned long long* reasons
   return Answer(reasons, sizeof *reasons);
 }
 
+int nvmlDeviceGetName(void*, char* name, unsigned int length) {
+  return Answer(name, length);
+}
+
+int nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  return Answer(version, length);
+}
+
+int nvmlSystemGetCudaDriverVersion_v2(int* version) {
+  return Answer(version, sizeof *version);
+}
+
+int nvmlDeviceGetMigMode(void*, unsigned int* current, unsigned int* pending) {
+  const int status = Answer(current, sizeof *current);
+  return status == kSuccess ? Answer(pending, sizeof *pending) : status;
+}
+
+int nvmlDeviceGetMaxMigDeviceCount(void*, unsigned int* count) {
+  return Answer(count, sizeof *count);
+}
+
+int nvmlDeviceGetMigDeviceHandleByIndex(void*, unsigned int, void** mig) {
+  return Answer(mig, sizeof *mig);
+}
+
 }  // extern "C"

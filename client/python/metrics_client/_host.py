@@ -15,6 +15,8 @@ from typing import Dict, List, Optional, Tuple
 
 import psutil
 
+from ._nvml import inventory_text
+
 Measurement = Tuple[str, float, str]  # (name, value, unit)
 
 _VIRTUAL_DISK = re.compile(r"^(loop|ram|zram|dm-|md)")
@@ -141,7 +143,7 @@ def host_inventory(procfs_path: str, agent_version: str) -> Dict[str, object]:
     metrics-agent reads it (client/host_inventory.cc): the CPU model and
     packages from cpuinfo, logical CPUs, total memory, the host name. What
     cannot be read is left out."""
-    inventory: Dict[str, object] = {"host_name": socket.gethostname(),
+    inventory: Dict[str, object] = {"host_name": inventory_text(socket.gethostname()),
                                     "agent_version": agent_version}
     try:
         with open(os.path.join(procfs_path, "cpuinfo")) as f:
@@ -156,7 +158,7 @@ def host_inventory(procfs_path: str, agent_version: str) -> Dict[str, object]:
                 elif key == "physical id":
                     packages.add(value)
         if threads:
-            inventory.update(cpu_model=model[:256], cpu_sockets=len(packages) or 1,
+            inventory.update(cpu_model=inventory_text(model), cpu_sockets=len(packages) or 1,
                              cpu_count=threads)
     except OSError:
         pass

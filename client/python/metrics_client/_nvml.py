@@ -16,6 +16,19 @@ _NOT_SUPPORTED = 3
 _NOT_FOUND = 6
 _UUID_BUFFER = 96
 _TEXT_BUFFER = 96
+# MIG slots asked at most per GPU (NVML's GPUs have 7), and the server's
+# bounds on an inventory: MIG devices per GPU, GPUs, text.
+_MAX_MIG_SLOTS = 16
+_MAX_MIG_DEVICES = 8
+_MAX_GPUS = 64
+_MAX_TEXT = 256
+
+
+def inventory_text(raw) -> str:
+    """Printable ASCII within the server's bound: any other character
+    becomes "?" (a control character would refuse the batch)."""
+    text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
+    return "".join(c if " " <= c <= "~" else "?" for c in text[:_MAX_TEXT])
 _uint, _ull = ctypes.c_uint, ctypes.c_ulonglong
 
 # The optional signals: name, unit, NVML call, its leading int arguments
@@ -128,7 +141,9 @@ class Nvml:
                 "nvmlDeviceGetMaxMigDeviceCount", device, ctypes.byref(slots)):
             return
         get.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.POINTER(ctypes.c_void_p)]
-        for slot in range(slots.value):
+        for slot in range(min(slots.value, _MAX_MIG_SLOTS)):
+            if sum(1 for g, _, _ in self._mig_devices if g == gpu) >= _MAX_MIG_DEVICES:
+                break
             mig = ctypes.c_void_p()
             result = get(device, slot, ctypes.byref(mig))
             if result == _NOT_FOUND:
@@ -151,19 +166,19 @@ class Nvml:
         text = ctypes.create_string_buffer(_TEXT_BUFFER)
         inventory: Dict[str, object] = {}
         if self._optional("nvmlSystemGetDriverVersion", text, _TEXT_BUFFER):
-            inventory["driver_version"] = text.value.decode("ascii", "replace")
+            inventory["driver_version"] = inventory_text(text.value)
         cuda = ctypes.c_int()
         if (self._optional("nvmlSystemGetCudaDriverVersion_v2", ctypes.byref(cuda)) or
                 self._optional("nvmlSystemGetCudaDriverVersion", ctypes.byref(cuda))) \
                 and cuda.value > 0:
             inventory["cuda_version"] = "%d.%d" % (cuda.value // 1000, cuda.value % 1000 // 10)
         gpus = []
-        for i, (uuid, device) in enumerate(zip(self.uuids, self._devices)):
-            gpu = {"index": i, "uuid": uuid, "mig_mode": self._mig_modes[i],
-                   "mig_devices": [m for g, _, m in self._mig_devices if g == i]}
+        for i, (uuid, device) in enumerate(zip(self.uuids[:_MAX_GPUS], self._devices)):
+            gpu = {"index": i, "uuid": inventory_text(uuid), "mig_mode": self._mig_modes[i],
+                   "mig_devices": [inventory_text(m) for g, _, m in self._mig_devices if g == i]}
             name, memory = ctypes.create_string_buffer(_TEXT_BUFFER), _Memory()
             if self._optional("nvmlDeviceGetName", device, name, _TEXT_BUFFER):
-                gpu["name"] = name.value.decode("utf-8", "replace")
+                gpu["name"] = inventory_text(name.value)
             if self._lib.nvmlDeviceGetMemoryInfo(device, ctypes.byref(memory)) == _SUCCESS:
                 gpu["memory_total_bytes"] = memory.total
             gpus.append(gpu)

@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 from . import __version__
 from ._host import HostSampler, host_inventory
-from ._nvml import Nvml, NvmlError
+from ._nvml import Nvml, NvmlError, inventory_text
 from .reporter import Reporter, ReporterStats
 
 log = logging.getLogger("metrics_client")
@@ -70,7 +70,7 @@ class Profiler:
             except NvmlError as e:
                 log.info("metrics_client: no GPU metrics: %s", e)
                 # The page shows this sentence where the GPU charts would be.
-                inventory["gpu_status"] = ("NVML not available: %s" % e)[:256]
+                inventory["gpu_status"] = inventory_text("NVML not available: %s" % e)
         else:
             inventory["gpu_status"] = "NVML not available: GPU metrics turned off"
         self.reporter.send_inventory(inventory)
