@@ -45,6 +45,17 @@ ABSL_FLAG(std::string, nvml_library, "libnvidia-ml.so.1",
           "NVML library to load for GPU metrics; when it cannot be loaded "
           "the agent reports no GPU series.");
 ABSL_FLAG(std::string, proc_root, "/proc", "Where proc(5) is mounted.");
+ABSL_FLAG(int32_t, pid, 0,
+          "The job's main process: also report what it and its descendants "
+          "use (process_cpu_util, process_memory_rss, process_gpu_memory per "
+          "GPU). 0: none.");
+ABSL_FLAG(std::string, cgroup, "",
+          "The job's cgroup (for example /slurm/uid_1000/job_42, or \"self\" "
+          "for the agent's own): also report its CPU use as a share of the "
+          "CPUs it may use (cgroup_cpu_util), its memory use and limit, and, "
+          "without --pid, its processes' use. Empty: none.");
+ABSL_FLAG(std::string, cgroup_root, "/sys/fs/cgroup",
+          "Where the cgroup filesystem is mounted (v2, or v1's hierarchies).");
 ABSL_FLAG(int64_t, buffer_samples, 200000,
           "Samples held while the server is unreachable; beyond it the "
           "oldest are dropped (and counted).");
@@ -125,6 +136,14 @@ int Run() {
 
   metrics::client::SamplerOptions sampler_options;
   sampler_options.proc_root = absl::GetFlag(FLAGS_proc_root);
+  if (absl::GetFlag(FLAGS_pid) > 0 || !absl::GetFlag(FLAGS_cgroup).empty()) {
+    metrics::client::JobOptions job;
+    job.pid = absl::GetFlag(FLAGS_pid);
+    job.cgroup = absl::GetFlag(FLAGS_cgroup);
+    job.cgroup_root = absl::GetFlag(FLAGS_cgroup_root);
+    job.proc_root = sampler_options.proc_root;
+    sampler_options.job = std::move(job);
+  }
   std::string agent_id = absl::GetFlag(FLAGS_agent_id);
   if (agent_id.empty()) agent_id = HostName();
   metrics::v1::AgentInventory inventory = metrics::client::HostInventory(
@@ -147,7 +166,8 @@ int Run() {
                                              SteadyClock::now());
   if (!sampler.ok()) {
     std::cerr << "metrics-agent: " << sampler.status().message() << "\n";
-    return 1;
+    // No /proc is the host's fault; a job that does not exist, the flags'.
+    return sampler.status().code() == absl::StatusCode::kFailedPrecondition ? 1 : 2;
   }
 
   metrics::client::ReporterOptions options;
@@ -252,12 +272,16 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "samples this host's system metrics and streams them to metricsd.\n\n"
       "Usage: metrics-agent --trial-id N [--server HOST:PORT] "
-      "[--agent-id NAME] [--interval 1s]\n\n"
+      "[--agent-id NAME] [--interval 1s] [--pid PID] [--cgroup PATH]\n\n"
       "Every --interval it records CPU utilisation (/proc/stat), available "
       "memory (/proc/meminfo), disk IOPS and read/write bytes/s of whole "
       "disks (/proc/diskstats), network bytes/s sent and received without "
       "loopback (/proc/net/dev) and, when NVML loads, each GPU's "
-      "utilisation and free memory. Samples are buffered and resent across "
+      "utilisation, memory, power, temperature, clocks, PCIe, ECC and "
+      "throttling (and each MIG device's memory). With --pid or --cgroup it "
+      "also reports the job's own share: its processes' CPU, resident and "
+      "GPU memory, and its cgroup's CPU use of what it may use and its "
+      "memory. Samples are buffered and resent across "
       "server restarts, so none is lost or stored twice. Stops on SIGINT or "
       "SIGTERM after sending what it holds (up to --shutdown-timeout), or "
       "when the trial ends.\n\n"

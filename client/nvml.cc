@@ -17,6 +17,8 @@ namespace {
 constexpr nvmlReturn_t kNvmlSuccess = 0;
 constexpr nvmlReturn_t kNvmlNotSupported = 3;
 constexpr nvmlReturn_t kNvmlNotFound = 6;
+constexpr nvmlReturn_t kNvmlInsufficientSize = 7;
+constexpr unsigned long long kNvmlValueNotAvailable = ~0ULL;
 constexpr nvmlReturn_t kNvmlFunctionNotFound = 13;
 constexpr unsigned int kUuidBufferSize = 96;
 constexpr unsigned int kNameBufferSize = 96;
@@ -68,6 +70,7 @@ struct Nvml::Api {
   nvmlReturn_t (*mig_mode)(nvmlDevice_t, unsigned int*, unsigned int*) = nullptr;
   UintGetter max_mig_devices = nullptr;
   nvmlReturn_t (*mig_device)(nvmlDevice_t, unsigned int, nvmlDevice_t*) = nullptr;
+  nvmlReturn_t (*processes)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*) = nullptr;
 
   std::string Error(const char* call, nvmlReturn_t r) const {
     const char* text = error_string(r);
@@ -218,6 +221,9 @@ absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Load(const std::string& library) {
   Bind(handle, "nvmlDeviceGetMigMode", api->mig_mode);
   Bind(handle, "nvmlDeviceGetMaxMigDeviceCount", api->max_mig_devices);
   Bind(handle, "nvmlDeviceGetMigDeviceHandleByIndex", api->mig_device);
+  if (!Bind(handle, "nvmlDeviceGetComputeRunningProcesses_v3", api->processes)) {
+    Bind(handle, "nvmlDeviceGetComputeRunningProcesses_v2", api->processes);
+  }
   if (nvmlReturn_t r = api->init(); r != kNvmlSuccess) {
     const std::string error = api->Error("nvmlInit_v2", r);
     dlclose(handle);
@@ -420,6 +426,42 @@ void Nvml::ReadSignals(size_t device, GpuReading& reading) {
     }
     // Another error (the GPU busy, lost) leaves this sample without it.
   }
+}
+
+std::vector<std::optional<uint64_t>> Nvml::ProcessMemory(
+    const absl::flat_hash_set<int>& pids) {
+  processes_unsupported_.resize(devices_.size(), false);
+  std::vector<std::optional<uint64_t>> used(devices_.size());
+  std::vector<nvmlProcessInfo_t> infos;
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    if (processes_unsupported_[i]) continue;
+    unsigned int count = 64;
+    nvmlReturn_t r = kNvmlInsufficientSize;
+    // Processes may start between the two calls: ask again, once, with room.
+    for (int attempt = 0; attempt < 2 && r == kNvmlInsufficientSize; ++attempt) {
+      count = std::min(count + 16, 4096u);
+      infos.assign(count, nvmlProcessInfo_t{});
+      r = CallOptional(api_->processes, devices_[i], &count, infos.data());
+    }
+    if (r == kNvmlNotSupported || r == kNvmlFunctionNotFound) {
+      processes_unsupported_[i] = true;
+      notes_.push_back(absl::StrCat(
+          uuids_[i], ": process_gpu_memory is not supported (",
+          api_->Error("nvmlDeviceGetComputeRunningProcesses", r),
+          "); not reported"));
+      continue;
+    }
+    if (r != kNvmlSuccess) continue;  // this sample goes without it
+    uint64_t bytes = 0;
+    for (unsigned int p = 0; p < std::min<size_t>(count, infos.size()); ++p) {
+      if (pids.contains(static_cast<int>(infos[p].pid)) &&
+          infos[p].usedGpuMemory != kNvmlValueNotAvailable) {
+        bytes += infos[p].usedGpuMemory;
+      }
+    }
+    used[i] = bytes;
+  }
+  return used;
 }
 
 std::vector<std::string> Nvml::TakeNotes() {

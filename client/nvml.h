@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "client/nvml_abi.h"
@@ -69,6 +70,13 @@ class Nvml {
   // TakeNotes.
   absl::StatusOr<std::vector<GpuReading>> Read();
 
+  // Per GPU (in uuids() order), the GPU memory the processes `pids` use
+  // (nvmlDeviceGetComputeRunningProcesses); unset for a GPU that cannot
+  // say (said once by TakeNotes). A process NVML lists under another PID
+  // namespace's number is not matched.
+  std::vector<std::optional<uint64_t>> ProcessMemory(
+      const absl::flat_hash_set<int>& pids);
+
   // One line per signal found unsupported since the last call, e.g.
   // "GPU-...: gpu_power is not supported (nvmlDeviceGetPowerUsage: Not
   // Supported); not reported".
@@ -90,6 +98,7 @@ class Nvml {
   std::vector<void*> mig_devices_;
   std::vector<std::string> mig_uuids_;
   std::vector<size_t> mig_parents_;  // per MIG device: its GPU's place
+  std::vector<bool> processes_unsupported_;  // per GPU
   // Per device, a bit per optional signal (kSignals in nvml.cc) found
   // unsupported.
   std::vector<uint32_t> unsupported_;

@@ -20,6 +20,13 @@ struct nvmlMemory_t {
   unsigned long long free;
   unsigned long long used;
 };
+// What nvmlDeviceGetComputeRunningProcesses_v2 and _v3 write per process.
+struct nvmlProcessInfo_t {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;  // ~0ULL: not available
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
 
 }  // extern "C"
 

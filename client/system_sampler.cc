@@ -38,6 +38,12 @@ absl::StatusOr<std::unique_ptr<SystemSampler>> SystemSampler::Create(
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot read ", sampler->options_.proc_root, ": ", errors[0].message()));
   }
+  if (sampler->options_.job) {
+    absl::StatusOr<std::unique_ptr<JobSampler>> job =
+        JobSampler::Create(*sampler->options_.job, now);
+    if (!job.ok()) return job.status();
+    sampler->job_ = *std::move(job);
+  }
   return sampler;
 }
 
@@ -161,6 +167,9 @@ Sample SystemSampler::Take(std::chrono::steady_clock::time_point now) {
         }
       }
     }
+  }
+  if (job_) job_->Take(now, options_.nvml.get(), sample.measurements, sample.errors);
+  if (options_.nvml) {
     for (std::string& note : options_.nvml->TakeNotes()) {
       sample.errors.push_back(absl::UnimplementedError(note));
     }

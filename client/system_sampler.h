@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "client/job_sampler.h"
 #include "client/nvml.h"
 #include "client/proc_stats.h"
 #include "client/reporter.h"
@@ -32,6 +33,9 @@ struct SamplerOptions {
   std::string proc_root = "/proc";
   // GPUs to sample; null for none.
   std::unique_ptr<Nvml> nvml;
+  // The job's own share (client/job_sampler.h), beside the host's series;
+  // unset for none.
+  std::optional<JobOptions> job;
 };
 
 // One sample: the measurements that could be taken, and what failed.
@@ -45,8 +49,9 @@ struct Sample {
 
 class SystemSampler {
  public:
-  // Reads every source once, as the base for the first rates. Fails only
-  // if no /proc source can be read at all (not Linux, or wrong proc_root).
+  // Reads every source once, as the base for the first rates. Fails if no
+  // /proc source can be read at all (not Linux, or wrong proc_root), or as
+  // JobSampler::Create for a job that does not exist.
   static absl::StatusOr<std::unique_ptr<SystemSampler>> Create(
       SamplerOptions options, std::chrono::steady_clock::time_point now);
 
@@ -71,6 +76,7 @@ class SystemSampler {
   absl::StatusOr<std::string> ReadProcFile(const char* name) const;
 
   SamplerOptions options_;
+  std::unique_ptr<JobSampler> job_;
   Counters previous_;
   std::chrono::steady_clock::time_point previous_time_;
 };

@@ -42,6 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     for (const std::string& m : gpu.mig_devices()) CheckText(m);
   }
+  size_t notes = 0;
   for (int round = 0; round < 2; ++round) {
     auto readings = (*nvml)->Read();
     if (!readings.ok()) continue;
@@ -55,10 +56,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (v.name.empty() || v.unit.empty()) __builtin_trap();
       }
     }
-    // Each GPU's signal is found unsupported at most once.
-    if ((*nvml)->TakeNotes().size() > 10 * (*nvml)->uuids().size()) {
-      __builtin_trap();
-    }
+    const auto used = (*nvml)->ProcessMemory({0, 1, 42});
+    if (used.size() != (*nvml)->uuids().size()) __builtin_trap();
+    notes += (*nvml)->TakeNotes().size();
   }
+  // Each GPU's 10 signals and its processes' memory are found unsupported
+  // at most once; each of its MIG slots asked (16 at most) is noted at most
+  // once, at Load.
+  if (notes > (11 + 16) * (*nvml)->uuids().size()) __builtin_trap();
   return 0;
 }

@@ -140,6 +140,21 @@ int nvmlDeviceGetMaxMigDeviceCount(void*, unsigned int* count) {
   return Answer(count, sizeof *count);
 }
 
+// A status, the number of processes, then as many of them as fit.
+int nvmlDeviceGetComputeRunningProcesses_v3(void*, unsigned int* count,
+                                            nvmlProcessInfo_t* infos) {
+  const unsigned int room = *count;
+  const int status = Status();
+  unsigned int n = 0;
+  if (!Take(&n, sizeof n)) return kUnknown;
+  *count = n;
+  if (status != kSuccess) return status;
+  for (unsigned int i = 0; i < n && i < room; ++i) {
+    if (!Take(&infos[i], sizeof infos[i])) return kUnknown;
+  }
+  return kSuccess;
+}
+
 int nvmlDeviceGetMigDeviceHandleByIndex(void*, unsigned int, void** mig) {
   return Answer(mig, sizeof *mig);
 }

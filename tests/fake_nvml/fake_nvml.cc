@@ -14,7 +14,9 @@
 // indexes (comma-separated) in MIG mode: such a GPU has no utilisation
 // (NOT_SUPPORTED, as NVML answers) and MIG devices in slots 0 and 2 of 7
 // ("MIG-00000000-0000-0000-0000-0000000<i>000<slot>", 8 GiB of which slot
-// + 1 GiB used). FAKE_NVML_LOST_AFTER=N makes GPU 0 answer
+// + 1 GiB used). FAKE_NVML_PROCESSES lists compute processes as
+// "pid:MiB,..." that every GPU i runs, each using MiB × (i + 1) MiB.
+// FAKE_NVML_LOST_AFTER=N makes GPU 0 answer
 // NVML_ERROR_GPU_IS_LOST to every reading after its first N memory readings.
 //
 // Thread-safety: as NVML, callable from any thread (the state is constant
@@ -198,6 +200,27 @@ int nvmlDeviceGetMemoryInfo(void* device, nvmlMemory_t* m) {
   m->free = (i + 1) << 30;
   m->used = m->total - m->free;
   return kSuccess;
+}
+
+int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned int* count,
+                                            nvmlProcessInfo_t* infos) {
+  if (Unsupported("nvmlDeviceGetComputeRunningProcesses_v3")) return kNotSupported;
+  const char* list = std::getenv("FAKE_NVML_PROCESSES");
+  unsigned int n = 0;
+  for (const char* p = list; p != nullptr && *p != '\0';) {
+    char* end = nullptr;
+    const unsigned long pid = std::strtoul(p, &end, 10);
+    if (*end != ':') break;
+    const unsigned long long mib = std::strtoull(end + 1, &end, 10);
+    if (n < *count) {
+      infos[n] = {static_cast<unsigned int>(pid), (mib << 20) * (Index(device) + 1), 0, 0};
+    }
+    ++n;
+    p = *end == ',' ? end + 1 : end;
+  }
+  const bool fits = n <= *count;
+  *count = n;
+  return fits ? kSuccess : 7;  // NVML_ERROR_INSUFFICIENT_SIZE
 }
 
 int nvmlDeviceGetPowerUsage(void* device, unsigned int* milliwatts) {

@@ -6,6 +6,7 @@
 // QuerySeries answers, then stops cleanly on SIGTERM or when the trial ends.
 #include <grpcpp/create_channel.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <fstream>
@@ -261,8 +262,11 @@ TEST_F(ClientEndToEndTest, AgentSamplesAppearInQuerySeriesAndStopCleanly) {
       auto agent,
       Subprocess::Start({METRICS_AGENT_PATH, "--server=" + target_,
                          "--trial-id=4", "--agent-id=gpu-host",
-                         "--interval=100ms"},
-                        {absl::StrCat("LD_LIBRARY_PATH=", FAKE_NVML_DIR)}));
+                         "--interval=100ms", absl::StrCat("--pid=", getpid())},
+                        {absl::StrCat("LD_LIBRARY_PATH=", FAKE_NVML_DIR),
+                         // This test's process is the job; it uses 256 MiB
+                         // of GPU 0 and 512 MiB of GPU 1; pid 1 is not ours.
+                         absl::StrCat("FAKE_NVML_PROCESSES=", getpid(), ":256,1:64")}));
   ASSERT_OK(agent->WaitForLine("with 2 GPU(s)", absl::Seconds(30)).status());
   const std::string gpu0 = "GPU-00000000-0000-0000-0000-000000000000";
   const std::string gpu1 = "GPU-00000000-0000-0000-0000-000000000001";
@@ -284,6 +288,18 @@ TEST_F(ClientEndToEndTest, AgentSamplesAppearInQuerySeriesAndStopCleanly) {
   }
   EXPECT_THAT(names, Contains("gpu_util/" + gpu0));
   EXPECT_THAT(names, Contains("gpu_free_memory/" + gpu1));
+  // The job's share (--pid): its process tree's CPU and memory, and the GPU
+  // memory of its processes only.
+  EXPECT_THAT(names, Contains("process_cpu_util/"));
+  EXPECT_THAT(names, Contains("process_memory_rss/"));
+  EXPECT_THAT(names, Contains("process_gpu_memory/" + gpu1));
+  EXPECT_EQ(Scalar("SELECT max((v->>'" + gpu1 + "')::float8) FROM (SELECT "
+                   "metrics->'process_gpu_memory' AS v FROM metrics_unpacked "
+                   "WHERE trial_id = 4) s"),
+            512 << 20);
+  EXPECT_GT(Scalar("SELECT min((metrics->>'process_memory_rss')::float8) "
+                   "FROM metrics_unpacked WHERE trial_id = 4"),
+            0);
 
   // The fake GPU 1 runs at 30 %, so every bucket of it is exactly 30.
   auto stub = v1::QueryService::NewStub(

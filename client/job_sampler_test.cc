@@ -1,0 +1,239 @@
+// The job's share on fixture trees written by each test: a proc(5) tree of
+// a 128-CPU host with a job's process tree and a stranger, cgroup v2 and v1
+// hierarchies with a quota, a cpuset or neither, and the fake NVML's
+// compute processes.
+#include "client/job_sampler.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace metrics::client {
+namespace {
+
+namespace fs = std::filesystem;
+using ::metrics::test_util::StatusIs;
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+
+class JobSamplerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            absl::StrCat("job_sampler_test_", getpid(), "_",
+                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    std::string stat = "cpu  1 2 3 4 5 6 7 8 0 0\n";
+    for (int i = 0; i < 128; ++i) absl::StrAppend(&stat, "cpu", i, " 1 2 3 4 5 6 7 8 0 0\n");
+    Write("proc/stat", stat);
+    // The job: 100, its child 101, grandchild 102 (a name with spaces and
+    // parentheses); 200 is someone else's.
+    Process(100, 1, 1000, 1000);
+    Process(101, 100, 500, 500);
+    Process(102, 101, 0, 250);
+    Process(200, 1, 0, 9999);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  void Write(const std::string& path, const std::string& text) {
+    fs::create_directories((root_ / path).parent_path());
+    std::ofstream(root_ / path) << text;
+  }
+  void Process(int pid, int parent, int ticks, int rss_pages) {
+    // utime (field 14) holds all the ticks; stime (15) is 0.
+    Write(absl::StrCat("proc/", pid, "/stat"),
+          absl::StrCat(pid, " (python (train) x) S ", parent,
+                       " 1 1 0 -1 4194560 0 0 0 0 ", ticks,
+                       " 0 0 0 20 0 1 0 100 1000000 ", rss_pages, " 0\n"));
+  }
+  JobOptions Options() {
+    JobOptions o;
+    o.proc_root = (root_ / "proc").string();
+    o.cgroup_root = (root_ / "cgroup").string();
+    o.ticks_per_second = 100;
+    o.page_bytes = 4096;
+    return o;
+  }
+  // The values of one Take, by name (and GPU).
+  std::map<std::string, double> Take(JobSampler& sampler, Clock::time_point at,
+                                     Nvml* nvml = nullptr) {
+    std::vector<Measurement> out;
+    std::vector<absl::Status> errors;
+    sampler.Take(at, nvml, out, errors);
+    for (const absl::Status& e : errors) ADD_FAILURE() << e;
+    std::map<std::string, double> values;
+    for (const Measurement& m : out) {
+      values[m.gpu_uuid.empty() ? std::string(m.name)
+                                : absl::StrCat(m.name, "/", m.gpu_uuid)] = m.value;
+    }
+    return values;
+  }
+
+  fs::path root_;
+  const Clock::time_point t0_ = Clock::now();
+};
+
+TEST_F(JobSamplerTest, ProcessTreeCpuAndResidentMemory) {
+  JobOptions o = Options();
+  o.pid = 100;
+  ASSERT_OK_AND_ASSIGN(auto sampler, JobSampler::Create(o, t0_));
+  // In 2 s: 100 used one CPU, 101 and 102 half a CPU each; 200 is not ours.
+  Process(100, 1, 1200, 1000);
+  Process(101, 100, 600, 500);
+  Process(102, 101, 100, 250);
+  Process(200, 1, 5000, 9999);
+  std::map<std::string, double> v = Take(*sampler, t0_ + std::chrono::seconds(2));
+  EXPECT_DOUBLE_EQ(v["process_cpu_util"], 200);
+  EXPECT_DOUBLE_EQ(v["process_memory_rss"], 1750.0 * 4096);
+  EXPECT_EQ(v.count("cgroup_cpu_util"), 0u);
+  // A new process counts from its second sample; one that exited, no more.
+  Process(103, 100, 50, 10);
+  fs::remove_all(root_ / "proc/102");
+  v = Take(*sampler, t0_ + std::chrono::seconds(3));
+  EXPECT_DOUBLE_EQ(v["process_cpu_util"], 0);
+  EXPECT_DOUBLE_EQ(v["process_memory_rss"], 1510.0 * 4096);
+}
+
+// 8 CPUs of 128 allowed (cpu.max) and all 8 busy: 100 %, where the host's
+// share would read 6 %. Memory against memory.max.
+TEST_F(JobSamplerTest, CgroupV2QuotaMakesAFullJobReadFull) {
+  Write("cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
+  Write("cgroup/slurm/job_7/cpu.stat", "usage_usec 5000000\nuser_usec 4000000\n");
+  Write("cgroup/slurm/job_7/cpu.max", "800000 100000\n");
+  Write("cgroup/slurm/job_7/memory.current", "1073741824\n");
+  Write("cgroup/slurm/job_7/memory.max", "4294967296\n");
+  Write("cgroup/slurm/job_7/cgroup.procs", "100\n101\n");
+  Write("cgroup/slurm/job_7/step_0/cgroup.procs", "102\n");
+  JobOptions o = Options();
+  o.cgroup = "/slurm/job_7";
+  ASSERT_OK_AND_ASSIGN(auto sampler, JobSampler::Create(o, t0_));
+  Write("cgroup/slurm/job_7/cpu.stat", "usage_usec 21000000\n");  // +16 CPU-s
+  Process(101, 100, 600, 500);
+  std::map<std::string, double> v = Take(*sampler, t0_ + std::chrono::seconds(2));
+  EXPECT_DOUBLE_EQ(v["cgroup_cpu_util"], 100);
+  EXPECT_DOUBLE_EQ(v["cgroup_memory_used"], 1073741824);
+  EXPECT_DOUBLE_EQ(v["cgroup_memory_limit"], 4294967296);
+  // Its processes are the cgroup's, sub-cgroups included: 101's half CPU.
+  EXPECT_DOUBLE_EQ(v["process_cpu_util"], 50);
+  EXPECT_DOUBLE_EQ(v["process_memory_rss"], 1750.0 * 4096);
+
+  // No quota: its cpuset's 4 CPUs; no memory limit ("max") is no series.
+  Write("cgroup/slurm/job_7/cpu.max", "max 100000\n");
+  Write("cgroup/slurm/job_7/cpuset.cpus.effective", "0-1,6-7\n");
+  Write("cgroup/slurm/job_7/memory.max", "max\n");
+  Write("cgroup/slurm/job_7/cpu.stat", "usage_usec 23000000\n");  // +2 CPU-s
+  v = Take(*sampler, t0_ + std::chrono::seconds(3));
+  EXPECT_DOUBLE_EQ(v["cgroup_cpu_util"], 50);
+  EXPECT_EQ(v.count("cgroup_memory_limit"), 0u);
+  // Neither: every CPU of the host.
+  fs::remove(root_ / "cgroup/slurm/job_7/cpuset.cpus.effective");
+  Write("cgroup/slurm/job_7/cpu.stat", "usage_usec 87000000\n");  // +64 CPU-s
+  v = Take(*sampler, t0_ + std::chrono::seconds(4));
+  EXPECT_DOUBLE_EQ(v["cgroup_cpu_util"], 50);
+}
+
+// v1 with cpu and cpuacct mounted apart, as some hosts have them, and
+// "self" read from /proc/self/cgroup.
+TEST_F(JobSamplerTest, CgroupV1SplitHierarchiesOfSelf) {
+  Write("proc/self/cgroup", "4:memory:/job/1\n2:cpuacct:/\n1:cpu:/\n0::/\n");
+  Write("cgroup/cpuacct/cpuacct.usage", "1000000000\n");
+  Write("cgroup/cpu/cpu.cfs_quota_us", "400000\n");
+  Write("cgroup/cpu/cpu.cfs_period_us", "100000\n");
+  Write("cgroup/memory/job/1/memory.usage_in_bytes", "1024\n");
+  Write("cgroup/memory/job/1/memory.limit_in_bytes", "2048\n");
+  JobOptions o = Options();
+  o.pid = 100;
+  o.cgroup = "self";
+  ASSERT_OK_AND_ASSIGN(auto sampler, JobSampler::Create(o, t0_));
+  Write("cgroup/cpuacct/cpuacct.usage", "3000000000\n");  // +2 CPU-s of 4
+  std::map<std::string, double> v = Take(*sampler, t0_ + std::chrono::seconds(1));
+  EXPECT_DOUBLE_EQ(v["cgroup_cpu_util"], 50);
+  EXPECT_DOUBLE_EQ(v["cgroup_memory_limit"], 2048);
+}
+
+TEST_F(JobSamplerTest, CgroupV1QuotaAndLimits) {
+  Write("cgroup/cpu,cpuacct/docker/abc/cpuacct.usage", "1000000000\n");
+  Write("cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "200000\n");
+  Write("cgroup/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n");
+  Write("cgroup/cpu,cpuacct/docker/abc/cgroup.procs", "100\n");
+  Write("cgroup/memory/docker/abc/memory.usage_in_bytes", "536870912\n");
+  Write("cgroup/memory/docker/abc/memory.limit_in_bytes", "9223372036854771712\n");
+  JobOptions o = Options();
+  o.cgroup = "/docker/abc";
+  ASSERT_OK_AND_ASSIGN(auto sampler, JobSampler::Create(o, t0_));
+  Write("cgroup/cpu,cpuacct/docker/abc/cpuacct.usage", "2000000000\n");  // +1 CPU-s
+  std::map<std::string, double> v = Take(*sampler, t0_ + std::chrono::seconds(1));
+  EXPECT_DOUBLE_EQ(v["cgroup_cpu_util"], 50);  // 1 of its 2 CPUs
+  EXPECT_DOUBLE_EQ(v["cgroup_memory_used"], 536870912);
+  EXPECT_EQ(v.count("cgroup_memory_limit"), 0u);  // the kernel's "unlimited"
+  Write("cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "-1\n");
+  Write("cgroup/cpu,cpuacct/docker/abc/cpuacct.usage", "66000000000\n");  // +64
+  v = Take(*sampler, t0_ + std::chrono::seconds(2));
+  EXPECT_DOUBLE_EQ(v["cgroup_cpu_util"], 50);  // 64 of the host's 128
+}
+
+// "self": the cgroup this process is in, from /proc/self/cgroup.
+TEST_F(JobSamplerTest, SelfIsTheOwnCgroup) {
+  Write("proc/self/cgroup", "0::/user.slice/session-1.scope\n");
+  Write("cgroup/cgroup.controllers", "cpu memory\n");
+  Write("cgroup/user.slice/session-1.scope/cpu.stat", "usage_usec 10\n");
+  Write("cgroup/user.slice/session-1.scope/memory.current", "4096\n");
+  Write("cgroup/user.slice/session-1.scope/memory.max", "max\n");
+  ASSERT_OK_AND_ASSIGN(CgroupPaths paths,
+                       FindCgroup((root_ / "cgroup").string(), "self",
+                                  (root_ / "proc").string()));
+  EXPECT_EQ(paths.version, 2);
+  EXPECT_EQ(paths.memory_dir, (root_ / "cgroup/user.slice/session-1.scope").string());
+}
+
+TEST_F(JobSamplerTest, MissingJobIsRefusedNamingIt) {
+  JobOptions o = Options();
+  EXPECT_THAT(JobSampler::Create(o, t0_), StatusIs(absl::StatusCode::kInvalidArgument));
+  o.pid = 4242;
+  EXPECT_THAT(JobSampler::Create(o, t0_),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("--pid 4242")));
+  o.pid = 0;
+  o.cgroup = "/nope";
+  Write("cgroup/cgroup.controllers", "cpu\n");
+  EXPECT_THAT(JobSampler::Create(o, t0_),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("cgroup /nope")));
+}
+
+TEST_F(JobSamplerTest, GpuMemoryOfTheJobsProcessesOnly) {
+  setenv("FAKE_NVML_PROCESSES", "101:1024,200:4096,102:512", 1);
+  ASSERT_OK_AND_ASSIGN(auto nvml, Nvml::Load(FAKE_NVML_PATH));
+  JobOptions o = Options();
+  o.pid = 100;
+  ASSERT_OK_AND_ASSIGN(auto sampler, JobSampler::Create(o, t0_));
+  std::map<std::string, double> v =
+      Take(*sampler, t0_ + std::chrono::seconds(1), nvml.get());
+  EXPECT_DOUBLE_EQ(v["process_gpu_memory/GPU-00000000-0000-0000-0000-000000000000"],
+                   1536.0 * (1 << 20));
+  EXPECT_DOUBLE_EQ(v["process_gpu_memory/GPU-00000000-0000-0000-0000-000000000001"],
+                   2 * 1536.0 * (1 << 20));
+  // More processes than NVML's first answer holds: asked again with room.
+  std::string many;
+  for (int pid = 1000; pid < 1100; ++pid) absl::StrAppend(&many, pid, ":1,");
+  setenv("FAKE_NVML_PROCESSES", (many + "101:1").c_str(), 1);
+  v = Take(*sampler, t0_ + std::chrono::seconds(2), nvml.get());
+  EXPECT_DOUBLE_EQ(v["process_gpu_memory/GPU-00000000-0000-0000-0000-000000000000"],
+                   1 << 20);
+  // A GPU that cannot say: no series, one note.
+  setenv("FAKE_NVML_UNSUPPORTED", "nvmlDeviceGetComputeRunningProcesses_v3", 1);
+  v = Take(*sampler, t0_ + std::chrono::seconds(3), nvml.get());
+  EXPECT_EQ(v.count("process_gpu_memory/GPU-00000000-0000-0000-0000-000000000000"), 0u);
+  EXPECT_THAT(nvml->TakeNotes(),
+              testing::ElementsAre(HasSubstr("process_gpu_memory is not supported"),
+                                   HasSubstr("process_gpu_memory is not supported")));
+  unsetenv("FAKE_NVML_UNSUPPORTED");
+  unsetenv("FAKE_NVML_PROCESSES");
+}
+
+}  // namespace
+}  // namespace metrics::client
