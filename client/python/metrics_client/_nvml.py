@@ -14,6 +14,8 @@ from typing import Dict, List, Tuple
 _SUCCESS = 0
 _NOT_SUPPORTED = 3
 _NOT_FOUND = 6
+_INSUFFICIENT_SIZE = 7
+_NOT_AVAILABLE = (1 << 64) - 1  # NVML's "no value" for a process's memory
 _UUID_BUFFER = 96
 _TEXT_BUFFER = 96
 # MIG slots asked at most per GPU (NVML's GPUs have 7), and the server's
@@ -55,6 +57,11 @@ class _Utilization(ctypes.Structure):
 class _Memory(ctypes.Structure):
     _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
                 ("used", ctypes.c_ulonglong)]
+
+
+class _ProcessInfo(ctypes.Structure):
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong),
+                ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
 
 
 class NvmlError(Exception):
@@ -249,6 +256,38 @@ class Nvml:
         if not readings and errors:
             raise NvmlError("; ".join(errors))
         return readings
+
+    def process_memory(self, pids) -> List[Tuple[str, int]]:
+        """Per GPU that can say, its UUID and the GPU memory the processes
+        `pids` use (nvmlDeviceGetComputeRunningProcesses); a GPU that cannot
+        is said once (take_notes) and left out."""
+        get = (getattr(self._lib, "nvmlDeviceGetComputeRunningProcesses_v3", None) or
+               getattr(self._lib, "nvmlDeviceGetComputeRunningProcesses_v2", None))
+        used = []
+        for i, (uuid, device) in enumerate(zip(self.uuids, self._devices)):
+            if "process_gpu_memory" in self._unsupported[i]:
+                continue
+            result, room = _INSUFFICIENT_SIZE, 64
+            # Processes may start between the calls: ask again, once, with room.
+            for _ in range(2):
+                if result != _INSUFFICIENT_SIZE or get is None:
+                    break
+                count = ctypes.c_uint(min(room + 16, 4096))
+                infos = (_ProcessInfo * count.value)()
+                result = get(device, ctypes.byref(count), infos)
+                room = count.value
+            if get is None or result == _NOT_SUPPORTED:
+                self._unsupported[i].add("process_gpu_memory")
+                self._notes.append("%s: process_gpu_memory is not supported (%s); not reported"
+                                   % (uuid, "nvmlDeviceGetComputeRunningProcesses: " +
+                                      ("not in the library" if get is None else
+                                       self._error("", result).lstrip(": "))))
+                continue
+            if result != _SUCCESS:
+                continue  # this sample goes without it
+            used.append((uuid, sum(info.usedGpuMemory for info in infos[:min(count.value, len(infos))]
+                                   if info.pid in pids and info.usedGpuMemory != _NOT_AVAILABLE)))
+        return used
 
     def take_notes(self) -> List[str]:
         """One line per signal found unsupported since the last call."""

@@ -21,8 +21,11 @@ import threading
 import time
 from typing import Any, Optional
 
+import psutil
+
 from . import __version__
 from ._host import HostSampler, host_inventory
+from ._job import JobSampler
 from ._nvml import Nvml, NvmlError, inventory_text
 from .reporter import Reporter, ReporterStats
 
@@ -35,7 +38,9 @@ class Profiler:
 
     def __init__(self, reporter: Optional[Reporter], interval: float = 1.0,
                  nvml_library: Optional[str] = "libnvidia-ml.so.1",
-                 procfs_path: str = "/proc", owns_reporter: bool = False):
+                 procfs_path: str = "/proc", owns_reporter: bool = False,
+                 job: bool = True, job_pid: Optional[int] = None,
+                 cgroup: Optional[str] = "self", cgroup_root: str = "/sys/fs/cgroup"):
         if not interval > 0:
             raise ValueError("interval: must be positive seconds")
         self.reporter = reporter
@@ -43,6 +48,7 @@ class Profiler:
         self._nvml_library = nvml_library
         self._procfs_path = procfs_path
         self._owns_reporter = owns_reporter
+        self._job = (job_pid or os.getpid(), cgroup, cgroup_root) if job else None
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._nvml: Optional[Nvml] = None
@@ -75,7 +81,19 @@ class Profiler:
             inventory["gpu_status"] = "NVML not available: GPU metrics turned off"
         self.reporter.send_inventory(inventory)
         sampler = HostSampler(self._procfs_path)
-        self._thread = threading.Thread(target=self._run, args=(sampler,), daemon=True,
+        job = None
+        if self._job is not None:
+            pid, cgroup, cgroup_root = self._job
+            try:
+                job = JobSampler(pid, cgroup, cgroup_root, self._procfs_path)
+            except (OSError, psutil.Error) as e:
+                # Without its cgroup (none mounted here) the processes still count.
+                log.info("metrics_client: the job's cgroup is not reported: %s", e)
+                try:
+                    job = JobSampler(pid, None, cgroup_root, self._procfs_path)
+                except psutil.Error as e:
+                    log.warning("metrics_client: the job's share is not reported: %s", e)
+        self._thread = threading.Thread(target=self._run, args=(sampler, job), daemon=True,
                                         name="metrics_client.Profiler")
         self._thread.start()
         return self
@@ -94,7 +112,7 @@ class Profiler:
             return self.reporter.close(timeout)
         return None
 
-    def _run(self, sampler: HostSampler) -> None:
+    def _run(self, sampler: HostSampler, job: Optional[JobSampler]) -> None:
         previous = [time.monotonic()]
         failing = set()  # sources that failed last time, logged once
 
@@ -102,6 +120,12 @@ class Profiler:
             now = time.monotonic()
             stamp = time.time()
             measurements, errors = sampler.take(now - previous[0])
+            if job is not None:
+                job_measurements, job_errors, job_gpus = job.take(now - previous[0], self._nvml)
+                measurements += job_measurements
+                errors += job_errors
+                for uuid, values in job_gpus:
+                    self._record(values, stamp, uuid)
             previous[0] = now
             if self._nvml is not None:
                 try:
@@ -142,7 +166,9 @@ class Profiler:
 def profile(trial_id: Optional[int] = None, server: Optional[str] = None,
             interval: float = 1.0, reporter: Optional[Reporter] = None,
             enabled: bool = True, nvml_library: Optional[str] = "libnvidia-ml.so.1",
-            procfs_path: str = "/proc", **reporter_options: Any) -> Profiler:
+            procfs_path: str = "/proc", job: bool = True, job_pid: Optional[int] = None,
+            cgroup: Optional[str] = "self", cgroup_root: str = "/sys/fs/cgroup",
+            **reporter_options: Any) -> Profiler:
     """The system profiler of this host, as a context manager or with
     start()/stop().
 
@@ -157,6 +183,11 @@ def profile(trial_id: Optional[int] = None, server: Optional[str] = None,
             but one per host (see the module doc).
         nvml_library: the NVML library to load; None for no GPU metrics.
         procfs_path: where proc(5) is mounted (tests use recorded files).
+        job: also report the job's own share, as metrics-agent's --pid and
+            --cgroup do: this process and its descendants (or `job_pid`'s),
+            their CPU, resident memory and GPU memory per GPU, and the
+            cgroup `cgroup` ("self": this process's; None: none; where
+            cgroupfs is mounted: `cgroup_root`) read as the kernel limits it.
     """
     if not enabled:
         return Profiler(None, interval)
@@ -169,4 +200,5 @@ def profile(trial_id: Optional[int] = None, server: Optional[str] = None,
     elif reporter_options or trial_id is not None:
         raise ValueError("trial_id and reporter options go to the Reporter, "
                          "not beside one")
-    return Profiler(reporter, interval, nvml_library, procfs_path, owns_reporter=owns)
+    return Profiler(reporter, interval, nvml_library, procfs_path, owns_reporter=owns,
+                    job=job, job_pid=job_pid, cgroup=cgroup, cgroup_root=cgroup_root)

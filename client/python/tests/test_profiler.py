@@ -5,6 +5,8 @@ leaves the host's and the GPUs' series in the trial."""
 import logging
 import os
 import shutil
+import subprocess
+import sys
 import time
 
 import pytest
@@ -13,6 +15,7 @@ from conftest import CLIENT_TESTDATA, FAKE_NVML
 import metrics_client
 from metrics_client import Reporter, profile
 from metrics_client._host import HostSampler
+from metrics_client._job import JobSampler
 from metrics_client._nvml import Nvml, NvmlError
 
 HOST_SERIES = {
@@ -159,17 +162,28 @@ def test_nvml_describes_the_gpus_and_reads_mig_devices(monkeypatch):
 
 def test_profile_reports_the_host_and_its_gpus(metricsd, admin, trial, monkeypatch, caplog):
     monkeypatch.setenv("FAKE_NVML_GPU_COUNT", "2")
+    # This process is the job: it uses 256 MiB of GPU 0 (512 of GPU 1);
+    # pid 1 is not ours.
+    monkeypatch.setenv("FAKE_NVML_PROCESSES", "%d:256,1:64" % os.getpid())
     token = metricsd.mint_token("reporter", trial)
     with profile(trial_id=trial, server=metricsd.address, token=token, interval=0.2,
-                 agent_id="node-1", nvml_library=FAKE_NVML) as profiler:
+                 agent_id="node-1", nvml_library=FAKE_NVML, cgroup=None) as profiler:
+        sum(i * i for i in range(2000000))  # some CPU of its own
         time.sleep(1.5)
     assert profiler.gpus == 2 and profiler.samples >= 5
     series = {(s.name, s.gpu_uuid): s for s in admin.list_series(trial)}
     expected = {(name, ""): unit for name, unit in HOST_SERIES.items()}
+    expected.update({("process_cpu_util", ""): "percent", ("process_memory_rss", ""): "bytes"})
     for i in range(2):
         uuid = "GPU-00000000-0000-0000-0000-%012d" % i
         expected.update({(name, uuid): unit for name, unit in GPU_SERIES.items()})
+        expected[("process_gpu_memory", uuid)] = "bytes"
     assert {key: s.unit for key, s in series.items()} == expected
+    buckets = admin.query(trial, names=["process_gpu_memory", "process_memory_rss"])
+    by_series = {(d.series.name, d.series.gpu_uuid): d.buckets for d in buckets}
+    assert {b.max for b in by_series[("process_gpu_memory",
+                                      "GPU-00000000-0000-0000-0000-000000000001")]} == {512 << 20}
+    assert min(b.min for b in by_series[("process_memory_rss", "")]) > 10 << 20
     assert {s.agent_id for s in series.values()} == {"node-1"}
     # Every sample kept: as many memory readings as samples taken.
     assert series[("memory_free", "")].sample_count == profiler.samples
@@ -184,7 +198,8 @@ def test_profile_reports_the_host_and_its_gpus(metricsd, admin, trial, monkeypat
     # Without NVML: one line saying so, and the host series.
     with caplog.at_level(logging.INFO, logger="metrics_client"):
         with profile(trial_id=trial, server=metricsd.address, token=token, interval=0.2,
-                     agent_id="node-2", nvml_library="/nonexistent/libnvidia-ml.so.1") as p:
+                     agent_id="node-2", nvml_library="/nonexistent/libnvidia-ml.so.1",
+                     job=False) as p:
             time.sleep(0.5)
     assert p.gpus == 0
     assert caplog.text.count("no GPU metrics") == 1
@@ -206,3 +221,74 @@ def test_profile_through_a_given_reporter_leaves_it_open(metricsd, trial):
     r.flush(timeout=30)
     assert r.stats.acknowledged >= 3 * 7 - 5  # the first sample has no rates yet
     r.close()
+
+
+def _tree(root, files):
+    for path, text in files.items():
+        full = os.path.join(str(root), path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "w") as f:
+            f.write(text)
+
+
+def test_job_cgroup_share_on_fixture_trees(tmp_path):
+    """8 CPUs of 128 allowed and all busy read 100 %, as metrics-agent's
+    job_sampler_test.cc reads the same trees: v2 with a quota, a cpuset or
+    neither; v1 with cpu and cpuacct apart, found through /proc/self/cgroup."""
+    proc = {"proc/stat": "cpu  1 2 3 4 5 6 7 8 0 0\n" +
+            "".join("cpu%d 1 2 3 4 5 6 7 8 0 0\n" % i for i in range(128))}
+    _tree(tmp_path, dict(proc, **{
+        "cgroup/cgroup.controllers": "cpu memory\n",
+        "cgroup/slurm/job_7/cpu.stat": "usage_usec 5000000\n",
+        "cgroup/slurm/job_7/cpu.max": "800000 100000\n",
+        "cgroup/slurm/job_7/memory.current": "1073741824\n",
+        "cgroup/slurm/job_7/memory.max": "4294967296\n"}))
+    job = JobSampler(os.getpid(), "/slurm/job_7", str(tmp_path / "cgroup"),
+                     str(tmp_path / "proc"))
+    _tree(tmp_path, {"cgroup/slurm/job_7/cpu.stat": "usage_usec 21000000\n"})
+    values = {name: value for name, value, _ in job.take(2.0)[0]}
+    assert values["cgroup_cpu_util"] == pytest.approx(100)
+    assert values["cgroup_memory_used"] == 1 << 30
+    assert values["cgroup_memory_limit"] == 4 << 30
+    _tree(tmp_path, {"cgroup/slurm/job_7/cpu.max": "max 100000\n",
+                     "cgroup/slurm/job_7/cpuset.cpus.effective": "0-1,6-7\n",
+                     "cgroup/slurm/job_7/memory.max": "max\n",
+                     "cgroup/slurm/job_7/cpu.stat": "usage_usec 23000000\n"})
+    values = {name: value for name, value, _ in job.take(1.0)[0]}
+    assert values["cgroup_cpu_util"] == pytest.approx(50)
+    assert "cgroup_memory_limit" not in values
+    os.remove(str(tmp_path / "cgroup/slurm/job_7/cpuset.cpus.effective"))
+    _tree(tmp_path, {"cgroup/slurm/job_7/cpu.stat": "usage_usec 87000000\n"})
+    values = {name: value for name, value, _ in job.take(1.0)[0]}
+    assert values["cgroup_cpu_util"] == pytest.approx(50)
+
+    v1 = tmp_path / "v1"
+    _tree(v1, dict(proc, **{
+        "proc/self/cgroup": "4:memory:/job/1\n2:cpuacct:/\n1:cpu:/\n0::/\n",
+        "cgroup/cpuacct/cpuacct.usage": "1000000000\n",
+        "cgroup/cpu/cpu.cfs_quota_us": "400000\n",
+        "cgroup/cpu/cpu.cfs_period_us": "100000\n",
+        "cgroup/memory/job/1/memory.usage_in_bytes": "1024\n",
+        "cgroup/memory/job/1/memory.limit_in_bytes": "9223372036854771712\n"}))
+    job = JobSampler(os.getpid(), "self", str(v1 / "cgroup"), str(v1 / "proc"))
+    _tree(v1, {"cgroup/cpuacct/cpuacct.usage": "3000000000\n"})
+    values = {name: value for name, value, _ in job.take(1.0)[0]}
+    assert values["cgroup_cpu_util"] == pytest.approx(50)
+    assert values["cgroup_memory_used"] == 1024
+    assert "cgroup_memory_limit" not in values  # the kernel's "unlimited"
+    with pytest.raises(OSError, match="cgroup /nope"):
+        JobSampler(os.getpid(), "/nope", str(tmp_path / "cgroup"), str(tmp_path / "proc"))
+
+
+def test_job_process_tree_counts_its_children():
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import time\nt = time.time()\nwhile time.time() < t + 0.6: pass"])
+    try:
+        job = JobSampler(os.getpid(), None)
+        time.sleep(0.5)
+        values = {name: value for name, value, _ in job.take(0.5)[0]}
+        # The child spun a CPU for half a second: about 100 %.
+        assert 50 < values["process_cpu_util"] < 250
+        assert values["process_memory_rss"] > 10 << 20
+    finally:
+        child.wait()
