@@ -324,9 +324,11 @@ async function seedNvml(server, startMs) {
   await server.call('POST', `/api/v1/trials/${GPU_TRIAL}/metrics/system`,
     { batch: { agentId: 'gpu-node', series: NVML_SERIES, reports, inventory: GPU_INVENTORY } });
   await server.call('POST', `/api/v1/trials/${GPU_TRIAL}/metrics/system`, {
-    batch: { agentId: 'cpu-node', series: [SERIES[CPU_SERIES]],
+    batch: { agentId: 'cpu-node', series: [SERIES[CPU_SERIES],
+      { name: 'cgroup_cpu_util', unit: 'percent' }, { name: 'process_cpu_util', unit: 'percent' },
+      { name: 'cgroup_memory_used', unit: 'bytes' }, { name: 'cgroup_memory_limit', unit: 'bytes' }],
       reports: [0, 1, 2].map((k) => ({ time: new Date(startMs + k * STEP_MS).toISOString(),
-        series: [0], values: [20 + k] })),
+        series: [0, 1, 2, 3, 4], values: [20 + k, 90 + k, 700 + k, (3 + k) * GIB, 8 * GIB] })),
       inventory: { hostName: 'cpu-node', agentVersion: 'metrics-agent 1.0.0', cpuCount: 8,
         gpuStatus: NO_NVML } },
   });
@@ -804,6 +806,15 @@ describe('profiler page', { timeout: 180000 }, () => {
     assert.equal(await page.locator('#no-gpus').innerText(),
       `No GPU charts for cpu-node: ${NO_NVML}.`);
     assert.equal(await page.locator('#hardware').innerText(), 'Hardware: 1 × CPU, 8 threads');
+    // Its job's share: CPU of its cgroup and processes, memory under the cgroup's limit.
+    for (const family of ['job_cpu', 'job_memory']) {
+      await page.locator(`section[data-family="${family}"][data-state="ready"]`)
+        .waitFor({ timeout: 15000 });
+    }
+    assert.equal(await page.locator('section[data-family="job_memory"]')
+      .getAttribute('data-references'), '8 GiB');
+    assert.deepEqual(await page.evaluate(() => window.profiler.charts.get('job_cpu').shown
+      .map((l) => l.label.text)), ['cgroup (of the CPUs it may use)', 'processes (100% = one CPU)']);
 
     await page.selectOption('#agent', 'gpu-node');
     for (const family of NVML_FAMILIES) {
