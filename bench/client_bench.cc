@@ -7,15 +7,18 @@
 //     must do.
 //  2. metrics-agent: its CPU share of one core at --interval=1s with eight
 //     fake GPUs (tests/fake_nvml), and, as the baseline, the same agent
-//     without NVML.
+//     without NVML; and with the job's share too (--pid of this process,
+//     --cgroup=self), whose /proc scan is the part that grows with the host.
 // Run it with bench/client.sh. The last line is JSON.
 #include <grpcpp/create_channel.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "absl/flags/flag.h"
@@ -164,17 +167,25 @@ absl::StatusOr<ReporterFigures> MeasureReporter(const std::string& target,
   return f;
 }
 
-// Runs metrics-agent for `duration` and returns its CPU share of one core.
+// Runs metrics-agent for `duration` and returns its CPU share of one core;
+// `with_job`: also the job's share, this benchmark's process as the job
+// (--pid, and --cgroup=self where cgroups are mounted).
 absl::StatusOr<double> AgentCpuShare(const std::string& target,
-                                     absl::Duration duration, bool with_gpus) {
+                                     absl::Duration duration, bool with_gpus,
+                                     bool with_job = false) {
   std::vector<std::string> argv = {METRICS_AGENT_PATH, "--server=" + target,
                                    "--trial-id=1", "--interval=1s"};
   if (!with_gpus) argv.push_back("--nvml-library=/nonexistent");
+  if (with_job) {
+    argv.push_back(absl::StrCat("--pid=", getpid()));
+    if (std::filesystem::exists("/sys/fs/cgroup")) argv.push_back("--cgroup=self");
+  }
   const double children_before = CpuSeconds(RUSAGE_CHILDREN);
   const auto wall_before = std::chrono::steady_clock::now();
   absl::StatusOr<std::unique_ptr<Subprocess>> agent = Subprocess::Start(
       argv, {absl::StrCat("LD_LIBRARY_PATH=", FAKE_NVML_DIR),
-             absl::StrCat("FAKE_NVML_GPU_COUNT=", kGpus)});
+             absl::StrCat("FAKE_NVML_GPU_COUNT=", kGpus),
+             absl::StrCat("FAKE_NVML_PROCESSES=", getpid(), ":1024")});
   if (!agent.ok()) return agent.status();
   absl::StatusOr<std::string> line =
       (*agent)->WaitForLine("metrics-agent: reporting", absl::Seconds(30));
@@ -236,9 +247,10 @@ int Run() {
   const absl::Duration agent_time = absl::GetFlag(FLAGS_agent_time);
   absl::StatusOr<double> agent_gpus = AgentCpuShare(target, agent_time, true);
   absl::StatusOr<double> agent_plain = AgentCpuShare(target, agent_time, false);
-  if (!agent_gpus.ok() || !agent_plain.ok()) {
+  absl::StatusOr<double> agent_job = AgentCpuShare(target, agent_time, true, true);
+  if (!agent_gpus.ok() || !agent_plain.ok() || !agent_job.ok()) {
     std::cerr << "agent: " << agent_gpus.status() << " / " << agent_plain.status()
-              << "\n";
+              << " / " << agent_job.status() << "\n";
     return 1;
   }
 
@@ -252,20 +264,23 @@ int Run() {
       "  ratio (process / baseline)      %8.2f\n"
       "metrics-agent at 1 s, %.0f s runs:\n"
       "  with %d fake GPUs               %8.3f %% of one core\n"
+      "  and the job's share (--pid)     %8.3f %% of one core\n"
       "  baseline: no NVML               %8.3f %% of one core\n"
-      "  ratio                           %8.2f\n",
+      "  ratio (GPUs / baseline)         %8.2f\n",
       reports, kValuesPerReport, samples,
       reporter->acknowledged == samples ? "yes" : "NO",
       reporter->record_thread_ns, reporter->process_ns, reporter->seconds,
       baseline_ns, reporter->process_ns / baseline_ns,
       absl::ToDoubleSeconds(agent_time), kGpus, *agent_gpus * 100,
-      *agent_plain * 100, *agent_gpus / *agent_plain);
+      *agent_job * 100, *agent_plain * 100, *agent_gpus / *agent_plain);
   std::cout << absl::StrFormat(
       "{\"record_thread_ns_per_sample\": %.1f, \"client_ns_per_sample\": %.1f, "
       "\"baseline_ns_per_sample\": %.1f, \"ratio_to_baseline\": %.3f, "
-      "\"agent_8gpu_core_percent\": %.4f, \"agent_no_gpu_core_percent\": %.4f}\n",
+      "\"agent_8gpu_core_percent\": %.4f, \"agent_8gpu_job_core_percent\": %.4f, "
+      "\"agent_no_gpu_core_percent\": %.4f}\n",
       reporter->record_thread_ns, reporter->process_ns, baseline_ns,
-      reporter->process_ns / baseline_ns, *agent_gpus * 100, *agent_plain * 100);
+      reporter->process_ns / baseline_ns, *agent_gpus * 100, *agent_job * 100,
+      *agent_plain * 100);
   return reporter->acknowledged == samples ? 0 : 1;
 }
 

@@ -5,7 +5,10 @@
 // GPU for 8 GPUs with real-looking UUIDs (25 values a report, 1 s apart),
 // with values as an agent has them: integers for bytes, GPU utilisation
 // and open files, full-precision doubles for rates and CPU, two decimals
-// for the load average, all with noise. Then VACUUM ANALYZE, and a table
+// for the load average, all with noise. With --gpu_signals, also the 13
+// further NVML signals per GPU (129 values a report), as NVML gives them:
+// integer watts' milliwatts, MHz, KB/s, degrees, mostly constant limits,
+// totals, clocks and error counts. Then VACUUM ANALYZE, and a table
 // of bytes per stored value for the raw partition (heap, TOAST, indexes),
 // the rollups, the registry and the total, next to the same raw rows in an
 // uncompressed copy of the layout before migration 0004 (the baseline).
@@ -34,7 +37,10 @@
 #include "tests/testing/test_database.h"
 
 ABSL_FLAG(int64_t, values, 10000000,
-          "Values to load (25 a report, a report a second).");
+          "Values to load (25 a report, 129 with --gpu_signals; a report a second).");
+ABSL_FLAG(bool, gpu_signals, false,
+          "Also every further GPU signal of metrics-agent (power, "
+          "temperature, clocks, PCIe, ECC, ...): 129 values a report.");
 
 namespace metrics::bench {
 namespace {
@@ -43,6 +49,19 @@ using test_util::ResendingStreamer;
 using test_util::StreamerOptions;
 
 constexpr int kGpus = 8;
+// The further signals per GPU, in the order AddReport gives their values.
+constexpr const char* kGpuSignals[][2] = {
+    {"gpu_memory_used", "bytes"},     {"gpu_memory_total", "bytes"},
+    {"gpu_memory_util", "percent"},   {"gpu_power", "watts"},
+    {"gpu_power_limit", "watts"},     {"gpu_temperature", "celsius"},
+    {"gpu_sm_clock", "hertz"},        {"gpu_memory_clock", "hertz"},
+    {"gpu_pcie_rx", "bytes/s"},       {"gpu_pcie_tx", "bytes/s"},
+    {"gpu_ecc_corrected", "errors"},  {"gpu_ecc_uncorrected", "errors"},
+    {"gpu_throttle_reasons", "bitset"}};
+
+int ValuesPerReport() {
+  return 9 + kGpus * (2 + (absl::GetFlag(FLAGS_gpu_signals) ? 13 : 0));
+}
 constexpr int kReportsPerBatch = 600;  // an agent's batch: 10 minutes' worth
 constexpr int kStreams = 2;
 constexpr const char* kHostSeries[][2] = {
@@ -74,6 +93,15 @@ void Declare(v1::SystemMetricsBatch& batch,
   for (const std::string& gpu : gpus) {
     for (const auto& [name, unit] :
          {std::pair("gpu_util", "percent"), std::pair("gpu_free_memory", "bytes")}) {
+      v1::SeriesDeclaration* s = batch.add_series();
+      s->set_name(name);
+      s->set_gpu_uuid(gpu);
+      s->set_unit(unit);
+    }
+  }
+  if (!absl::GetFlag(FLAGS_gpu_signals)) return;
+  for (const std::string& gpu : gpus) {
+    for (const auto& [name, unit] : kGpuSignals) {
       v1::SeriesDeclaration* s = batch.add_series();
       s->set_name(name);
       s->set_gpu_uuid(gpu);
@@ -112,11 +140,36 @@ void AddReport(v1::SystemMetricsBatch& batch, int64_t start_s, int64_t i,
     report->add_series(index++);
     report->add_values(v);
   }
+  double free_bytes[kGpus];
   for (int g = 0; g < kGpus; ++g) {
     report->add_series(index++);
     report->add_values(std::round(std::clamp(70 + 20 * wave + 15 * noise(random), 0.0, 100.0)));
     report->add_series(index++);
-    report->add_values(std::round((20 + 5 * wave + g + noise(random)) * (1 << 30) / (2 << 20)) * (2 << 20));
+    free_bytes[g] = std::round((20 + 5 * wave + g + noise(random)) * (1 << 30) / (2 << 20)) * (2 << 20);
+    report->add_values(free_bytes[g]);
+  }
+  if (!absl::GetFlag(FLAGS_gpu_signals)) return;
+  constexpr double kTotal = 85520809984;  // an H100 80GB HBM3's, as NVML says
+  for (int g = 0; g < kGpus; ++g) {
+    const double busy = std::clamp(0.7 + 0.2 * wave + 0.15 * noise(random), 0.0, 1.0);
+    const double gpu_values[] = {
+        kTotal - free_bytes[g], kTotal,
+        std::round(40 * busy + 5 * noise(random)),            // memory controller %
+        std::round((150 + 500 * busy + 20 * noise(random)) * 1000) / 1000,  // mW
+        700,
+        std::round(35 + 40 * busy + noise(random)),            // degrees
+        std::round(1980 - 200 * (busy > 0.95) * std::abs(noise(random))) * 1e6,
+        2619e6,
+        std::round(2e5 + 5e4 * noise(random)) * 1024,          // KB/s
+        std::round(1e5 + 2e4 * noise(random)) * 1024,
+        static_cast<double>(i / 86400 % 3),                    // rare corrected ECC
+        0,
+        busy > 0.95 ? 4.0 : 0.0,                               // power cap
+    };
+    for (double v : gpu_values) {
+      report->add_series(index++);
+      report->add_values(v);
+    }
   }
 }
 
@@ -147,7 +200,7 @@ int Run() {
 
   std::mt19937_64 random(19);
   const std::vector<std::string> gpus = GpuUuids(random);
-  const int64_t reports = absl::GetFlag(FLAGS_values) / (9 + 2 * kGpus);
+  const int64_t reports = absl::GetFlag(FLAGS_values) / ValuesPerReport();
   const int64_t start_s = 1700000000;
   // The batches first, so the clock runs over ingest alone.
   std::vector<std::vector<v1::SystemMetricsBatch>> streams(kStreams);
@@ -165,8 +218,8 @@ int Run() {
       streams[s].push_back(std::move(batch));
     }
   }
-  std::printf("loading %" PRId64 " reports of 25 values through gRPC ingest ...\n",
-              reports);
+  std::printf("loading %" PRId64 " reports of %d values through gRPC ingest ...\n",
+              reports, ValuesPerReport());
   std::fflush(stdout);
   const absl::Time t0 = absl::Now();
   std::vector<std::thread> threads;
@@ -198,7 +251,7 @@ int Run() {
     std::fprintf(stderr, "bench: %s\n", sizes.status().ToString().c_str());
     return 1;
   }
-  const double values = static_cast<double>(sizes->raw_rows) * (9 + 2 * kGpus);
+  const double values = static_cast<double>(sizes->raw_rows) * ValuesPerReport();
   const auto per = [&](int64_t bytes) { return bytes / values; };
   const int64_t raw = sizes->raw_heap + sizes->raw_toast + sizes->raw_indexes;
   const int64_t total = raw + sizes->rollups + sizes->registry;
@@ -231,10 +284,10 @@ int Run() {
   row("baseline (uncompressed): indexes", sizes->baseline_indexes);
   row("baseline (uncompressed): total", baseline);
   std::printf(
-      "{\"values\":%.0f,\"raw_bytes_per_value\":%.2f,"
+      "{\"values\":%.0f,\"values_per_report\":%d,\"raw_bytes_per_value\":%.2f,"
       "\"rollup_bytes_per_value\":%.2f,\"total_bytes_per_value\":%.2f,"
       "\"baseline_bytes_per_value\":%.2f,\"ingest_samples_per_s\":%.0f}\n",
-      values, per(raw), per(sizes->rollups), per(total), per(baseline),
+      values, ValuesPerReport(), per(raw), per(sizes->rollups), per(total), per(baseline),
       values / load_s);
   return 0;
 }

@@ -1,10 +1,9 @@
 #include "client/job_sampler.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
@@ -15,13 +14,23 @@ namespace metrics::client {
 
 namespace {
 
+// A small /proc file whole, with one open and read: the job's processes are
+// read every sample, and a stream's buffering costs more than the read.
 std::optional<std::string> ReadFile(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return std::nullopt;
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = read(fd, buffer, sizeof buffer)) > 0) text.append(buffer, n);
+  close(fd);
+  if (n < 0) return std::nullopt;
+  return text;
 }
+
+// How often the whole process table is walked for the job's new
+// descendants; between walks only the known ones are read.
+constexpr auto kTreeWalkEvery = std::chrono::seconds(10);
 
 }  // namespace
 
@@ -72,7 +81,9 @@ absl::StatusOr<std::unique_ptr<JobSampler>> JobSampler::Create(
     sampler->host_cpus_ = std::max(1, CountCpusInProcStat(*stat));
   }
   std::vector<absl::Status> ignored;
-  sampler->previous_ = sampler->ReadProcesses(sampler->Processes());
+  sampler->job_pids_ = sampler->Processes();
+  sampler->walked_at_ = now;
+  sampler->previous_ = sampler->ReadProcesses(sampler->job_pids_);
   if (sampler->cgroup_) {
     sampler->previous_cgroup_us_ = ReadCgroup(*sampler->cgroup_, ignored).cpu_usage_us;
   }
@@ -124,7 +135,13 @@ void JobSampler::Take(std::chrono::steady_clock::time_point now, Nvml* nvml,
   const double seconds =
       std::chrono::duration<double>(now - previous_time_).count();
   previous_time_ = now;
-  absl::flat_hash_map<int, ProcessStat> stats = ReadProcesses(Processes());
+  // The tree is walked again now and then; a process that exited is
+  // simply not read.
+  if (options_.pid <= 0 || now - walked_at_ >= kTreeWalkEvery) {
+    job_pids_ = Processes();
+    walked_at_ = now;
+  }
+  absl::flat_hash_map<int, ProcessStat> stats = ReadProcesses(job_pids_);
   if (stats.empty() && options_.pid > 0) {
     errors.push_back(absl::NotFoundError(
         absl::StrCat("--pid ", options_.pid, ": the process is gone")));

@@ -12,6 +12,10 @@
 //   cgroup_memory_used   bytes (memory.current, memory.usage_in_bytes)
 //   cgroup_memory_limit  bytes, when the cgroup has one
 //
+// The process tree under --pid is walked (every /proc/<pid>/stat) at most
+// every 10 s; between walks only its known processes are read, so a new
+// child counts from the next walk on.
+//
 // Thread-compatible: one thread samples.
 #ifndef METRICS_CLIENT_JOB_SAMPLER_H_
 #define METRICS_CLIENT_JOB_SAMPLER_H_
@@ -79,6 +83,9 @@ class JobSampler {
   JobOptions options_;
   std::optional<CgroupPaths> cgroup_;
   int host_cpus_ = 1;
+  // The job's processes as last found, and when the tree was last walked.
+  std::vector<int> job_pids_;
+  std::chrono::steady_clock::time_point walked_at_;
   absl::flat_hash_map<int, ProcessStat> previous_;
   std::optional<uint64_t> previous_cgroup_us_;
   std::chrono::steady_clock::time_point previous_time_;

@@ -92,12 +92,18 @@ TEST_F(JobSamplerTest, ProcessTreeCpuAndResidentMemory) {
   EXPECT_DOUBLE_EQ(v["process_cpu_util"], 200);
   EXPECT_DOUBLE_EQ(v["process_memory_rss"], 1750.0 * 4096);
   EXPECT_EQ(v.count("cgroup_cpu_util"), 0u);
-  // A new process counts from its second sample; one that exited, no more.
+  // One that exited no longer counts; a new one is found by the next walk
+  // of the tree (every 10 s), and its CPU counts from its second sample.
   Process(103, 100, 50, 10);
   fs::remove_all(root_ / "proc/102");
   v = Take(*sampler, t0_ + std::chrono::seconds(3));
   EXPECT_DOUBLE_EQ(v["process_cpu_util"], 0);
+  EXPECT_DOUBLE_EQ(v["process_memory_rss"], 1500.0 * 4096);
+  v = Take(*sampler, t0_ + std::chrono::seconds(12));
   EXPECT_DOUBLE_EQ(v["process_memory_rss"], 1510.0 * 4096);
+  Process(103, 100, 950, 10);
+  v = Take(*sampler, t0_ + std::chrono::seconds(21));
+  EXPECT_DOUBLE_EQ(v["process_cpu_util"], 100);
 }
 
 // 8 CPUs of 128 allowed (cpu.max) and all 8 busy: 100 %, where the host's
