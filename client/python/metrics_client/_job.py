@@ -9,12 +9,16 @@ cgroup v2 and v1.
 Thread-compatible: one sampler thread takes samples.
 """
 import os
+import time
 from typing import Dict, List, Optional, Tuple
 
 import psutil
 
 Measurement = Tuple[str, float, str]  # (name, value, unit)
 
+# The process tree is walked (every process of the host) at most this often;
+# between walks only its known processes are read, as metrics-agent does.
+TREE_WALK_EVERY = 10.0
 # v1's "unlimited" is a number near 2^63; anything from 2^60 is no limit.
 _NO_LIMIT_FROM = 1 << 60
 _MAX_CPUS = 8192
@@ -102,6 +106,8 @@ class JobSampler:
     def __init__(self, pid: int, cgroup: Optional[str], cgroup_root: str = "/sys/fs/cgroup",
                  procfs_path: str = "/proc"):
         self._root = psutil.Process(pid)
+        self._tree: List[psutil.Process] = []
+        self._walked_at = -TREE_WALK_EVERY
         self._cgroup = find_cgroup(cgroup_root, cgroup, procfs_path) if cgroup else None
         stat = _read(os.path.join(procfs_path, "stat")) or ""
         self._host_cpus = max(1, sum(1 for line in stat.splitlines()
@@ -110,10 +116,14 @@ class JobSampler:
         self._previous_usage = self._cgroup_usage() if self._cgroup else None
 
     def _processes(self) -> List[psutil.Process]:
-        try:
-            return [self._root] + self._root.children(recursive=True)
-        except psutil.Error:
-            return []
+        now = time.monotonic()
+        if now - self._walked_at >= TREE_WALK_EVERY:
+            self._walked_at = now
+            try:
+                self._tree = [self._root] + self._root.children(recursive=True)
+            except psutil.Error:
+                self._tree = []
+        return [p for p in self._tree if p.is_running()]
 
     def _cpu_times(self) -> Dict[int, float]:
         times = {}
