@@ -360,6 +360,17 @@ absl::StatusOr<std::vector<GpuReading>> Nvml::Read() {
     absl::StrAppend(&errors, errors.empty() ? "" : "; ", uuid, ": ",
                     api_->Error(call, r));
   };
+  // A device's reading with its memory; a GPU's other signals follow.
+  const auto add = [&](const std::string& uuid,
+                       const nvmlMemory_t& memory) -> GpuReading& {
+    GpuReading& reading = readings.emplace_back();
+    reading.uuid = &uuid;
+    reading.free_memory_bytes = memory.free;
+    reading.values = {
+        {"gpu_memory_used", "bytes", static_cast<double>(memory.used)},
+        {"gpu_memory_total", "bytes", static_cast<double>(memory.total)}};
+    return reading;
+  };
   for (size_t i = 0; i < devices_.size(); ++i) {
     nvmlMemory_t memory{};
     nvmlUtilization_t utilization{};
@@ -373,12 +384,7 @@ absl::StatusOr<std::vector<GpuReading>> Nvml::Read() {
       fail(uuids_[i], "nvmlDeviceGetUtilizationRates", u);
       continue;
     }
-    GpuReading& reading = readings.emplace_back();
-    reading.uuid = &uuids_[i];
-    reading.free_memory_bytes = memory.free;
-    reading.values = {
-        {"gpu_memory_used", "bytes", static_cast<double>(memory.used)},
-        {"gpu_memory_total", "bytes", static_cast<double>(memory.total)}};
+    GpuReading& reading = add(uuids_[i], memory);
     if (u == kNvmlSuccess) {
       reading.utilization_percent = utilization.gpu;
       reading.values.push_back({"gpu_memory_util", "percent",
@@ -393,12 +399,7 @@ absl::StatusOr<std::vector<GpuReading>> Nvml::Read() {
       fail(mig_uuids_[m], "nvmlDeviceGetMemoryInfo", r);
       continue;
     }
-    GpuReading& reading = readings.emplace_back();
-    reading.uuid = &mig_uuids_[m];
-    reading.free_memory_bytes = memory.free;
-    reading.values = {
-        {"gpu_memory_used", "bytes", static_cast<double>(memory.used)},
-        {"gpu_memory_total", "bytes", static_cast<double>(memory.total)}};
+    add(mig_uuids_[m], memory);
   }
   if (readings.empty() && !errors.empty()) {
     return absl::UnavailableError(errors);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -258,11 +259,24 @@ std::vector<std::string> SeriesNames(const std::string& target, int32_t trial) {
 TEST_F(ClientEndToEndTest, AgentSamplesAppearInQuerySeriesAndStopCleanly) {
   ASSERT_NE(StartMetricsd(), 0);
   CreateTrial(4);
+  // The job's cgroup: a v2 fixture tree with a 2 GiB memory limit.
+  const std::filesystem::path cgroups =
+      std::filesystem::temp_directory_path() /
+      absl::StrCat("client_end_to_end_cgroup_", getpid());
+  std::filesystem::create_directories(cgroups / "job");
+  for (const auto& [file, text] :
+       {std::pair("cgroup.controllers", "cpu memory\n"),
+        std::pair("job/cpu.stat", "usage_usec 1000\n"),
+        std::pair("job/memory.current", "1048576\n"),
+        std::pair("job/memory.max", "2147483648\n")}) {
+    std::ofstream(cgroups / file) << text;
+  }
   ASSERT_OK_AND_ASSIGN(
       auto agent,
       Subprocess::Start({METRICS_AGENT_PATH, "--server=" + target_,
                          "--trial-id=4", "--agent-id=gpu-host",
-                         "--interval=100ms", absl::StrCat("--pid=", getpid())},
+                         "--interval=100ms", absl::StrCat("--pid=", getpid()),
+                         "--cgroup=/job", "--cgroup-root=" + cgroups.string()},
                         {absl::StrCat("LD_LIBRARY_PATH=", FAKE_NVML_DIR),
                          // This test's process is the job; it uses 256 MiB
                          // of GPU 0 and 512 MiB of GPU 1; pid 1 is not ours.
@@ -300,6 +314,11 @@ TEST_F(ClientEndToEndTest, AgentSamplesAppearInQuerySeriesAndStopCleanly) {
   EXPECT_GT(Scalar("SELECT min((metrics->>'process_memory_rss')::float8) "
                    "FROM metrics_unpacked WHERE trial_id = 4"),
             0);
+  EXPECT_EQ(Scalar("SELECT max((metrics->>'cgroup_memory_limit')::float8) "
+                   "FROM metrics_unpacked WHERE trial_id = 4"),
+            int64_t{2} << 30);
+  EXPECT_THAT(names, Contains("cgroup_cpu_util/"));
+  std::filesystem::remove_all(cgroups);
 
   // The fake GPU 1 runs at 30 %, so every bucket of it is exactly 30.
   auto stub = v1::QueryService::NewStub(
