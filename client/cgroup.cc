@@ -1,9 +1,7 @@
 #include "client/cgroup.h"
 
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -11,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "client/small_file.h"
 
 namespace metrics::client {
 
@@ -20,13 +19,6 @@ namespace {
 // number near 2^63; anything from 2^60 up is taken as none.
 constexpr uint64_t kNoByteLimitFrom = uint64_t{1} << 60;
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return absl::NotFoundError(absl::StrCat(path, ": cannot be read"));
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
 
 absl::Status Bad(absl::string_view what, absl::string_view text) {
   return absl::InvalidArgumentError(absl::StrCat(
@@ -109,7 +101,7 @@ absl::StatusOr<CgroupPaths> FindCgroup(const std::string& root,
   std::string v2_path = path, cpuacct_path = path, cpu_path = path,
               memory_path = path;
   if (path == "self") {
-    absl::StatusOr<std::string> own = ReadFile(proc_root + "/self/cgroup");
+    absl::StatusOr<std::string> own = ReadSmallFile(proc_root + "/self/cgroup");
     if (!own.ok()) return own.status();
     // v2: "0::/path"; v1: "4:cpu,cpuacct:/path", "7:memory:/path".
     for (absl::string_view line : absl::StrSplit(*own, '\n', absl::SkipEmpty())) {
@@ -149,7 +141,7 @@ CgroupReading ReadCgroup(const CgroupPaths& paths,
   CgroupReading r;
   // Each file: read, parse, keep; or say which failed.
   auto read = [&](const std::string& path, auto parse, auto& out) {
-    absl::StatusOr<std::string> text = ReadFile(path);
+    absl::StatusOr<std::string> text = ReadSmallFile(path);
     auto parsed = text.ok() ? parse(*text) : decltype(parse(*text))(text.status());
     if (!parsed.ok()) {
       errors.push_back(absl::Status(parsed.status().code(),
@@ -168,12 +160,12 @@ CgroupReading ReadCgroup(const CgroupPaths& paths,
          [](const std::string& t) { return ParseCpuStatUsageMicros(t); },
          r.cpu_usage_us);
     // A cgroup without the cpu controller enabled has no cpu.max: no quota.
-    if (std::ifstream(paths.cpu_dir + "/cpu.max")) {
-      read(paths.cpu_dir + "/cpu.max",
+    if (std::filesystem::exists(paths.quota_dir + "/cpu.max")) {
+      read(paths.quota_dir + "/cpu.max",
            [](const std::string& t) { return ParseCpuMax(t); }, r.cpu_limit);
     }
-    if (std::ifstream(paths.cpu_dir + "/cpuset.cpus.effective")) {
-      read(paths.cpu_dir + "/cpuset.cpus.effective",
+    if (std::filesystem::exists(paths.quota_dir + "/cpuset.cpus.effective")) {
+      read(paths.quota_dir + "/cpuset.cpus.effective",
            [](const std::string& t) { return CountCpuList(t); }, r.cpuset_cpus);
     }
     read(paths.memory_dir + "/memory.current", number, r.memory_used_bytes);
@@ -214,7 +206,7 @@ std::vector<int> CgroupProcesses(const CgroupPaths& paths) {
     if (it->is_directory(error)) dirs.push_back(it->path().string());
   }
   for (const std::string& dir : dirs) {
-    absl::StatusOr<std::string> text = ReadFile(dir + "/cgroup.procs");
+    absl::StatusOr<std::string> text = ReadSmallFile(dir + "/cgroup.procs");
     if (!text.ok()) continue;
     for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
       int pid = 0;

@@ -1,12 +1,10 @@
 #include "client/host_inventory.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "client/small_file.h"
 
 namespace metrics::client {
 
@@ -22,12 +20,6 @@ bool KeyValue(absl::string_view line, absl::string_view& key,
   return true;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
 
 }  // namespace
 
@@ -82,14 +74,14 @@ v1::AgentInventory HostInventory(const std::string& proc_root,
   v1::AgentInventory inventory;
   inventory.set_host_name(InventoryText(host_name));
   inventory.set_agent_version(InventoryText(agent_version));
-  if (absl::StatusOr<CpuInfo> cpu = ParseCpuInfo(ReadFile(proc_root + "/cpuinfo"));
+  if (absl::StatusOr<CpuInfo> cpu = ParseCpuInfo(ReadSmallFile(proc_root + "/cpuinfo").value_or(""));
       cpu.ok()) {
     inventory.set_cpu_model(InventoryText(cpu->model));
     inventory.set_cpu_sockets(cpu->sockets);
     inventory.set_cpu_count(cpu->threads);
   }
   if (absl::StatusOr<int64_t> memory =
-          ParseMemTotalBytes(ReadFile(proc_root + "/meminfo"));
+          ParseMemTotalBytes(ReadSmallFile(proc_root + "/meminfo").value_or(""));
       memory.ok()) {
     inventory.set_memory_total_bytes(*memory);
   }

@@ -1,6 +1,5 @@
 #include "client/job_sampler.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -9,24 +8,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/small_file.h"
 
 namespace metrics::client {
 
 namespace {
-
-// A small /proc file whole, with one open and read: the job's processes are
-// read every sample, and a stream's buffering costs more than the read.
-std::optional<std::string> ReadFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::string text;
-  char buffer[4096];
-  ssize_t n;
-  while ((n = read(fd, buffer, sizeof buffer)) > 0) text.append(buffer, n);
-  close(fd);
-  if (n < 0) return std::nullopt;
-  return text;
-}
 
 // How often the whole process table is walked for the job's new
 // descendants; between walks only the known ones are read.
@@ -68,7 +54,7 @@ absl::StatusOr<std::unique_ptr<JobSampler>> JobSampler::Create(
   if (options.page_bytes <= 0) options.page_bytes = sysconf(_SC_PAGESIZE);
   std::unique_ptr<JobSampler> sampler(new JobSampler(std::move(options)));
   const JobOptions& o = sampler->options_;
-  if (o.pid > 0 && !ReadFile(absl::StrCat(o.proc_root, "/", o.pid, "/stat"))) {
+  if (o.pid > 0 && !ReadSmallFile(absl::StrCat(o.proc_root, "/", o.pid, "/stat")).ok()) {
     return absl::NotFoundError(absl::StrCat("--pid ", o.pid, ": no such process in ",
                                             o.proc_root));
   }
@@ -77,7 +63,7 @@ absl::StatusOr<std::unique_ptr<JobSampler>> JobSampler::Create(
     if (!paths.ok()) return paths.status();
     sampler->cgroup_ = *std::move(paths);
   }
-  if (std::optional<std::string> stat = ReadFile(o.proc_root + "/stat")) {
+  if (absl::StatusOr<std::string> stat = ReadSmallFile(o.proc_root + "/stat"); stat.ok()) {
     sampler->host_cpus_ = std::max(1, CountCpusInProcStat(*stat));
   }
   std::vector<absl::Status> ignored;
@@ -101,8 +87,8 @@ std::vector<int> JobSampler::Processes() const {
        !error && it != end; it.increment(error)) {
     int pid = 0;
     if (!absl::SimpleAtoi(it->path().filename().string(), &pid)) continue;
-    std::optional<std::string> text = ReadFile(it->path().string() + "/stat");
-    if (!text) continue;  // it exited meanwhile
+    absl::StatusOr<std::string> text = ReadSmallFile(it->path().string() + "/stat");
+    if (!text.ok()) continue;  // it exited meanwhile
     if (absl::StatusOr<ProcessStat> stat = ParseProcessStat(*text); stat.ok()) {
       children[stat->parent].push_back(pid);
     }
@@ -119,9 +105,9 @@ absl::flat_hash_map<int, ProcessStat> JobSampler::ReadProcesses(
     const std::vector<int>& pids) const {
   absl::flat_hash_map<int, ProcessStat> stats;
   for (int pid : pids) {
-    std::optional<std::string> text =
-        ReadFile(absl::StrCat(options_.proc_root, "/", pid, "/stat"));
-    if (!text) continue;
+    absl::StatusOr<std::string> text =
+        ReadSmallFile(absl::StrCat(options_.proc_root, "/", pid, "/stat"));
+    if (!text.ok()) continue;
     if (absl::StatusOr<ProcessStat> stat = ParseProcessStat(*text); stat.ok()) {
       stats[pid] = *stat;
     }
