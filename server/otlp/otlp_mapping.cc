@@ -1,0 +1,418 @@
+#include "server/otlp/otlp_mapping.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "storage/batch_validation.h"
+
+namespace metrics::server {
+
+namespace {
+
+namespace otlp = ::opentelemetry::proto;
+using Attributes = google::protobuf::RepeatedPtrField<otlp::common::v1::KeyValue>;
+
+constexpr size_t kMaxReasons = 5;
+constexpr double kMebibyte = 1 << 20;
+
+// An attribute's value as text (strings as they are; numbers and booleans
+// printed); empty for arrays, maps and bytes.
+std::string Text(const otlp::common::v1::AnyValue& v) {
+  switch (v.value_case()) {
+    case otlp::common::v1::AnyValue::kStringValue:
+      return v.string_value();
+    case otlp::common::v1::AnyValue::kIntValue:
+      return absl::StrCat(v.int_value());
+    case otlp::common::v1::AnyValue::kDoubleValue:
+      return absl::StrCat(v.double_value());
+    case otlp::common::v1::AnyValue::kBoolValue:
+      return v.bool_value() ? "true" : "false";
+    default:
+      return "";
+  }
+}
+
+// The first of `keys` the attributes have, as text.
+std::optional<std::string> Find(const Attributes& attributes,
+                                std::initializer_list<absl::string_view> keys) {
+  for (absl::string_view key : keys) {
+    for (const auto& kv : attributes) {
+      if (kv.key() == key) return Text(kv.value());
+    }
+  }
+  return std::nullopt;
+}
+
+constexpr std::initializer_list<absl::string_view> kGpuKeys = {"gpu.uuid", "hw.id",
+                                                                "UUID"};
+
+bool IsGpuKey(absl::string_view key) {
+  return std::find(kGpuKeys.begin(), kGpuKeys.end(), key) != kGpuKeys.end();
+}
+
+// A metric renamed one to one: its series name, unit and scale.
+struct Rename {
+  const char* name;
+  const char* unit;
+  double scale;
+};
+
+const absl::flat_hash_map<absl::string_view, Rename>& Renames() {
+  static const auto* renames = new absl::flat_hash_map<absl::string_view, Rename>{
+      {"system.memory.linux.available", {"memory_free", "bytes", 1}},
+      {"system.linux.memory.available", {"memory_free", "bytes", 1}},
+      {"hw.gpu.utilization", {"gpu_util", "percent", 100}},
+      {"DCGM_FI_DEV_GPU_UTIL", {"gpu_util", "percent", 1}},
+      {"DCGM_FI_DEV_FB_FREE", {"gpu_free_memory", "bytes", kMebibyte}},
+      {"DCGM_FI_DEV_FB_USED", {"gpu_memory_used", "bytes", kMebibyte}},
+      {"DCGM_FI_DEV_MEM_COPY_UTIL", {"gpu_memory_util", "percent", 1}},
+      {"DCGM_FI_DEV_POWER_USAGE", {"gpu_power", "watts", 1}},
+      {"DCGM_FI_DEV_GPU_TEMP", {"gpu_temperature", "celsius", 1}},
+      {"DCGM_FI_DEV_SM_CLOCK", {"gpu_sm_clock", "hertz", 1e6}},
+      {"DCGM_FI_DEV_MEM_CLOCK", {"gpu_memory_clock", "hertz", 1e6}},
+  };
+  return *renames;
+}
+
+// A cumulative metric whose rate, summed over devices, is a series: by the
+// point's "direction" attribute (empty: either).
+struct RateTarget {
+  const char* read_or_receive;
+  const char* write_or_transmit;
+  const char* unit;
+};
+
+const absl::flat_hash_map<absl::string_view, RateTarget>& RateTargets() {
+  static const auto* targets = new absl::flat_hash_map<absl::string_view, RateTarget>{
+      {"system.network.io",
+       {"net_throughput_recv", "net_throughput_sent", "bytes/s"}},
+      {"system.disk.io",
+       {"disk_throughput_read", "disk_throughput_write", "bytes/s"}},
+      {"system.disk.operations", {"disk_iops", "disk_iops", "operations/s"}},
+  };
+  return *targets;
+}
+
+using AgentKey = std::pair<int32_t, std::string>;  // (trial, agent)
+
+// A sum over points of one instant, emitted only when every point of it
+// had a value (a device's first cumulative point has no rate yet).
+struct Sum {
+  double total = 0;
+  int points = 0;
+  int valued = 0;
+};
+
+class Mapper {
+ public:
+  Mapper(RateState& rates, const storage::IngestLimits& limits, absl::Time now)
+      : rates_(rates), limits_(limits), now_(now) {}
+
+  void Resource(const otlp::metrics::v1::ResourceMetrics& rm) {
+    const Attributes& attributes = rm.resource().attributes();
+    int64_t points = 0;
+    for (const auto& sm : rm.scope_metrics()) {
+      for (const auto& m : sm.metrics()) points += PointCount(m);
+    }
+    const std::optional<std::string> trial_text =
+        Find(attributes, {"trial.id", "determined.trial.id"});
+    int32_t trial = 0;
+    if (!trial_text || !absl::SimpleAtoi(*trial_text, &trial) || trial <= 0) {
+      Reject(points, trial_text
+                         ? absl::StrCat("resource attribute trial.id \"",
+                                        trial_text->substr(0, 32),
+                                        "\" is not a positive trial id")
+                         : "a resource has no trial.id attribute");
+      return;
+    }
+    const std::optional<std::string> agent = Find(attributes, {"host.name", "agent.id"});
+    if (!agent) {
+      Reject(points, "a resource has no host.name or agent.id attribute");
+      return;
+    }
+    if (absl::Status s = storage::ValidateLabel("resource attribute host.name", *agent,
+                                                limits_.max_label_length, false);
+        !s.ok()) {
+      Reject(points, s.message());
+      return;
+    }
+    const AgentKey key{trial, *agent};
+    for (const auto& sm : rm.scope_metrics()) {
+      for (const auto& m : sm.metrics()) Metric(key, m);
+    }
+  }
+
+  OtlpBatches Finish() {
+    for (const auto& [k, sum] : sums_) {
+      const auto& [agent, name, unit, gpu, time_us] = k;
+      if (sum.valued == sum.points) Add(agent, name, gpu, unit, time_us, sum.total);
+    }
+    for (const auto& [k, idle] : idle_) {
+      const auto& [agent, time_us] = k;
+      if (idle.points > 0) {
+        Add(agent, "cpu_util_simple", "", "percent", time_us,
+            100 * (1 - idle.total / idle.points));
+      }
+    }
+    for (const auto& [k, m] : gpu_memory_) {
+      const auto& [agent, gpu, time_us] = k;
+      if (m.first && m.second) {
+        Add(agent, "gpu_free_memory", gpu, "bytes", time_us, *m.first - *m.second);
+      }
+    }
+    return std::move(out_);
+  }
+
+ private:
+  static int64_t PointCount(const otlp::metrics::v1::Metric& m) {
+    switch (m.data_case()) {
+      case otlp::metrics::v1::Metric::kGauge:
+        return m.gauge().data_points_size();
+      case otlp::metrics::v1::Metric::kSum:
+        return m.sum().data_points_size();
+      case otlp::metrics::v1::Metric::kHistogram:
+        return m.histogram().data_points_size();
+      case otlp::metrics::v1::Metric::kExponentialHistogram:
+        return m.exponential_histogram().data_points_size();
+      case otlp::metrics::v1::Metric::kSummary:
+        return m.summary().data_points_size();
+      default:
+        return 0;
+    }
+  }
+
+  void Reject(int64_t points, absl::string_view reason) {
+    if (points <= 0) return;
+    out_.rejected_points += points;
+    if (out_.reasons.size() < kMaxReasons &&
+        std::find(out_.reasons.begin(), out_.reasons.end(), reason) ==
+            out_.reasons.end()) {
+      out_.reasons.emplace_back(reason);
+    }
+  }
+
+  void Metric(const AgentKey& agent, const otlp::metrics::v1::Metric& m) {
+    const google::protobuf::RepeatedPtrField<otlp::metrics::v1::NumberDataPoint>* points;
+    bool cumulative = false, delta = false;
+    switch (m.data_case()) {
+      case otlp::metrics::v1::Metric::kGauge:
+        points = &m.gauge().data_points();
+        break;
+      case otlp::metrics::v1::Metric::kSum:
+        points = &m.sum().data_points();
+        cumulative = m.sum().aggregation_temporality() ==
+                     otlp::metrics::v1::AGGREGATION_TEMPORALITY_CUMULATIVE;
+        delta = m.sum().aggregation_temporality() ==
+                otlp::metrics::v1::AGGREGATION_TEMPORALITY_DELTA;
+        break;
+      case otlp::metrics::v1::Metric::DATA_NOT_SET:
+        return;
+      default:
+        Reject(PointCount(m), absl::StrCat("metric ", m.name().substr(0, 64),
+                                           ": histograms and summaries are not "
+                                           "supported"));
+        return;
+    }
+    for (const auto& p : *points) Point(agent, m, p, cumulative, delta);
+  }
+
+  void Point(const AgentKey& agent, const otlp::metrics::v1::Metric& m,
+             const otlp::metrics::v1::NumberDataPoint& p, bool cumulative,
+             bool delta) {
+    const std::string where = absl::StrCat("metric ", m.name().substr(0, 64));
+    double value;
+    if (p.value_case() == otlp::metrics::v1::NumberDataPoint::kAsDouble) {
+      value = p.as_double();
+    } else if (p.value_case() == otlp::metrics::v1::NumberDataPoint::kAsInt) {
+      value = static_cast<double>(p.as_int());
+    } else {
+      Reject(1, absl::StrCat(where, ": a data point has no value"));
+      return;
+    }
+    if (!std::isfinite(value)) {
+      Reject(1, absl::StrCat(where, ": a value is not finite"));
+      return;
+    }
+    const int64_t time_us = static_cast<int64_t>(p.time_unix_nano() / 1000);
+    const absl::Time time = absl::FromUnixMicros(time_us);
+    if (p.time_unix_nano() == 0 || time < storage::EarliestReportTime() ||
+        time > now_ + limits_.max_future) {
+      Reject(1, absl::StrCat(where, ": time_unix_nano ", p.time_unix_nano(),
+                             " is not a time of this run"));
+      return;
+    }
+    const int64_t start_us = static_cast<int64_t>(p.start_time_unix_nano() / 1000);
+    const std::string gpu = Find(p.attributes(), kGpuKeys).value_or("");
+    ++out_.accepted_points;
+
+    if (m.name() == "system.cpu.utilization") {
+      // The mean over CPUs of the idle share: one idle point per CPU.
+      if (Find(p.attributes(), {"state", "system.cpu.state"}) == "idle") {
+        Sum& idle = idle_[{agent, time_us}];
+        idle.total += value;
+        ++idle.points;
+      }
+      return;
+    }
+    if (m.name() == "hw.gpu.memory.limit" || m.name() == "hw.gpu.memory.usage") {
+      auto& pair = gpu_memory_[{agent, gpu, time_us}];
+      (m.name() == "hw.gpu.memory.limit" ? pair.first : pair.second) = value;
+      return;
+    }
+    if (auto r = RateTargets().find(m.name()); r != RateTargets().end() &&
+                                                (cumulative || delta)) {
+      const std::string device =
+          Find(p.attributes(), {"device", "system.device"}).value_or("");
+      if (device == "lo") return;
+      const std::string direction =
+          Find(p.attributes(), {"direction", "network.io.direction",
+                                "disk.io.direction"})
+              .value_or("");
+      const bool in = direction == "receive" || direction == "read";
+      const char* name = in ? r->second.read_or_receive : r->second.write_or_transmit;
+      Sum& sum = sums_[{agent, name, r->second.unit, gpu, time_us}];
+      ++sum.points;
+      std::optional<double> rate;
+      if (delta) {
+        if (start_us > 0 && time_us > start_us) {
+          rate = value / ((time_us - start_us) / 1e6);
+        }
+      } else {
+        rate = rates_.Rate(absl::StrCat(agent.first, "/", agent.second, "/",
+                                        m.name(), "/", device, "/", direction,
+                                        "/", gpu),
+                           start_us, time_us, value);
+      }
+      if (rate) {
+        sum.total += *rate;
+        ++sum.valued;
+      }
+      return;
+    }
+    if (auto r = Renames().find(m.name()); r != Renames().end()) {
+      Add(agent, r->second.name, gpu, r->second.unit, time_us, value * r->second.scale);
+      return;
+    }
+    // Its own name, with the attributes that tell its series apart.
+    std::vector<std::pair<std::string, std::string>> labels;
+    for (const auto& kv : p.attributes()) {
+      if (!IsGpuKey(kv.key())) labels.emplace_back(kv.key(), Text(kv.value()));
+    }
+    std::sort(labels.begin(), labels.end());
+    std::string name = m.name();
+    if (!labels.empty()) {
+      absl::StrAppend(&name, "{",
+                      absl::StrJoin(labels, ",", absl::PairFormatter("=")), "}");
+    }
+    Add(agent, name, gpu, m.unit(), time_us, value);
+  }
+
+  // One value into the (trial, agent)'s batch: its series declared once,
+  // its report of that instant; a second value of a series at one instant
+  // is refused.
+  void Add(const AgentKey& agent, absl::string_view name, absl::string_view gpu,
+           absl::string_view unit, int64_t time_us, double value) {
+    for (const auto& [field, text, max] :
+         {std::tuple("name", name, limits_.max_label_length),
+          std::tuple("GPU", gpu, limits_.max_label_length),
+          std::tuple("unit", unit, limits_.max_unit_length)}) {
+      if (absl::Status s = storage::ValidateLabel(
+              absl::StrCat("series ", field), text, max,
+              /*allow_empty=*/field != std::string_view("name"));
+          !s.ok()) {
+        --out_.accepted_points;
+        Reject(1, absl::StrCat(s.message(), " (", name.substr(0, 64), ")"));
+        return;
+      }
+    }
+    auto [at, added] = batch_of_.try_emplace(agent, out_.batches.size());
+    if (added) {
+      storage::MetricBatch& b = out_.batches.emplace_back();
+      b.trial_id = agent.first;
+      b.agent_id = agent.second;
+    }
+    storage::MetricBatch& batch = out_.batches[at->second];
+    auto [series, new_series] = series_of_.try_emplace(
+        std::make_tuple(at->second, std::string(name), std::string(gpu)),
+        batch.series.size());
+    if (new_series) {
+      batch.series.push_back({std::string(name), std::string(gpu), std::string(unit)});
+    } else if (batch.series[series->second].unit != unit) {
+      --out_.accepted_points;
+      Reject(1, absl::StrCat("series ", name.substr(0, 64), ": two units in one request"));
+      return;
+    }
+    auto [report, new_report] =
+        report_of_.try_emplace(std::make_pair(at->second, time_us), batch.reports.size());
+    if (new_report) {
+      storage::Report& r = batch.reports.emplace_back();
+      r.time_us = time_us;
+    }
+    storage::Report& r = batch.reports[report->second];
+    const uint32_t index = static_cast<uint32_t>(series->second);
+    if (std::find(r.series.begin(), r.series.end(), index) != r.series.end()) {
+      --out_.accepted_points;
+      Reject(1, absl::StrCat("series ", name.substr(0, 64),
+                             ": two values at one time in one request"));
+      return;
+    }
+    r.series.push_back(index);
+    r.values.push_back(value);
+  }
+
+  RateState& rates_;
+  const storage::IngestLimits& limits_;
+  const absl::Time now_;
+  OtlpBatches out_;
+  absl::flat_hash_map<AgentKey, size_t> batch_of_;
+  absl::flat_hash_map<std::tuple<size_t, std::string, std::string>, size_t> series_of_;
+  absl::flat_hash_map<std::pair<size_t, int64_t>, size_t> report_of_;
+  std::map<std::tuple<AgentKey, std::string, std::string, std::string, int64_t>, Sum> sums_;
+  std::map<std::pair<AgentKey, int64_t>, Sum> idle_;
+  std::map<std::tuple<AgentKey, std::string, int64_t>,
+           std::pair<std::optional<double>, std::optional<double>>>
+      gpu_memory_;
+};
+
+}  // namespace
+
+std::optional<double> RateState::Rate(const std::string& series, int64_t start_us,
+                                      int64_t time_us, double value) {
+  absl::MutexLock lock(&mu_);
+  auto it = points_.find(series);
+  if (it == points_.end()) {
+    // Bounded: when full, start over rather than grow (each series then
+    // loses one rate).
+    if (points_.size() >= max_series_) points_.clear();
+    points_.emplace(series, Point{start_us, time_us, value});
+    return std::nullopt;
+  }
+  const Point previous = it->second;
+  if (time_us <= previous.time_us) return std::nullopt;  // old or repeated
+  it->second = Point{start_us, time_us, value};
+  if (start_us != previous.start_us || value < previous.value) return std::nullopt;
+  return (value - previous.value) / ((time_us - previous.time_us) / 1e6);
+}
+
+size_t RateState::size() const {
+  absl::MutexLock lock(&mu_);
+  return points_.size();
+}
+
+OtlpBatches MapExport(
+    const opentelemetry::proto::collector::metrics::v1::ExportMetricsServiceRequest&
+        request,
+    RateState& rates, const storage::IngestLimits& limits, absl::Time now) {
+  Mapper mapper(rates, limits, now);
+  for (const auto& rm : request.resource_metrics()) mapper.Resource(rm);
+  return mapper.Finish();
+}
+
+}  // namespace metrics::server
