@@ -14,6 +14,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libpqxx-dev libpq-dev libabsl-dev libssl-dev
   libgtest-dev libgmock-dev
+  # gzip-encoded OTLP/HTTP bodies.
+  zlib1g-dev
   # Boost.Beast and Asio (header-only): the HTTP transport.
   libboost1.81-dev
   # google/api/{annotations,http}.proto: the REST routes in the protos.

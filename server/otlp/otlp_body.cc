@@ -1,0 +1,108 @@
+#include "server/otlp/otlp_body.h"
+
+#include <zlib.h>
+
+#include <google/protobuf/util/json_util.h>
+
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace metrics::server {
+
+namespace {
+
+using Request = opentelemetry::proto::collector::metrics::v1::ExportMetricsServiceRequest;
+
+// The media type without parameters, lower case: "application/json".
+std::string MediaType(absl::string_view content_type) {
+  return absl::AsciiStrToLower(
+      absl::StripAsciiWhitespace(content_type.substr(0, content_type.find(';'))));
+}
+
+// `body` inflated (gzip), at most `max_bytes` of it.
+absl::StatusOr<std::string> Gunzip(absl::string_view body, size_t max_bytes) {
+  z_stream z{};
+  // 16 + MAX_WBITS: a gzip header and trailer, not raw deflate.
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {
+    return absl::InternalError("zlib: inflateInit2 failed");
+  }
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(body.data()));
+  z.avail_in = static_cast<uInt>(body.size());
+  std::string out;
+  char chunk[64 * 1024];
+  int r = Z_OK;
+  while (r != Z_STREAM_END) {
+    z.next_out = reinterpret_cast<Bytef*>(chunk);
+    z.avail_out = sizeof chunk;
+    r = inflate(&z, Z_NO_FLUSH);
+    if (r != Z_OK && r != Z_STREAM_END) {
+      inflateEnd(&z);
+      return absl::InvalidArgumentError(
+          "the body is not valid gzip (Content-Encoding: gzip)");
+    }
+    out.append(chunk, sizeof chunk - z.avail_out);
+    if (out.size() > max_bytes) {
+      inflateEnd(&z);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the body inflates past the limit of ", max_bytes, " bytes"));
+    }
+    if (r == Z_OK && z.avail_in == 0 && z.avail_out != 0) {
+      inflateEnd(&z);
+      return absl::InvalidArgumentError("the gzip body ends early");
+    }
+  }
+  inflateEnd(&z);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Request> DecodeOtlpBody(absl::string_view content_type,
+                                       absl::string_view content_encoding,
+                                       absl::string_view body, size_t max_bytes) {
+  const std::string encoding =
+      absl::AsciiStrToLower(absl::StripAsciiWhitespace(content_encoding));
+  std::string inflated;
+  if (encoding == "gzip") {
+    absl::StatusOr<std::string> text = Gunzip(body, max_bytes);
+    if (!text.ok()) return text.status();
+    inflated = *std::move(text);
+    body = inflated;
+  } else if (!encoding.empty() && encoding != "identity") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Content-Encoding \"", encoding.substr(0, 32), "\": only gzip is taken"));
+  }
+  if (body.size() > max_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the body is larger than the limit of ", max_bytes, " bytes"));
+  }
+  const std::string type = MediaType(content_type);
+  Request request;
+  if (type == "application/x-protobuf") {
+    if (!request.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+      return absl::InvalidArgumentError(
+          "the body is not an OTLP ExportMetricsServiceRequest (protobuf)");
+    }
+    return request;
+  }
+  if (type == "application/json") {
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = true;  // OTLP's rule for receivers
+    const auto parsed = google::protobuf::util::JsonStringToMessage(
+        std::string(body), &request, options);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the body is not an OTLP ExportMetricsServiceRequest (JSON): ",
+          std::string(parsed.message()).substr(0, 200)));
+    }
+    return request;
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "Content-Type \"", type.substr(0, 64),
+      "\": OTLP/HTTP takes application/x-protobuf or application/json"));
+}
+
+}  // namespace metrics::server

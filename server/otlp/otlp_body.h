@@ -1,0 +1,34 @@
+// The body of an OTLP/HTTP export (POST /v1/metrics) as a request message:
+// protobuf (application/x-protobuf) or OTLP's JSON (application/json:
+// lowerCamelCase keys, enums as numbers, 64-bit integers as strings or
+// numbers, unknown fields ignored, as OTLP's specification requires of a
+// receiver; the strict JSON rules of the rest of the API do not apply
+// here), either of them gzip-compressed (Content-Encoding: gzip). A body
+// inflates to at most `max_bytes`: a gzip bomb is refused once that much
+// is inflated, never inflated whole.
+//
+// Thread-safety: a pure function.
+#ifndef METRICS_SERVER_OTLP_OTLP_BODY_H_
+#define METRICS_SERVER_OTLP_OTLP_BODY_H_
+
+#include <cstddef>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/opentelemetry/proto/collector/metrics/v1/metrics_service.pb.h"
+
+namespace metrics::server {
+
+inline constexpr size_t kMaxOtlpBodyBytes = size_t{64} << 20;
+
+// RESOURCE_EXHAUSTED when the body (inflated) passes `max_bytes` (HTTP
+// 413); FAILED_PRECONDITION for a content type or encoding it does not
+// take (415); INVALID_ARGUMENT for bytes that are not such a message, or
+// not gzip when they say so (400).
+absl::StatusOr<opentelemetry::proto::collector::metrics::v1::ExportMetricsServiceRequest>
+DecodeOtlpBody(absl::string_view content_type, absl::string_view content_encoding,
+               absl::string_view body, size_t max_bytes = kMaxOtlpBodyBytes);
+
+}  // namespace metrics::server
+
+#endif  // METRICS_SERVER_OTLP_OTLP_BODY_H_
