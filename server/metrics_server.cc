@@ -182,6 +182,10 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
       server->store_.get(), &server->legacy_statistics_, options.store.limits,
       guard);
 
+  server->otlp_service_ = std::make_unique<OtlpService>(
+      server->store_.get(), server->executor_.get(), options.store.limits,
+      options.ingest.retry_after, guard);
+
   grpc::EnableDefaultHealthCheckService(true);
   // Server reflection lets operators list and call services with grpcurl or
   // grpc_cli. gRPC also needs at least one service registered at build time;
@@ -200,6 +204,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   builder.RegisterService(server->ingest_service_.get());
   builder.RegisterService(server->query_service_.get());
   builder.RegisterService(server->legacy_service_.get());
+  builder.RegisterService(server->otlp_service_.get());
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   // Clients ping every 30 s or more to find a vanished server
   // (client/reporter.cc); gRPC's default refuses pings under 5 min apart.

@@ -33,6 +33,7 @@
 #include "server/legacy/legacy_profiler_service.h"
 #include "server/legacy/legacy_statistics.h"
 #include "server/readiness.h"
+#include "server/services/otlp_service.h"
 #include "server/services/query_service.h"
 #include "server/rest/rest_gateway.h"
 #include "server/server_options.h"
@@ -94,6 +95,7 @@ class MetricsServer {
   std::unique_ptr<QueryService> query_service_;
   LegacyStatistics legacy_statistics_;
   std::unique_ptr<LegacyProfilerService> legacy_service_;
+  std::unique_ptr<OtlpService> otlp_service_;
   std::unique_ptr<GatewaySocket> gateway_socket_;
   std::unique_ptr<RestGateway> gateway_;
   std::unique_ptr<WebAssets> web_;  // null when no page is served

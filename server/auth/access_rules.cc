@@ -51,6 +51,8 @@ const absl::flat_hash_map<std::string, MethodRule>& Rules() {
        {Access::kReadTrial, {"trial_id"}, false}},
       {"/determined.api.v1.Determined/PostTrialProfilerMetricsBatch",
        {Access::kIngestTrial, {"batches.labels.trial_id"}, false}},
+      {"/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
+       {Access::kIngestPerResource, {}, false}},
   };
   return *rules;
 }
@@ -151,6 +153,11 @@ absl::Status Authorize(const Principal& principal, absl::string_view method,
         return Denied(principal, method, "; a viewer token only reads");
       }
       break;
+    case Access::kIngestPerResource:
+      if (principal.role == TokenRole::kViewer) {
+        return Denied(principal, method, "; a viewer token only reads");
+      }
+      return absl::OkStatus();  // the service keeps it to its trial
   }
   // A reporter: only its own trial.
   const std::vector<int32_t> trials = TrialsOf(rule, request);

@@ -35,7 +35,10 @@ struct Principal {
   std::optional<int32_t> trial_id;  // reporters only
 };
 
-enum class Access { kOpen, kRead, kAdmin, kReadTrial, kIngestTrial };
+// kIngestPerResource: admins and reporters may call; the request names its
+// trials in data (OTLP's resource attributes), so the service itself keeps
+// a reporter to its own trial, point by point.
+enum class Access { kOpen, kRead, kAdmin, kReadTrial, kIngestTrial, kIngestPerResource };
 
 struct MethodRule {
   Access access = Access::kAdmin;

@@ -247,7 +247,7 @@ TEST_F(AuthMatrixTest, EveryGrpcMethodAnswersAsItsRuleSays) {
       ++cells;
     }
   }
-  EXPECT_EQ(cells, 14 * 9);
+  EXPECT_EQ(cells, 15 * 9);
 }
 
 TEST_F(AuthMatrixTest, EveryRestRouteAnswersAsItsRuleSays) {

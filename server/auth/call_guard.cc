@@ -34,6 +34,24 @@ absl::Status CallGuard::Check(const grpc::ServerContextBase& context,
   return Authorize(*principal, method, *rule, request, first_message);
 }
 
+absl::StatusOr<Principal> CallGuard::Caller(
+    const grpc::ServerContextBase& context, absl::string_view method,
+    const google::protobuf::Message& request, absl::Time deadline) const {
+  const MethodRule* rule = RuleFor(method);
+  if (rule == nullptr || rule->access == Access::kOpen) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(method, " has no rule that names its callers"));
+  }
+  absl::StatusOr<Principal> principal =
+      authenticator_->Authenticate(AuthorizationOf(context), deadline);
+  if (!principal.ok()) return principal.status();
+  if (absl::Status allowed = Authorize(*principal, method, *rule, request, true);
+      !allowed.ok()) {
+    return allowed;
+  }
+  return principal;
+}
+
 std::optional<absl::Status> CallGuard::CheckCached(
     const grpc::ServerContextBase& context, absl::string_view method,
     const google::protobuf::Message& request, bool first_message) const {

@@ -36,6 +36,13 @@ class CallGuard {
                      const google::protobuf::Message& request,
                      absl::Time deadline, bool first_message = true) const;
 
+  // As Check, and the caller when it passes (for a service that keeps a
+  // reporter to its trial itself: Access::kIngestPerResource).
+  absl::StatusOr<Principal> Caller(const grpc::ServerContextBase& context,
+                                   absl::string_view method,
+                                   const google::protobuf::Message& request,
+                                   absl::Time deadline) const;
+
   // As Check, from the authenticator's cache only: nullopt when the cache
   // cannot answer.
   std::optional<absl::Status> CheckCached(

@@ -112,8 +112,9 @@ struct Sum {
 
 class Mapper {
  public:
-  Mapper(RateState& rates, const storage::IngestLimits& limits, absl::Time now)
-      : rates_(rates), limits_(limits), now_(now) {}
+  Mapper(RateState& rates, const storage::IngestLimits& limits, absl::Time now,
+         std::optional<int32_t> only_trial)
+      : rates_(rates), limits_(limits), now_(now), only_trial_(only_trial) {}
 
   void Resource(const otlp::metrics::v1::ResourceMetrics& rm) {
     const Attributes& attributes = rm.resource().attributes();
@@ -130,6 +131,11 @@ class Mapper {
                                         trial_text->substr(0, 32),
                                         "\" is not a positive trial id")
                          : "a resource has no trial.id attribute");
+      return;
+    }
+    if (only_trial_ && trial != *only_trial_) {
+      Reject(points, absl::StrCat("trial ", trial, ": the token is for trial ",
+                                  *only_trial_, " only"));
       return;
     }
     const std::optional<std::string> agent = Find(attributes, {"host.name", "agent.id"});
@@ -370,6 +376,7 @@ class Mapper {
   RateState& rates_;
   const storage::IngestLimits& limits_;
   const absl::Time now_;
+  const std::optional<int32_t> only_trial_;
   OtlpBatches out_;
   absl::flat_hash_map<AgentKey, size_t> batch_of_;
   absl::flat_hash_map<std::tuple<size_t, std::string, std::string>, size_t> series_of_;
@@ -409,8 +416,9 @@ size_t RateState::size() const {
 OtlpBatches MapExport(
     const opentelemetry::proto::collector::metrics::v1::ExportMetricsServiceRequest&
         request,
-    RateState& rates, const storage::IngestLimits& limits, absl::Time now) {
-  Mapper mapper(rates, limits, now);
+    RateState& rates, const storage::IngestLimits& limits, absl::Time now,
+    std::optional<int32_t> only_trial) {
+  Mapper mapper(rates, limits, now, only_trial);
   for (const auto& rm : request.resource_metrics()) mapper.Resource(rm);
   return mapper.Finish();
 }

@@ -81,11 +81,14 @@ struct OtlpBatches {
 };
 
 // `limits` and `now` refuse, point by point, what the store would refuse a
-// whole batch for (a label too long, a time too far ahead).
+// whole batch for (a label too long, a time too far ahead). With
+// `only_trial` (a reporter's token), the points of any other trial are
+// refused.
 OtlpBatches MapExport(
     const opentelemetry::proto::collector::metrics::v1::ExportMetricsServiceRequest&
         request,
-    RateState& rates, const storage::IngestLimits& limits, absl::Time now);
+    RateState& rates, const storage::IngestLimits& limits, absl::Time now,
+    std::optional<int32_t> only_trial = std::nullopt);
 
 }  // namespace metrics::server
 

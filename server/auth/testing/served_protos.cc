@@ -8,6 +8,7 @@
 #include "proto/metrics/v1/query.pb.h"
 #include "proto/metrics/v1/tokens.pb.h"
 #include "proto/metrics/v1/trials.pb.h"
+#include "proto/opentelemetry/proto/collector/metrics/v1/metrics_service.pb.h"
 
 namespace metrics::server::test_util {
 
@@ -45,7 +46,10 @@ std::vector<const google::protobuf::FileDescriptor*> ServedProtoFiles() {
           v1::ReportSystemMetricsRequest::descriptor()->file(),
           v1::QuerySeriesRequest::descriptor()->file(),
           determined::api::v1::GetTrialProfilerMetricsRequest::descriptor()
-              ->file()};
+              ->file(),
+          opentelemetry::proto::collector::metrics::v1::ExportMetricsServiceRequest::
+              descriptor()
+                  ->file()};
 }
 
 std::vector<const google::protobuf::MethodDescriptor*> ServedMethods() {

@@ -1,0 +1,142 @@
+#include "server/services/otlp_service.h"
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "server/services/unary_call.h"
+
+namespace metrics::server {
+
+namespace {
+
+namespace collector = ::opentelemetry::proto::collector::metrics::v1;
+
+// The outcomes of one export's batches, gathered on the writer threads;
+// the last one in finishes the call.
+class ExportOutcome {
+ public:
+  ExportOutcome(grpc::ServerUnaryReactor* reactor,
+                collector::ExportMetricsServiceResponse* response, OtlpBatches mapped,
+                int pending)
+      : reactor_(reactor),
+        response_(response),
+        rejected_(mapped.rejected_points),
+        reasons_(std::move(mapped.reasons)),
+        pending_(pending) {}
+
+  // Takes one batch's outcome; `points`: the values it held.
+  void Take(const storage::BatchOutcome& outcome, int64_t points) {
+    bool last;
+    {
+      absl::MutexLock lock(&mu_);
+      if (outcome.kind == storage::BatchOutcome::Kind::kRejected) {
+        rejected_ += points;
+        if (reasons_.size() < 5) reasons_.emplace_back(outcome.status.message());
+      } else if (outcome.kind == storage::BatchOutcome::Kind::kFailed &&
+                 failure_.ok()) {
+        failure_ = outcome.status;
+      }
+      last = --pending_ == 0;
+    }
+    if (last) Finish();
+  }
+
+  // Answers the call (partial success, or the failure a retry can fix)
+  // and deletes this.
+  void Finish() {
+    absl::Status failure;
+    int64_t rejected;
+    std::string reasons;
+    {
+      absl::MutexLock lock(&mu_);
+      failure = failure_;
+      rejected = rejected_;
+      reasons = absl::StrJoin(reasons_, "; ");
+    }
+    if (!failure.ok()) {
+      reactor_->Finish(common::ToGrpcStatus(failure));
+    } else {
+      if (rejected > 0) {
+        auto* partial = response_->mutable_partial_success();
+        partial->set_rejected_data_points(rejected);
+        partial->set_error_message(reasons);
+      }
+      reactor_->Finish(grpc::Status::OK);
+    }
+    delete this;
+  }
+
+ private:
+  grpc::ServerUnaryReactor* const reactor_;
+  collector::ExportMetricsServiceResponse* const response_;
+  absl::Mutex mu_;
+  int64_t rejected_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> reasons_ ABSL_GUARDED_BY(mu_);
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  int pending_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* OtlpService::Export(
+    grpc::CallbackServerContext* context,
+    const collector::ExportMetricsServiceRequest* request,
+    collector::ExportMetricsServiceResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const absl::Time deadline = CallDeadline(*context);
+  if (!executor_->Post([this, context, request, response, reactor, deadline] {
+        std::optional<int32_t> only_trial;
+        if (guard_ != nullptr) {
+          absl::StatusOr<Principal> caller = guard_->Caller(
+              *context,
+              FullMethodName(collector::MetricsService::service_full_name(), "Export"),
+              *request, deadline);
+          if (!caller.ok()) {
+            reactor->Finish(common::ToGrpcStatus(caller.status()));
+            return;
+          }
+          if (caller->role == storage::TokenRole::kReporter) only_trial = caller->trial_id;
+        }
+        OtlpBatches mapped = MapExport(*request, rates_, limits_, absl::Now(), only_trial);
+        std::vector<storage::MetricBatch> batches = std::move(mapped.batches);
+        auto* outcome = new ExportOutcome(reactor, response, std::move(mapped),
+                                          static_cast<int>(batches.size()));
+        if (batches.empty()) {
+          outcome->Finish();
+          return;
+        }
+        for (size_t i = 0; i < batches.size(); ++i) {
+          const int64_t points = static_cast<int64_t>(batches[i].ValueCount());
+          absl::Status queued = store_->SubmitBatch(
+              std::move(batches[i]), [outcome, points](storage::BatchOutcome o) {
+                outcome->Take(o, points);
+              });
+          if (!queued.ok()) {
+            // The queue is full or the server stops: this and every later
+            // batch fail, so the exporter retries the request.
+            if (queued.code() == absl::StatusCode::kResourceExhausted) {
+              context->AddTrailingMetadata(
+                  "retry-after-ms",
+                  std::to_string(absl::ToInt64Milliseconds(retry_after_)));
+            }
+            for (size_t j = i; j < batches.size(); ++j) {
+              storage::BatchOutcome failed;
+              failed.kind = storage::BatchOutcome::Kind::kFailed;
+              failed.status = queued;
+              outcome->Take(failed, 0);
+            }
+            return;
+          }
+        }
+      })) {
+    reactor->Finish(common::ToGrpcStatus(
+        absl::ResourceExhaustedError("the server is busy; retry later")));
+  }
+  return reactor;
+}
+
+}  // namespace metrics::server

@@ -1,0 +1,163 @@
+// OTLP's MetricsService/Export through gRPC against the real server
+// in-process on a real PostgreSQL, with tokens required: points stored
+// under the service's series, partial success for what is refused (another
+// trial's points for a reporter, histograms, points without a trial), and
+// the callers refused outright.
+#include <grpcpp/create_channel.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/metrics/v1/query.grpc.pb.h"
+#include "proto/opentelemetry/proto/collector/metrics/v1/metrics_service.grpc.pb.h"
+#include "storage/pg/pg_metric_store.h"
+#include "storage/pg/pg_token_store.h"
+#include "tests/testing/test_server.h"
+
+namespace metrics::server {
+namespace {
+
+namespace collector = ::opentelemetry::proto::collector::metrics::v1;
+namespace otlp = ::opentelemetry::proto;
+using ::metrics::test_util::TestServer;
+using ::testing::HasSubstr;
+
+absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
+
+// One resource of `trial` and `host` with a gauge "train.loss" of `points`
+// points a second apart from a minute ago, and one point of GPU
+// utilisation.
+void AddResource(collector::ExportMetricsServiceRequest& request, int trial,
+                 const std::string& host, int points) {
+  auto* rm = request.add_resource_metrics();
+  for (const auto& [key, value] :
+       {std::pair("trial.id", absl::StrCat(trial)), std::pair("host.name", host)}) {
+    auto* kv = rm->mutable_resource()->add_attributes();
+    kv->set_key(key);
+    kv->mutable_value()->set_string_value(value);
+  }
+  auto* scope = rm->add_scope_metrics();
+  const uint64_t t0 = static_cast<uint64_t>(absl::ToUnixNanos(absl::Now() - absl::Minutes(1)));
+  auto* loss = scope->add_metrics();
+  loss->set_name("train.loss");
+  loss->set_unit("1");
+  for (int i = 0; i < points; ++i) {
+    auto* p = loss->mutable_gauge()->add_data_points();
+    p->set_time_unix_nano(t0 + i * uint64_t{1000000000});
+    p->set_as_double(1.0 / (i + 1));
+  }
+  auto* util = scope->add_metrics();
+  util->set_name("DCGM_FI_DEV_GPU_UTIL");
+  auto* p = util->mutable_gauge()->add_data_points();
+  p->set_time_unix_nano(t0);
+  p->set_as_int(97);
+  auto* uuid = p->add_attributes();
+  uuid->set_key("UUID");
+  uuid->mutable_value()->set_string_value("GPU-abc");
+}
+
+class OtlpServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerOptions options;
+    options.auth_required = true;
+    ASSERT_OK_AND_ASSIGN(server_, TestServer::Start(options));
+    storage::pg::PgMetricStoreOptions store_options;
+    store_options.database_url = server_->database_url();
+    auto store = storage::pg::PgMetricStore::Create(store_options);
+    ASSERT_OK(store->CreateTrial(7, Deadline()).status());
+    ASSERT_OK(store->CreateTrial(8, Deadline()).status());
+    store->Shutdown(Deadline());
+    storage::pg::PgTokenStore tokens(server_->database_url());
+    for (auto& [secret, role, trial] :
+         {std::tuple(&admin_, storage::TokenRole::kAdmin, std::optional<int32_t>()),
+          std::tuple(&viewer_, storage::TokenRole::kViewer, std::optional<int32_t>()),
+          std::tuple(&reporter_, storage::TokenRole::kReporter, std::optional<int32_t>(7))}) {
+      storage::TokenRequest request;
+      request.name = "otlp test";
+      request.role = role;
+      request.trial_id = trial;
+      ASSERT_OK_AND_ASSIGN(storage::CreatedToken created, tokens.Create(request, Deadline()));
+      *secret = created.secret;
+    }
+  }
+
+  grpc::Status Export(const collector::ExportMetricsServiceRequest& request,
+                      const std::string& token,
+                      collector::ExportMetricsServiceResponse* response) {
+    auto stub = collector::MetricsService::NewStub(server_->Channel());
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+    return stub->Export(&context, request, response);
+  }
+
+  // "name/gpu" -> sample count, of `trial`'s series.
+  std::map<std::string, int64_t> Series(int trial) {
+    auto stub = v1::QueryService::NewStub(server_->Channel());
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", "Bearer " + admin_);
+    v1::ListSeriesRequest request;
+    request.set_trial_id(trial);
+    v1::ListSeriesResponse response;
+    EXPECT_TRUE(stub->ListSeries(&context, request, &response).ok());
+    std::map<std::string, int64_t> series;
+    for (const v1::Series& s : response.series()) {
+      series[absl::StrCat(s.agent_id(), ":", s.name(), "/", s.gpu_uuid())] = s.sample_count();
+    }
+    return series;
+  }
+
+  std::unique_ptr<TestServer> server_;
+  std::string admin_, viewer_, reporter_;
+};
+
+TEST_F(OtlpServiceTest, PointsAreStoredUnderTheServicesSeries) {
+  collector::ExportMetricsServiceRequest request;
+  AddResource(request, 7, "node-1", 5);
+  collector::ExportMetricsServiceResponse response;
+  const grpc::Status status = Export(request, admin_, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_FALSE(response.has_partial_success());
+  EXPECT_EQ(Series(7), (std::map<std::string, int64_t>{{"node-1:train.loss/", 5},
+                                                         {"node-1:gpu_util/GPU-abc", 1}}));
+}
+
+// A reporter's points of another trial, a histogram and a resource without
+// a trial are refused and counted; the rest is stored.
+TEST_F(OtlpServiceTest, PartialSuccessForWhatIsRefused) {
+  collector::ExportMetricsServiceRequest request;
+  AddResource(request, 7, "node-1", 3);
+  AddResource(request, 8, "node-2", 4);
+  auto* histogram = request.mutable_resource_metrics(0)->mutable_scope_metrics(0)->add_metrics();
+  histogram->set_name("latency");
+  histogram->mutable_histogram()->add_data_points();
+  request.add_resource_metrics()->add_scope_metrics()->add_metrics()->mutable_gauge()
+      ->add_data_points()->set_as_double(1);
+  collector::ExportMetricsServiceResponse response;
+  const grpc::Status status = Export(request, reporter_, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.partial_success().rejected_data_points(), 5 + 1 + 1);
+  EXPECT_THAT(response.partial_success().error_message(),
+              HasSubstr("trial 8: the token is for trial 7 only"));
+  EXPECT_THAT(response.partial_success().error_message(), HasSubstr("latency"));
+  EXPECT_THAT(response.partial_success().error_message(), HasSubstr("no trial.id"));
+  EXPECT_EQ(Series(7).at("node-1:train.loss/"), 3);
+  EXPECT_TRUE(Series(8).empty());
+}
+
+TEST_F(OtlpServiceTest, CallersWithoutTheRightAreRefused) {
+  collector::ExportMetricsServiceRequest request;
+  AddResource(request, 7, "node-1", 1);
+  collector::ExportMetricsServiceResponse response;
+  EXPECT_EQ(Export(request, "", &response).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  const grpc::Status viewer = Export(request, viewer_, &response);
+  EXPECT_EQ(viewer.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(viewer.error_message(), HasSubstr("only reads"));
+  EXPECT_TRUE(Series(7).empty());
+}
+
+}  // namespace
+}  // namespace metrics::server
