@@ -72,6 +72,17 @@ HttpResponse HttpPaths::Handle(const HttpRequest& request) const {
                                        reason, "\"}");
     return response;
   }
+  if (request.path == "/v1/metrics") {  // OTLP/HTTP, POST only
+    if (request.method != "POST") {
+      HttpResponse response = ErrorResponse(
+          absl::UnimplementedError(absl::StrCat(
+              "method ", request.method, " is not allowed on /v1/metrics")),
+          405);
+      response.headers.emplace_back("Allow", "POST");
+      return response;
+    }
+    return options_.gateway->ExportOtlp(request);
+  }
   if (request.path == "/livez") {  // answering is the proof
     HttpResponse response;
     response.body = "{\"status\":\"ALIVE\"}";

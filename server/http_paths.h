@@ -1,7 +1,8 @@
 // The HTTP port's own paths, ahead of the REST gateway: the profiler page's
 // files, GET /metrics (Prometheus), GET /healthz (readiness, for load
-// balancers) and GET /livez (liveness). Other requests go to the gateway.
-// Each of the own paths answers GET and HEAD only (405 otherwise).
+// balancers), GET /livez (liveness) and POST /v1/metrics (OTLP/HTTP). Other
+// requests go to the gateway. Each of the own paths answers only its
+// methods (405 otherwise).
 //
 // Thread-safety: thread-safe; Handle runs on the HTTP server's handler
 // threads, and everything it points to must be.

@@ -9,11 +9,15 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "server/rest/chart_json.h"
 #include "server/http/http_error.h"
+#include "server/otlp/otlp_body.h"
+#include "proto/opentelemetry/proto/collector/metrics/v1/metrics_service.grpc.pb.h"
 
 namespace metrics::server {
 
@@ -231,6 +235,43 @@ void RestGateway::AddDeprecationHeaders(absl::string_view path,
         [&name = name](const auto& h) { return h.first == name; });
     if (!present) response.headers.emplace_back(name, value);
   }
+}
+
+HttpResponse RestGateway::ExportOtlp(const HttpRequest& request) const {
+  namespace collector = ::opentelemetry::proto::collector::metrics::v1;
+  absl::StatusOr<collector::ExportMetricsServiceRequest> decoded = DecodeOtlpBody(
+      request.Header("content-type"), request.Header("content-encoding"), request.body);
+  if (!decoded.ok()) {
+    const absl::StatusCode code = decoded.status().code();
+    return ErrorResponse(decoded.status(),
+                         code == absl::StatusCode::kResourceExhausted    ? 413
+                         : code == absl::StatusCode::kFailedPrecondition ? 415
+                                                                         : 400);
+  }
+  auto call = std::make_shared<GatewayCall>(
+      stub_,
+      absl::StrCat("/", collector::MetricsService::service_full_name(), "/Export"),
+      request, options_.request_timeout, options_.client_check_interval);
+  collector::ExportMetricsServiceResponse answer;
+  const bool read = call->Start(*decoded) && call->Read(&answer);
+  absl::Status status = call->Finish();
+  if (status.ok() && !read) status = absl::InternalError("the call sent no answer");
+  HttpResponse response = status.ok() ? HttpResponse() : ErrorResponse(status);
+  AddMetadataHeaders(*call, response);
+  if (!status.ok()) return response;
+  if (absl::StartsWith(absl::AsciiStrToLower(request.Header("content-type")),
+                       "application/x-protobuf")) {
+    response.content_type = "application/x-protobuf";
+    response.body = answer.SerializeAsString();
+    return response;
+  }
+  google::protobuf::util::JsonPrintOptions options;
+  std::string json;
+  if (!google::protobuf::util::MessageToJsonString(answer, &json, options).ok()) {
+    return ErrorResponse(absl::InternalError("the answer could not be written"));
+  }
+  response.body = std::move(json);
+  return response;
 }
 
 HttpResponse RestGateway::Call(const HttpRequest& request,

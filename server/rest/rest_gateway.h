@@ -60,6 +60,12 @@ class RestGateway {
 
   HttpResponse Handle(const HttpRequest& request) const;
 
+  // POST /v1/metrics, OTLP/HTTP: the body (server/otlp/otlp_body.h) through
+  // MetricsService/Export, the answer in the request's encoding. Bodies it
+  // cannot take: 413 past the size limit, 415 for another content type or
+  // encoding, 400 for bytes that are not such a message.
+  HttpResponse ExportOtlp(const HttpRequest& request) const;
+
   // Adds options.deprecation_headers when `path` is a deprecated method's
   // route and `response` lacks them. For the HTTP server's own errors too.
   void AddDeprecationHeaders(absl::string_view path,

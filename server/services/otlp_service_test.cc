@@ -14,6 +14,7 @@
 #include "proto/opentelemetry/proto/collector/metrics/v1/metrics_service.grpc.pb.h"
 #include "storage/pg/pg_metric_store.h"
 #include "storage/pg/pg_token_store.h"
+#include "tests/testing/http_client.h"
 #include "tests/testing/test_server.h"
 
 namespace metrics::server {
@@ -157,6 +158,60 @@ TEST_F(OtlpServiceTest, CallersWithoutTheRightAreRefused) {
   EXPECT_EQ(viewer.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(viewer.error_message(), HasSubstr("only reads"));
   EXPECT_TRUE(Series(7).empty());
+}
+
+// POST /v1/metrics: the same through OTLP/HTTP, protobuf and OTLP's JSON,
+// answered in the request's encoding; bodies it cannot take refused with
+// their HTTP status.
+TEST_F(OtlpServiceTest, OtlpHttpTakesProtobufAndJson) {
+  collector::ExportMetricsServiceRequest request;
+  AddResource(request, 7, "node-1", 2);
+  AddResource(request, 8, "node-2", 1);
+  const std::string auth = "Authorization: Bearer " + reporter_ + "\r\n";
+  ASSERT_OK_AND_ASSIGN(
+      test_util::HttpResult proto,
+      test_util::HttpCall(server_->http_port(), "POST", "/v1/metrics",
+                          request.SerializeAsString(), absl::Seconds(30),
+                          auth + "Content-Type: application/x-protobuf\r\n"));
+  ASSERT_EQ(proto.status, 200) << proto.body;
+  EXPECT_EQ(proto.headers["content-type"], "application/x-protobuf");
+  collector::ExportMetricsServiceResponse answer;
+  ASSERT_TRUE(answer.ParseFromString(proto.body));
+  EXPECT_EQ(answer.partial_success().rejected_data_points(), 2);  // trial 8's
+
+  const std::string json = absl::StrCat(
+      R"({"resourceMetrics":[{"resource":{"attributes":[)",
+      R"({"key":"trial.id","value":{"intValue":"7"}},{"key":"host.name","value":{"stringValue":"node-3"}}]},)",
+      R"("scopeMetrics":[{"metrics":[{"name":"train.loss","unit":"1","gauge":{"dataPoints":[)",
+      R"({"timeUnixNano":")", absl::ToUnixNanos(absl::Now() - absl::Minutes(1)),
+      R"(","asDouble":0.25,"flags":0,"unknownField":true}]}}]}]}]})");
+  ASSERT_OK_AND_ASSIGN(
+      test_util::HttpResult plain,
+      test_util::HttpCall(server_->http_port(), "POST", "/v1/metrics", json,
+                          absl::Seconds(30), auth + "Content-Type: application/json\r\n"));
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  EXPECT_EQ(plain.body, "{}");
+  EXPECT_EQ(Series(7).at("node-3:train.loss/"), 1);
+
+  for (const auto& [headers, body, status] :
+       {std::tuple(std::string("Content-Type: text/plain\r\n"), std::string("x"), 415),
+        std::tuple(std::string("Content-Type: application/x-protobuf\r\n"),
+                   request.SerializeAsString().substr(0, 20), 400),
+        std::tuple(std::string("Content-Type: application/json\r\nContent-Encoding: gzip\r\n"),
+                   std::string("not gzip"), 400)}) {
+    ASSERT_OK_AND_ASSIGN(test_util::HttpResult refused,
+                         test_util::HttpCall(server_->http_port(), "POST", "/v1/metrics",
+                                             body, absl::Seconds(30), auth + headers));
+    EXPECT_EQ(refused.status, status) << headers << refused.body;
+  }
+  ASSERT_OK_AND_ASSIGN(test_util::HttpResult get,
+                       test_util::HttpCall(server_->http_port(), "GET", "/v1/metrics"));
+  EXPECT_EQ(get.status, 405);
+  ASSERT_OK_AND_ASSIGN(
+      test_util::HttpResult anonymous,
+      test_util::HttpCall(server_->http_port(), "POST", "/v1/metrics", json,
+                          absl::Seconds(30), "Content-Type: application/json\r\n"));
+  EXPECT_EQ(anonymous.status, 401);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -49,10 +50,14 @@ absl::StatusOr<HttpResult> HttpCall(int port, absl::string_view method,
     return absl::UnavailableError(
         absl::StrCat("connect to port ", port, ": ", std::strerror(errno)));
   }
-  const std::string request =
-      absl::StrCat(method, " ", path, " HTTP/1.1\r\nHost: 127.0.0.1:", port,
-                   "\r\nConnection: close\r\nContent-Type: application/json\r\n",
-                   headers, "Content-Length: ", body.size(), "\r\n\r\n", body);
+  // JSON unless `headers` name another content type.
+  const bool typed =
+      absl::StrContains(absl::AsciiStrToLower(headers), "content-type:");
+  const std::string request = absl::StrCat(
+      method, " ", path, " HTTP/1.1\r\nHost: 127.0.0.1:", port,
+      "\r\nConnection: close\r\n",
+      typed ? "" : "Content-Type: application/json\r\n", headers,
+      "Content-Length: ", body.size(), "\r\n\r\n", body);
   for (size_t sent = 0; sent < request.size();) {
     const ssize_t n = ::send(socket.fd(), request.data() + sent,
                              request.size() - sent, MSG_NOSIGNAL);

@@ -23,7 +23,8 @@ struct HttpResult {
 
 // Sends `method path` to 127.0.0.1:port. UNAVAILABLE if it cannot connect,
 // DEADLINE_EXCEEDED after `timeout`, DATA_LOSS for a malformed response.
-// `headers`: more header lines, each ending in "\r\n".
+// `headers`: more header lines, each ending in "\r\n"; the body is sent as
+// application/json unless they give a Content-Type.
 absl::StatusOr<HttpResult> HttpCall(int port, absl::string_view method,
                                     absl::string_view path,
                                     absl::string_view body = "",
