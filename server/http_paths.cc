@@ -15,6 +15,8 @@ namespace {
 
 // GET /metrics reads the database once; a scrape should not hang on it.
 constexpr absl::Duration kPrometheusExportTimeout = absl::Seconds(5);
+// Checking an OTLP/HTTP caller's token may read the token table once.
+constexpr absl::Duration kOtlpAuthTimeout = absl::Seconds(5);
 
 }  // namespace
 
@@ -80,6 +82,14 @@ HttpResponse HttpPaths::Handle(const HttpRequest& request) const {
           405);
       response.headers.emplace_back("Allow", "POST");
       return response;
+    }
+    if (options_.guard != nullptr) {
+      if (absl::Status allowed = options_.guard->CheckHttp(
+              request.Header("authorization"), Access::kIngestPerResource,
+              "POST /v1/metrics", absl::Now() + kOtlpAuthTimeout);
+          !allowed.ok()) {
+        return ErrorResponse(allowed);
+      }
     }
     return options_.gateway->ExportOtlp(request);
   }

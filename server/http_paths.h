@@ -30,6 +30,9 @@ struct HttpPathsOptions {
   // What GET /metrics exports, and who may read it: null guard, anyone.
   storage::MetricStore* store = nullptr;  // required
   const CallGuard* metrics_guard = nullptr;
+  // Who may POST /v1/metrics, checked before its body is decoded, so a
+  // stranger cannot make the server inflate one; null: anyone (auth off).
+  const CallGuard* guard = nullptr;
   const ServiceStatistics* statistics = nullptr;  // required
   const LegacyStatistics* legacy_statistics = nullptr;  // required
   size_t prometheus_max_series = 0;

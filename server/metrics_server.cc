@@ -256,6 +256,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   paths.gateway = server->gateway_.get();
   paths.store = server->store_.get();
   paths.metrics_guard = server->metrics_public_ ? nullptr : server->guard_.get();
+  paths.guard = server->guard_.get();
   paths.statistics = &server->statistics_;
   paths.legacy_statistics = &server->legacy_statistics_;
   paths.prometheus_max_series = server->prometheus_max_series_;

@@ -212,6 +212,19 @@ TEST_F(OtlpServiceTest, OtlpHttpTakesProtobufAndJson) {
       test_util::HttpCall(server_->http_port(), "POST", "/v1/metrics", json,
                           absl::Seconds(30), "Content-Type: application/json\r\n"));
   EXPECT_EQ(anonymous.status, 401);
+  // A stranger is refused before the body is looked at (no inflating for
+  // strangers); a viewer too.
+  ASSERT_OK_AND_ASSIGN(
+      test_util::HttpResult stranger,
+      test_util::HttpCall(server_->http_port(), "POST", "/v1/metrics", "not gzip",
+                          absl::Seconds(30),
+                          "Content-Type: application/x-protobuf\r\nContent-Encoding: gzip\r\n"));
+  EXPECT_EQ(stranger.status, 401) << stranger.body;
+  ASSERT_OK_AND_ASSIGN(
+      test_util::HttpResult viewer,
+      test_util::HttpCall(server_->http_port(), "POST", "/v1/metrics", json, absl::Seconds(30),
+                          "Authorization: Bearer " + viewer_ + "\r\n"));
+  EXPECT_EQ(viewer.status, 403) << viewer.body;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@ connection limit while /healthz keeps answering.
 
 Usage: http_door_test.py PATH/TO/metricsd
 """
+import gzip
 import json
 import os
 import socket
@@ -125,6 +126,16 @@ def report_body(values=b"[1.5]", reports=None, trial_field=b""):
 
 
 LEGACY = "/api/v1/trials/1/profiler"
+
+def otlp(body, content_type=b"application/x-protobuf", encoding=b""):
+    return (b"POST /v1/metrics HTTP/1.1\r\n" + HOST + b"Content-Type: " + content_type +
+            b"\r\n" + (b"Content-Encoding: " + encoding + b"\r\n" if encoding else b"") +
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+# 300 MiB of zeros, gzipped: a bomb the server must refuse without
+# inflating it whole (its limit is 64 MiB inflated).
+GZIP_BOMB = gzip.compress(bytes(300 << 20), compresslevel=1)
 
 # (class, name, request bytes, status, closes, words the message must hold)
 ROWS = [
@@ -267,6 +278,14 @@ ROWS = [
      405, False, "not allowed"),
     ("json-errors", "legacy 414", get(LEGACY.encode() + b"/metrics?x=" + b"a" * 9000),
      414, True, "target"),
+    # 8. OTLP/HTTP (POST /v1/metrics): bodies it cannot take, before any point.
+    ("otlp", "truncated protobuf", otlp(b"\x0a\x05\x0a\x03"), 400, False, "(protobuf)"),
+    ("otlp", "content type", otlp(b"x", b"text/plain"), 415, False, "Content-Type"),
+    ("otlp", "encoding", otlp(b"x", encoding=b"br"), 415, False, "only gzip"),
+    ("otlp", "not gzip", otlp(b"not gzip", encoding=b"gzip"), 400, False, "not valid gzip"),
+    ("otlp", "deep JSON",
+     otlp(b'{"resourceMetrics":[{"resource":{"attributes":[{"key":"k","value":' +
+          b'{"arrayValue":{"values":[' * 5000, b"application/json"), 400, False, "(JSON)"),
 ]
 
 
@@ -316,6 +335,16 @@ class HttpDoorTest(unittest.TestCase):
                     self.assertIsNotNone(reply.header("deprecation"), name)
                     self.assertIn("successor-version", reply.header("link") or "", name)
         self.assertEqual(stored_counts(), before, "a refused request stored something")
+
+    def test_otlp_gzip_bomb_is_refused_at_the_limit(self):
+        # 300 MiB of zeros in a few hundred KB: refused once 64 MiB are
+        # inflated, not after inflating it all.
+        start = time.time()
+        reply = send_raw(SERVER.port, otlp(GZIP_BOMB, encoding=b"gzip"))
+        self.check_error(reply, 413, "inflates past", "gzip bomb")
+        print("[ figures ] a %d-byte gzip bomb of %d MiB refused in %.2f s" %
+              (len(GZIP_BOMB), 300, time.time() - start))
+        self.assertLess(time.time() - start, 5)
 
     def test_gzip_chunked_is_answered_at_once(self):
         start = time.time()
