@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package the project needs to build, run and test,
-# then the profiler page's npm packages (web/package-lock.json) into
-# web/node_modules. Safe to run again: apt-get skips what is installed, and
-# npm runs only when the lock file changed since its last install.
+# then the npm packages of the profiler page (web/package-lock.json) and of
+# the OpenTelemetry exporters' test (tests/otel_clients/package-lock.json)
+# into their node_modules. Safe to run again: apt-get skips what is
+# installed, and npm runs only when a lock file changed since its last
+# install.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -27,6 +29,8 @@ packages=(
   # for /usr/bin/python3; venv, pip, setuptools and wheel for its install.
   python3-grpcio python3-protobuf python3-psutil python3-pytest python3-pandas
   python3-venv python3-pip python3-setuptools python3-wheel
+  # The Collector configuration in docs/otlp.md is checked as YAML.
+  python3-yaml
   # The TLS tests and docker-compose's secrets make certificates with it.
   openssl
   # promtool (in Debian's prometheus package) checks GET /metrics in the tests.
@@ -37,7 +41,8 @@ packages=(
   # downloaded one).
   chromium
 )
-# Node.js and npm install uPlot and playwright-core from the npm registry.
+# Node.js and npm install uPlot, playwright-core and OpenTelemetry's
+# JavaScript SDK from the npm registry.
 # A machine that already has them (e.g. from NodeSource, whose nodejs
 # carries npm) keeps its own; Debian's would conflict with it.
 if ! command -v node >/dev/null; then packages+=(nodejs); fi
@@ -59,10 +64,12 @@ else
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# The stamp is a copy of the lock file npm last installed from.
-stamp=web/node_modules/.installed-package-lock.json
-if ! cmp -s web/package-lock.json "$stamp"; then
-  echo "setup: installing the profiler page's npm packages (web/package-lock.json)"
-  npm ci --prefix web --no-audit --no-fund --loglevel=error
-  cp web/package-lock.json "$stamp"
-fi
+# Each stamp is a copy of the lock file npm last installed from.
+for dir in web tests/otel_clients; do
+  stamp=$dir/node_modules/.installed-package-lock.json
+  if ! cmp -s "$dir/package-lock.json" "$stamp"; then
+    echo "setup: installing the npm packages of $dir/package-lock.json"
+    npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+    cp "$dir/package-lock.json" "$stamp"
+  fi
+done

@@ -16,7 +16,7 @@
 // Usage: node profiler_page_test.js PATH/TO/metricsd PATH/TO/metricsctl ARTIFACT_DIR
 
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -24,6 +24,8 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 import { chromium } from 'playwright-core';
+
+import { Metricsd } from '../../tests/testing/metricsd_process.mjs';
 
 const [metricsdPath, metricsctlPath, artifactDir] = process.argv.slice(2);
 if (!metricsdPath || !metricsctlPath || !artifactDir) {
@@ -87,78 +89,6 @@ const GPU_INVENTORY = {
     memoryTotalBytes: String(GPU_TOTAL), migMode: 'disabled' })),
 };
 const NO_NVML = 'NVML not available: libnvidia-ml.so.1 not found';
-
-// --- metricsd on its own database -----------------------------------------
-
-class Metricsd {
-  async start() {
-    this.db = `profiler_page_test_${process.pid}`;
-    execFileSync('dropdb', ['--if-exists', this.db]);
-    execFileSync('createdb', [this.db]);
-    this.log = '';
-    this.proc = spawn(metricsdPath, [
-      '--database-url', `dbname=${this.db}`, '--migrate',
-      '--http-address', '127.0.0.1:0', '--grpc-address', '127.0.0.1:0',
-      '--web-root', webRoot, '--grafana-url', 'http://grafana.example:3000',
-      '--stale-after', STALE_AFTER,
-    ], { stdio: ['ignore', 'pipe', 'pipe'] });
-    this.proc.stderr.on('data', (d) => { this.log += d; });
-    this.exited = new Promise((resolve) => this.proc.on('exit', resolve));
-    this.port = await new Promise((resolve, reject) => {
-      let out = '';
-      const timer = setTimeout(() => reject(new Error(`metricsd did not start: ${this.log}`)), 30000);
-      this.proc.stdout.on('data', (d) => {
-        out += d;
-        const m = out.match(/HTTP listening on http:\/\/127\.0\.0\.1:(\d+)/);
-        if (m) {
-          clearTimeout(timer);
-          resolve(Number(m[1]));
-        }
-      });
-      this.proc.on('exit', (code) => reject(new Error(`metricsd exited ${code}: ${this.log}`)));
-    });
-    this.base = `http://127.0.0.1:${this.port}`;
-    this.adminToken = this.createToken('admin');
-  }
-
-  // A new token from metricsctl (its last line of output); returns it.
-  createToken(role) {
-    const out = execFileSync(metricsctlPath, ['tokens', 'create', `--role=${role}`,
-      `--name=page test ${role}`, '--database-url', `dbname=${this.db}`], { encoding: 'utf8' });
-    return out.trim().split('\n').pop();
-  }
-
-  revokeToken(secret) {
-    const list = execFileSync(metricsctlPath, ['tokens', 'list', '--database-url',
-      `dbname=${this.db}`], { encoding: 'utf8' });
-    const name = `page test ${secret === this.adminToken ? 'admin' : 'viewer'}`;
-    const line = list.split('\n').find((l) => l.includes(name));
-    execFileSync(metricsctlPath, ['tokens', 'revoke', line.trim().split(/\s+/)[0],
-      '--database-url', `dbname=${this.db}`]);
-  }
-
-  async stop() {
-    if (this.proc.exitCode === null) {
-      this.proc.kill('SIGTERM');
-      await this.exited;
-    }
-  }
-
-  dropDatabase() {
-    execFileSync('dropdb', ['--if-exists', this.db]);
-  }
-
-  async call(method, route, body) {
-    const response = await fetch(this.base + route, {
-      method,
-      headers: { Authorization: `Bearer ${this.adminToken}` },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await response.text();
-    assert.ok(response.ok, `${method} ${route}: ${response.status} ${text}`);
-    return JSON.parse(text);
-  }
-}
 
 // --- seeded data ------------------------------------------------------------
 
@@ -387,7 +317,9 @@ async function allChartsReady(page) {
 }
 
 describe('profiler page', { timeout: 180000 }, () => {
-  const server = new Metricsd();
+  const server = new Metricsd({ metricsd: metricsdPath, metricsctl: metricsctlPath,
+    name: 'profiler_page_test', args: ['--web-root', webRoot,
+      '--grafana-url', 'http://grafana.example:3000', '--stale-after', STALE_AFTER] });
   let context;
   let page;
   let userDataDir;
