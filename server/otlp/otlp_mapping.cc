@@ -232,25 +232,25 @@ class Mapper {
   void Point(const AgentKey& agent, const otlp::metrics::v1::Metric& m,
              const otlp::metrics::v1::NumberDataPoint& p, bool cumulative,
              bool delta) {
-    const std::string where = absl::StrCat("metric ", m.name().substr(0, 64));
+    const absl::string_view where = absl::string_view(m.name()).substr(0, 64);
     double value;
     if (p.value_case() == otlp::metrics::v1::NumberDataPoint::kAsDouble) {
       value = p.as_double();
     } else if (p.value_case() == otlp::metrics::v1::NumberDataPoint::kAsInt) {
       value = static_cast<double>(p.as_int());
     } else {
-      Reject(1, absl::StrCat(where, ": a data point has no value"));
+      Reject(1, absl::StrCat("metric ", where, ": a data point has no value"));
       return;
     }
     if (!std::isfinite(value)) {
-      Reject(1, absl::StrCat(where, ": a value is not finite"));
+      Reject(1, absl::StrCat("metric ", where, ": a value is not finite"));
       return;
     }
     const int64_t time_us = static_cast<int64_t>(p.time_unix_nano() / 1000);
     const absl::Time time = absl::FromUnixMicros(time_us);
     if (p.time_unix_nano() == 0 || time < storage::EarliestReportTime() ||
         time > now_ + limits_.max_future) {
-      Reject(1, absl::StrCat(where, ": time_unix_nano ", p.time_unix_nano(),
+      Reject(1, absl::StrCat("metric ", where, ": time_unix_nano ", p.time_unix_nano(),
                              " is not a time of this run"));
       return;
     }
@@ -320,24 +320,11 @@ class Mapper {
     Add(agent, name, gpu, m.unit(), time_us, value);
   }
 
-  // One value into the (trial, agent)'s batch: its series declared once,
-  // its report of that instant; a second value of a series at one instant
-  // is refused.
+  // One value into the (trial, agent)'s batch: its series declared once
+  // (its labels checked then), its report of that instant; a second value
+  // of a series at one instant is refused.
   void Add(const AgentKey& agent, absl::string_view name, absl::string_view gpu,
            absl::string_view unit, int64_t time_us, double value) {
-    for (const auto& [field, text, max] :
-         {std::tuple("name", name, limits_.max_label_length),
-          std::tuple("GPU", gpu, limits_.max_label_length),
-          std::tuple("unit", unit, limits_.max_unit_length)}) {
-      if (absl::Status s = storage::ValidateLabel(
-              absl::StrCat("series ", field), text, max,
-              /*allow_empty=*/field != std::string_view("name"));
-          !s.ok()) {
-        --out_.accepted_points;
-        Reject(1, absl::StrCat(s.message(), " (", name.substr(0, 64), ")"));
-        return;
-      }
-    }
     auto [at, added] = batch_of_.try_emplace(agent, out_.batches.size());
     if (added) {
       storage::MetricBatch& b = out_.batches.emplace_back();
@@ -349,6 +336,24 @@ class Mapper {
         std::make_tuple(at->second, std::string(name), std::string(gpu)),
         batch.series.size());
     if (new_series) {
+      for (const auto& [field, text, max] :
+           {std::tuple("name", name, limits_.max_label_length),
+            std::tuple("GPU", gpu, limits_.max_label_length),
+            std::tuple("unit", unit, limits_.max_unit_length)}) {
+        if (absl::Status s = storage::ValidateLabel(
+                absl::StrCat("series ", field), text, max,
+                /*allow_empty=*/field != std::string_view("name"));
+            !s.ok()) {
+          series_of_.erase(series);
+          if (added) {  // no batch for an agent without a value
+            out_.batches.pop_back();
+            batch_of_.erase(at);
+          }
+          --out_.accepted_points;
+          Reject(1, absl::StrCat(s.message(), " (", name.substr(0, 64), ")"));
+          return;
+        }
+      }
       batch.series.push_back({std::string(name), std::string(gpu), std::string(unit)});
     } else if (batch.series[series->second].unit != unit) {
       --out_.accepted_points;

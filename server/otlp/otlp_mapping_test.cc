@@ -186,6 +186,26 @@ TEST(OtlpMappingTest, RefusalsAreCountedWithTheirReasonsAndTheRestKept) {
   EXPECT_THAT(Values(out), ElementsAre(Pair("7/node-1/ok/@0", 1)));
 }
 
+TEST(OtlpMappingTest, AnAgentWhosePointsAreAllRefusedHasNoBatch) {
+  RateState rates;
+  Request request;
+  auto* rm = Resource(request, "7", "node-1");
+  auto* g = Metric(rm, "bad\x01name", "1")->mutable_gauge();
+  Point(g->mutable_data_points(), kT0, 1);
+  Point(g->mutable_data_points(), kT0 + kSecond, 2);
+  auto* other = Resource(request, "7", "node-2");
+  Point(Metric(other, "ok", "1")->mutable_gauge()->mutable_data_points(), kT0, 3);
+  Point(Metric(other, "ok", "\x7f")->mutable_gauge()->mutable_data_points(), kT0, 4);
+  OtlpBatches out = MapExport(request, rates, storage::IngestLimits(), kNow);
+  EXPECT_EQ(out.rejected_points, 3);
+  EXPECT_EQ(out.accepted_points, 1);
+  EXPECT_THAT(out.reasons,
+              ElementsAre(HasSubstr("series name"), HasSubstr("two units in one request")));
+  ASSERT_EQ(out.batches.size(), 1u);
+  EXPECT_EQ(out.batches[0].agent_id, "node-2");
+  EXPECT_THAT(Values(out), ElementsAre(Pair("7/node-2/ok/@0", 3)));
+}
+
 TEST(OtlpMappingTest, RatesStartOverOnAResetAndStayBounded) {
   RateState rates(/*max_series=*/2);
   EXPECT_EQ(rates.Rate("a", 0, 1000000, 10), std::nullopt);
