@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 namespace metrics::bench {
 
@@ -28,6 +29,24 @@ double SelfCpuSeconds();
 // The postmaster of the cluster in `data_directory` (the first line of its
 // postmaster.pid); 0 when that cannot be read.
 pid_t PostmasterPid(const std::string& data_directory);
+
+// CPU seconds used by the PostgreSQL cluster, this process (the COPY's or
+// the streams' client) and metricsd: the machine's cost of the work.
+struct CpuUse {
+  double postgres = 0, client = 0, metricsd = 0;
+
+  // So far; `metricsd` the pids of the metricsd processes, if any.
+  static CpuUse Now(pid_t postmaster, const std::vector<pid_t>& metricsd) {
+    CpuUse use{ProcessTreeCpuSeconds(postmaster), SelfCpuSeconds(), 0};
+    for (pid_t pid : metricsd) use.metricsd += ProcessCpuSeconds(pid);
+    return use;
+  }
+  CpuUse operator-(const CpuUse& before) const {
+    return {postgres - before.postgres, client - before.client,
+            metricsd - before.metricsd};
+  }
+  double Total() const { return postgres + client + metricsd; }
+};
 
 }  // namespace metrics::bench
 

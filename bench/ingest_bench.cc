@@ -261,24 +261,6 @@ class FanInStream : public grpc::ClientBidiReactor<
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
-// CPU seconds used by the PostgreSQL cluster, this process (the COPY's or
-// the streams' client) and metricsd: the machine's cost of the work.
-struct CpuUse {
-  double postgres = 0, client = 0, metricsd = 0;
-
-  // So far; `metricsd` the pids of the metricsd processes, if any.
-  static CpuUse Now(pid_t postmaster, const std::vector<pid_t>& metricsd) {
-    CpuUse use{ProcessTreeCpuSeconds(postmaster), SelfCpuSeconds(), 0};
-    for (pid_t pid : metricsd) use.metricsd += ProcessCpuSeconds(pid);
-    return use;
-  }
-  CpuUse operator-(const CpuUse& before) const {
-    return {postgres - before.postgres, client - before.client,
-            metricsd - before.metricsd};
-  }
-  double Total() const { return postgres + client + metricsd; }
-};
-
 struct FanInResult {
   int streams = 0;
   size_t acks = 0;
