@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/http/http_error.h"
+#include "server/otlp/otlp_body.h"
 #include "server/prometheus/prometheus_exporter.h"
 
 namespace metrics::server {
@@ -76,7 +77,8 @@ HttpResponse HttpPaths::Handle(const HttpRequest& request) const {
   }
   if (request.path == "/v1/metrics") {  // OTLP/HTTP, POST only
     if (request.method != "POST") {
-      HttpResponse response = ErrorResponse(
+      HttpResponse response = OtlpErrorResponse(
+          request.Header("content-type"),
           absl::UnimplementedError(absl::StrCat(
               "method ", request.method, " is not allowed on /v1/metrics")),
           405);
@@ -88,7 +90,7 @@ HttpResponse HttpPaths::Handle(const HttpRequest& request) const {
               request.Header("authorization"), Access::kIngestPerResource,
               "POST /v1/metrics", absl::Now() + kOtlpAuthTimeout);
           !allowed.ok()) {
-        return ErrorResponse(allowed);
+        return OtlpErrorResponse(request.Header("content-type"), allowed);
       }
     }
     return options_.gateway->ExportOtlp(request);

@@ -4,11 +4,14 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <cmath>
 #include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "google/rpc/status.pb.h"
+#include "server/http/http_error.h"
 
 namespace metrics::server {
 
@@ -103,6 +106,24 @@ absl::StatusOr<Request> DecodeOtlpBody(absl::string_view content_type,
   return absl::FailedPreconditionError(absl::StrCat(
       "Content-Type \"", type.substr(0, 64),
       "\": OTLP/HTTP takes application/x-protobuf or application/json"));
+}
+
+HttpResponse OtlpErrorResponse(absl::string_view content_type, const absl::Status& status,
+                               int http_status, absl::Duration retry_after) {
+  HttpResponse response = ErrorResponse(status, http_status);
+  if (MediaType(content_type) == "application/x-protobuf") {
+    google::rpc::Status answer;
+    answer.set_code(static_cast<int>(status.code()));
+    answer.set_message(std::string(status.message()));
+    response.content_type = "application/x-protobuf";
+    response.body = answer.SerializeAsString();
+  }
+  if (response.status == 429 || response.status == 503) {
+    const double seconds = std::ceil(absl::ToDoubleSeconds(retry_after));
+    response.headers.emplace_back("Retry-After",
+                                  absl::StrCat(std::max(1.0, seconds)));
+  }
+  return response;
 }
 
 }  // namespace metrics::server

@@ -7,7 +7,10 @@
 // inflates to at most `max_bytes`: a gzip bomb is refused once that much
 // is inflated, never inflated whole.
 //
-// Thread-safety: a pure function.
+// Its errors are answered as the specification asks: a google.rpc.Status
+// in the request's encoding.
+//
+// Thread-safety: pure functions.
 #ifndef METRICS_SERVER_OTLP_OTLP_BODY_H_
 #define METRICS_SERVER_OTLP_OTLP_BODY_H_
 
@@ -15,7 +18,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "proto/opentelemetry/proto/collector/metrics/v1/metrics_service.pb.h"
+#include "server/http/http_server.h"
 
 namespace metrics::server {
 
@@ -28,6 +33,15 @@ inline constexpr size_t kMaxOtlpBodyBytes = size_t{64} << 20;
 absl::StatusOr<opentelemetry::proto::collector::metrics::v1::ExportMetricsServiceRequest>
 DecodeOtlpBody(absl::string_view content_type, absl::string_view content_encoding,
                absl::string_view body, size_t max_bytes = kMaxOtlpBodyBytes);
+
+// The error answer to an OTLP/HTTP request of `content_type`: a
+// google.rpc.Status {code, message}, as protobuf for a protobuf request,
+// else as the JSON every other route answers with; the HTTP status from the
+// code unless `http_status` is given. A 429 or 503 says when to retry
+// (Retry-After, whole seconds, at least 1), as OTLP's exporters expect.
+HttpResponse OtlpErrorResponse(absl::string_view content_type, const absl::Status& status,
+                               int http_status = 0,
+                               absl::Duration retry_after = absl::Seconds(1));
 
 }  // namespace metrics::server
 

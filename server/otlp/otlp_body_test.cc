@@ -7,13 +7,18 @@
 
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
+#include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
 
 namespace metrics::server {
 namespace {
 
 using ::metrics::test_util::StatusIs;
+using ::testing::_;
+using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::Pair;
 
 std::string Gzip(const std::string& text, int level = Z_BEST_COMPRESSION) {
   z_stream z{};
@@ -104,6 +109,30 @@ TEST(OtlpBodyTest, GzipBombIsRefusedAtTheLimit) {
   EXPECT_THAT(DecodeOtlpBody("application/x-protobuf", "gzip", bomb),
               StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("inflates past")));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST(OtlpBodyTest, ErrorsAnswerInTheRequestsEncoding) {
+  const absl::Status full = absl::ResourceExhaustedError("the ingest queue is full");
+  HttpResponse proto = OtlpErrorResponse("application/x-protobuf", full, 0,
+                                         absl::Milliseconds(2500));
+  EXPECT_EQ(proto.status, 429);
+  EXPECT_EQ(proto.content_type, "application/x-protobuf");
+  google::rpc::Status status;
+  ASSERT_TRUE(status.ParseFromString(proto.body));
+  EXPECT_EQ(status.code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(status.message(), "the ingest queue is full");
+  EXPECT_THAT(proto.headers, Contains(Pair("Retry-After", "3")));
+
+  HttpResponse json = OtlpErrorResponse("application/json; charset=utf-8",
+                                        absl::UnavailableError("the database is down"));
+  EXPECT_EQ(json.status, 503);
+  EXPECT_EQ(json.body, R"({"code":14,"message":"the database is down","details":[]})");
+  EXPECT_THAT(json.headers, Contains(Pair("Retry-After", "1")));
+
+  HttpResponse bad = OtlpErrorResponse("application/x-protobuf",
+                                       absl::InvalidArgumentError("truncated"), 400);
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_THAT(bad.headers, Not(Contains(Pair("Retry-After", _))));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
@@ -132,6 +133,10 @@ class GatewayCall {
       const {
     return context_.GetServerInitialMetadata();
   }
+  const std::multimap<grpc::string_ref, grpc::string_ref>& trailing_metadata()
+      const {
+    return context_.GetServerTrailingMetadata();
+  }
 
  private:
   // Waits for the operation in flight; while it waits, a client that has
@@ -239,14 +244,15 @@ void RestGateway::AddDeprecationHeaders(absl::string_view path,
 
 HttpResponse RestGateway::ExportOtlp(const HttpRequest& request) const {
   namespace collector = ::opentelemetry::proto::collector::metrics::v1;
-  absl::StatusOr<collector::ExportMetricsServiceRequest> decoded = DecodeOtlpBody(
-      request.Header("content-type"), request.Header("content-encoding"), request.body);
+  const absl::string_view content_type = request.Header("content-type");
+  absl::StatusOr<collector::ExportMetricsServiceRequest> decoded =
+      DecodeOtlpBody(content_type, request.Header("content-encoding"), request.body);
   if (!decoded.ok()) {
     const absl::StatusCode code = decoded.status().code();
-    return ErrorResponse(decoded.status(),
-                         code == absl::StatusCode::kResourceExhausted    ? 413
-                         : code == absl::StatusCode::kFailedPrecondition ? 415
-                                                                         : 400);
+    return OtlpErrorResponse(content_type, decoded.status(),
+                             code == absl::StatusCode::kResourceExhausted    ? 413
+                             : code == absl::StatusCode::kFailedPrecondition ? 415
+                                                                             : 400);
   }
   auto call = std::make_shared<GatewayCall>(
       stub_,
@@ -256,11 +262,22 @@ HttpResponse RestGateway::ExportOtlp(const HttpRequest& request) const {
   const bool read = call->Start(*decoded) && call->Read(&answer);
   absl::Status status = call->Finish();
   if (status.ok() && !read) status = absl::InternalError("the call sent no answer");
-  HttpResponse response = status.ok() ? HttpResponse() : ErrorResponse(status);
+  if (!status.ok()) {
+    // The service's hint when the ingest queue is full.
+    absl::Duration retry_after = absl::Seconds(1);
+    int64_t ms = 0;
+    if (auto hint = call->trailing_metadata().find("retry-after-ms");
+        hint != call->trailing_metadata().end() &&
+        absl::SimpleAtoi(absl::string_view(hint->second.data(), hint->second.size()), &ms)) {
+      retry_after = absl::Milliseconds(ms);
+    }
+    HttpResponse response = OtlpErrorResponse(content_type, status, 0, retry_after);
+    AddMetadataHeaders(*call, response);
+    return response;
+  }
+  HttpResponse response;
   AddMetadataHeaders(*call, response);
-  if (!status.ok()) return response;
-  if (absl::StartsWith(absl::AsciiStrToLower(request.Header("content-type")),
-                       "application/x-protobuf")) {
+  if (absl::StartsWith(absl::AsciiStrToLower(content_type), "application/x-protobuf")) {
     response.content_type = "application/x-protobuf";
     response.body = answer.SerializeAsString();
     return response;

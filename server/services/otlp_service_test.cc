@@ -5,10 +5,12 @@
 // the callers refused outright.
 #include <grpcpp/create_channel.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
+#include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
 #include "proto/metrics/v1/query.grpc.pb.h"
 #include "proto/opentelemetry/proto/collector/metrics/v1/metrics_service.grpc.pb.h"
@@ -203,6 +205,16 @@ TEST_F(OtlpServiceTest, OtlpHttpTakesProtobufAndJson) {
                          test_util::HttpCall(server_->http_port(), "POST", "/v1/metrics",
                                              body, absl::Seconds(30), auth + headers));
     EXPECT_EQ(refused.status, status) << headers << refused.body;
+    // The error in the request's encoding, as OTLP's specification asks.
+    if (absl::StrContains(headers, "x-protobuf")) {
+      EXPECT_EQ(refused.headers["content-type"], "application/x-protobuf");
+      google::rpc::Status error;
+      ASSERT_TRUE(error.ParseFromString(refused.body)) << refused.body;
+      EXPECT_EQ(error.code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+      EXPECT_THAT(error.message(), HasSubstr("not an OTLP ExportMetricsServiceRequest"));
+    } else {
+      EXPECT_THAT(refused.body, HasSubstr("\"code\":"));
+    }
   }
   ASSERT_OK_AND_ASSIGN(test_util::HttpResult get,
                        test_util::HttpCall(server_->http_port(), "GET", "/v1/metrics"));
@@ -220,6 +232,9 @@ TEST_F(OtlpServiceTest, OtlpHttpTakesProtobufAndJson) {
                           absl::Seconds(30),
                           "Content-Type: application/x-protobuf\r\nContent-Encoding: gzip\r\n"));
   EXPECT_EQ(stranger.status, 401) << stranger.body;
+  google::rpc::Status unauthenticated;
+  ASSERT_TRUE(unauthenticated.ParseFromString(stranger.body));
+  EXPECT_EQ(unauthenticated.code(), static_cast<int>(absl::StatusCode::kUnauthenticated));
   ASSERT_OK_AND_ASSIGN(
       test_util::HttpResult viewer,
       test_util::HttpCall(server_->http_port(), "POST", "/v1/metrics", json, absl::Seconds(30),

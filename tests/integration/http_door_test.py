@@ -305,14 +305,44 @@ def rss_kb(pid):
     raise RuntimeError("no VmRSS")
 
 
+def varint(data, at):
+    value, shift = 0, 0
+    while True:
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        at, shift = at + 1, shift + 7
+        if byte < 0x80:
+            return value, at
+
+
+def rpc_status(body):
+    """A protobuf google.rpc.Status (OTLP/HTTP's error body for a protobuf
+    request) as {"code", "message"}: field 1 varint, field 2 string."""
+    status, at = {"code": 0, "message": ""}, 0
+    while at < len(body):
+        key, at = varint(body, at)
+        if key == 0x08:
+            status["code"], at = varint(body, at)
+        elif key == 0x12:
+            size, at = varint(body, at)
+            status["message"], at = body[at:at + size].decode("utf-8"), at + size
+        else:
+            raise AssertionError("unexpected field key %d in %r" % (key, body))
+    return status
+
+
 class HttpDoorTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         status, _, body = SERVER.request("POST", "/api/v1/trials", {"id": 1})
         assert status == 200, body
 
-    def check_error(self, reply, status, words, name):
+    def check_error(self, reply, status, words, name, protobuf=False):
         self.assertEqual(reply.status, status, "%s: %r" % (name, reply.raw[:300]))
+        if protobuf:  # OTLP/HTTP answers a protobuf request's error in protobuf
+            self.assertEqual(reply.header("content-type"), "application/x-protobuf", name)
+            self.assertIn(words, rpc_status(reply.body)["message"], name)
+            return
         self.assertEqual(reply.header("content-type"), "application/json", name)
         text = reply.body.decode("utf-8")  # valid UTF-8, or this raises
         error = json.loads(text)
@@ -325,7 +355,8 @@ class HttpDoorTest(unittest.TestCase):
         for kind, name, request, status, closes, words in ROWS:
             with self.subTest(kind=kind, name=name):
                 reply = send_raw(SERVER.port, request)
-                self.check_error(reply, status, words, name)
+                self.check_error(reply, status, words, name, protobuf=kind == "otlp" and
+                                 b"content-type: application/x-protobuf" in request.lower())
                 self.assertEqual(reply.closed, closes, "%s: connection closed?" % name)
                 self.assertEqual(reply.raw.count(b"HTTP/1.1 "), 1,
                                  "%s: one response head" % name)
@@ -341,7 +372,7 @@ class HttpDoorTest(unittest.TestCase):
         # inflated, not after inflating it all.
         start = time.time()
         reply = send_raw(SERVER.port, otlp(GZIP_BOMB, encoding=b"gzip"))
-        self.check_error(reply, 413, "inflates past", "gzip bomb")
+        self.check_error(reply, 413, "inflates past", "gzip bomb", protobuf=True)
         print("[ figures ] a %d-byte gzip bomb of %d MiB refused in %.2f s" %
               (len(GZIP_BOMB), 300, time.time() - start))
         self.assertLess(time.time() - start, 5)
