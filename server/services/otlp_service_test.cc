@@ -5,6 +5,9 @@
 // the callers refused outright.
 #include <grpcpp/create_channel.h>
 
+#include <algorithm>
+#include <numeric>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -165,6 +168,80 @@ TEST_F(OtlpServiceTest, CallersWithoutTheRightAreRefused) {
 // POST /v1/metrics: the same through OTLP/HTTP, protobuf and OTLP's JSON,
 // answered in the request's encoding; bodies it cannot take refused with
 // their HTTP status.
+// OTLP has no sequence numbers: a request sent again (an exporter's retry
+// after a lost answer) is stored again. Counts double; each bucket's
+// minimum, maximum and mean stay those of the values sent, in the rollups
+// as in the raw points.
+TEST_F(OtlpServiceTest, ARetriedRequestDoublesCountsNotCharts) {
+  collector::ExportMetricsServiceRequest request;
+  auto* rm = request.add_resource_metrics();
+  for (const auto& [key, value] : {std::pair("trial.id", "7"), std::pair("host.name", "node-1")}) {
+    auto* kv = rm->mutable_resource()->add_attributes();
+    kv->set_key(key);
+    kv->mutable_value()->set_string_value(value);
+  }
+  auto* loss = rm->add_scope_metrics()->add_metrics();
+  loss->set_name("train.loss");
+  // 360 points 10 s apart over the hour that ended 10 minutes ago, one spike.
+  const absl::Time t0 = absl::FromUnixSeconds(
+      absl::ToUnixSeconds(absl::Now() - absl::Minutes(70)) / 600 * 600);
+  std::vector<double> values;
+  for (int i = 0; i < 360; ++i) {
+    values.push_back(i == 123 ? 1000 : 2 + (i * 37 % 11) / 4.0);
+    auto* p = loss->mutable_gauge()->add_data_points();
+    p->set_time_unix_nano(static_cast<uint64_t>(absl::ToUnixNanos(t0 + absl::Seconds(10 * i))));
+    p->set_as_double(values.back());
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    collector::ExportMetricsServiceResponse response;
+    const grpc::Status status = Export(request, admin_, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_FALSE(response.has_partial_success());
+  }
+  EXPECT_EQ(Series(7).at("node-1:train.loss/"), 720);
+
+  for (int max_points : {6, 1000}) {  // 10-minute buckets from the rollups; raw
+    auto stub = v1::QueryService::NewStub(server_->Channel());
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", "Bearer " + admin_);
+    v1::QuerySeriesRequest query;
+    query.set_trial_id(7);
+    query.add_name("train.loss");
+    query.mutable_start()->set_seconds(absl::ToUnixSeconds(t0));
+    query.mutable_end()->set_seconds(absl::ToUnixSeconds(t0 + absl::Hours(1)));
+    query.set_max_points(max_points);
+    v1::QuerySeriesResponse answer;
+    ASSERT_TRUE(stub->QuerySeries(&context, query, &answer).ok());
+    ASSERT_EQ(answer.series_size(), 1);
+    const v1::SeriesBuckets& b = answer.series(0);
+    int64_t total = 0;
+    if (max_points == 1000) {  // raw: each point twice, as sent
+      EXPECT_EQ(b.resolution_us(), 0);
+      for (int i = 0; i < b.bucket_start_us_size(); ++i) {
+        const size_t at = static_cast<size_t>(
+            (b.bucket_start_us(i) - absl::ToUnixMicros(t0)) / 10000000);
+        ASSERT_LT(at, values.size());
+        EXPECT_EQ(b.bucket_start_us(i), b.bucket_start_us(i - i % 2)) << "raw " << i;
+        EXPECT_EQ(b.min(i), values[at]) << "raw " << i;
+        total += b.count(i);
+      }
+      EXPECT_EQ(total, 720);
+      continue;
+    }
+    ASSERT_EQ(b.resolution_us(), 600000000);
+    for (int i = 0; i < b.bucket_start_us_size(); ++i) {
+      const auto begin = values.begin() + 60 * i, end = begin + 60;
+      EXPECT_EQ(b.bucket_start_us(i), absl::ToUnixMicros(t0 + absl::Minutes(10 * i)));
+      EXPECT_EQ(b.count(i), 120) << "bucket " << i;
+      EXPECT_EQ(b.min(i), *std::min_element(begin, end)) << "bucket " << i;
+      EXPECT_EQ(b.max(i), *std::max_element(begin, end)) << "bucket " << i;
+      EXPECT_DOUBLE_EQ(b.mean(i), std::accumulate(begin, end, 0.0) / 60) << "bucket " << i;
+      total += b.count(i);
+    }
+    EXPECT_EQ(total, 720) << max_points;
+  }
+}
+
 TEST_F(OtlpServiceTest, OtlpHttpTakesProtobufAndJson) {
   collector::ExportMetricsServiceRequest request;
   AddResource(request, 7, "node-1", 2);
