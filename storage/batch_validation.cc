@@ -44,8 +44,7 @@ std::string LabelProblem(absl::string_view value, size_t max_length,
 }  // namespace
 
 absl::Time EarliestReportTime() {
-  return absl::FromCivil(absl::CivilSecond(2000, 1, 1, 0, 0, 0),
-                         absl::UTCTimeZone());
+  return absl::FromUnixSeconds(946684800);  // 2000-01-01T00:00:00Z
 }
 
 absl::Status ValidateLabel(absl::string_view field, absl::string_view value,

@@ -50,6 +50,24 @@ std::optional<std::string> Find(const Attributes& attributes,
   return std::nullopt;
 }
 
+// The same without a copy for string values (most are): a view of the
+// attribute's string, or of `scratch` holding another value's text; empty
+// when none of `keys` is there.
+absl::string_view FindView(const Attributes& attributes,
+                           std::initializer_list<absl::string_view> keys, std::string& scratch) {
+  for (absl::string_view key : keys) {
+    for (const auto& kv : attributes) {
+      if (kv.key() != key) continue;
+      if (kv.value().value_case() == otlp::common::v1::AnyValue::kStringValue) {
+        return kv.value().string_value();
+      }
+      scratch = Text(kv.value());
+      return scratch;
+    }
+  }
+  return "";
+}
+
 constexpr std::initializer_list<absl::string_view> kGpuKeys = {"gpu.uuid", "hw.id",
                                                                 "UUID"};
 
@@ -226,12 +244,31 @@ class Mapper {
                                            "supported"));
         return;
     }
-    for (const auto& p : *points) Point(agent, m, p, cumulative, delta);
+    // What the metric becomes, looked up once for all its points.
+    Kind kind;
+    if (m.name() == "system.cpu.utilization") {
+      kind.cpu_utilization = true;
+    } else if (m.name() == "hw.gpu.memory.limit" || m.name() == "hw.gpu.memory.usage") {
+      kind.gpu_memory = m.name() == "hw.gpu.memory.limit" ? 1 : 2;
+    } else if (auto r = RateTargets().find(m.name());
+               r != RateTargets().end() && (cumulative || delta)) {
+      kind.rate = &r->second;
+    } else if (auto r = Renames().find(m.name()); r != Renames().end()) {
+      kind.rename = &r->second;
+    }
+    for (const auto& p : *points) Point(agent, m, kind, p, delta);
   }
 
-  void Point(const AgentKey& agent, const otlp::metrics::v1::Metric& m,
-             const otlp::metrics::v1::NumberDataPoint& p, bool cumulative,
-             bool delta) {
+  // Which of the mapping's rules a metric follows; none: its own name.
+  struct Kind {
+    bool cpu_utilization = false;
+    int gpu_memory = 0;  // 1 limit, 2 usage
+    const RateTarget* rate = nullptr;
+    const Rename* rename = nullptr;
+  };
+
+  void Point(const AgentKey& agent, const otlp::metrics::v1::Metric& m, const Kind& kind,
+             const otlp::metrics::v1::NumberDataPoint& p, bool delta) {
     const absl::string_view where = absl::string_view(m.name()).substr(0, 64);
     double value;
     if (p.value_case() == otlp::metrics::v1::NumberDataPoint::kAsDouble) {
@@ -248,17 +285,18 @@ class Mapper {
     }
     const int64_t time_us = static_cast<int64_t>(p.time_unix_nano() / 1000);
     const absl::Time time = absl::FromUnixMicros(time_us);
-    if (p.time_unix_nano() == 0 || time < storage::EarliestReportTime() ||
+    if (p.time_unix_nano() == 0 || time < earliest_ ||
         time > now_ + limits_.max_future) {
       Reject(1, absl::StrCat("metric ", where, ": time_unix_nano ", p.time_unix_nano(),
                              " is not a time of this run"));
       return;
     }
     const int64_t start_us = static_cast<int64_t>(p.start_time_unix_nano() / 1000);
-    const std::string gpu = Find(p.attributes(), kGpuKeys).value_or("");
+    std::string gpu_scratch;
+    const absl::string_view gpu = FindView(p.attributes(), kGpuKeys, gpu_scratch);
     ++out_.accepted_points;
 
-    if (m.name() == "system.cpu.utilization") {
+    if (kind.cpu_utilization) {
       // The mean over CPUs of the idle share: one idle point per CPU.
       if (Find(p.attributes(), {"state", "system.cpu.state"}) == "idle") {
         Sum& idle = idle_[{agent, time_us}];
@@ -267,13 +305,12 @@ class Mapper {
       }
       return;
     }
-    if (m.name() == "hw.gpu.memory.limit" || m.name() == "hw.gpu.memory.usage") {
-      auto& pair = gpu_memory_[{agent, gpu, time_us}];
-      (m.name() == "hw.gpu.memory.limit" ? pair.first : pair.second) = value;
+    if (kind.gpu_memory != 0) {
+      auto& pair = gpu_memory_[{agent, std::string(gpu), time_us}];
+      (kind.gpu_memory == 1 ? pair.first : pair.second) = value;
       return;
     }
-    if (auto r = RateTargets().find(m.name()); r != RateTargets().end() &&
-                                                (cumulative || delta)) {
+    if (kind.rate != nullptr) {
       const std::string device =
           Find(p.attributes(), {"device", "system.device"}).value_or("");
       if (device == "lo") return;
@@ -282,8 +319,8 @@ class Mapper {
                                 "disk.io.direction"})
               .value_or("");
       const bool in = direction == "receive" || direction == "read";
-      const char* name = in ? r->second.read_or_receive : r->second.write_or_transmit;
-      Sum& sum = sums_[{agent, name, r->second.unit, gpu, time_us}];
+      const char* name = in ? kind.rate->read_or_receive : kind.rate->write_or_transmit;
+      Sum& sum = sums_[{agent, name, kind.rate->unit, std::string(gpu), time_us}];
       ++sum.points;
       std::optional<double> rate;
       if (delta) {
@@ -302,8 +339,9 @@ class Mapper {
       }
       return;
     }
-    if (auto r = Renames().find(m.name()); r != Renames().end()) {
-      Add(agent, r->second.name, gpu, r->second.unit, time_us, value * r->second.scale);
+    if (kind.rename != nullptr) {
+      Add(agent, kind.rename->name, gpu, kind.rename->unit, time_us,
+          value * kind.rename->scale);
       return;
     }
     // Its own name, with the attributes that tell its series apart.
@@ -311,20 +349,20 @@ class Mapper {
     for (const auto& kv : p.attributes()) {
       if (!IsGpuKey(kv.key())) labels.emplace_back(kv.key(), Text(kv.value()));
     }
-    std::sort(labels.begin(), labels.end());
-    std::string name = m.name();
-    if (!labels.empty()) {
-      absl::StrAppend(&name, "{",
-                      absl::StrJoin(labels, ",", absl::PairFormatter("=")), "}");
+    if (labels.empty()) {
+      Add(agent, m.name(), gpu, m.unit(), time_us, value);
+      return;
     }
-    Add(agent, name, gpu, m.unit(), time_us, value);
+    std::sort(labels.begin(), labels.end());
+    Add(agent,
+        absl::StrCat(m.name(), "{", absl::StrJoin(labels, ",", absl::PairFormatter("=")), "}"),
+        gpu, m.unit(), time_us, value);
   }
 
-  // One value into the (trial, agent)'s batch: its series declared once
-  // (its labels checked then), its report of that instant; a second value
-  // of a series at one instant is refused.
-  void Add(const AgentKey& agent, absl::string_view name, absl::string_view gpu,
-           absl::string_view unit, int64_t time_us, double value) {
+  // The batch of `agent` and its series (name, gpu), made when new (the
+  // series' labels checked then) into last_; false when refused.
+  bool Lookup(const AgentKey& agent, absl::string_view name, absl::string_view gpu,
+              absl::string_view unit) {
     auto [at, added] = batch_of_.try_emplace(agent, out_.batches.size());
     if (added) {
       storage::MetricBatch& b = out_.batches.emplace_back();
@@ -351,23 +389,44 @@ class Mapper {
           }
           --out_.accepted_points;
           Reject(1, absl::StrCat(s.message(), " (", name.substr(0, 64), ")"));
-          return;
+          return false;
         }
       }
       batch.series.push_back({std::string(name), std::string(gpu), std::string(unit)});
     } else if (batch.series[series->second].unit != unit) {
       --out_.accepted_points;
       Reject(1, absl::StrCat("series ", name.substr(0, 64), ": two units in one request"));
+      return false;
+    }
+    last_ = Last{agent, std::string(name), std::string(gpu), at->second, series->second};
+    return true;
+  }
+
+  // One value into the (trial, agent)'s batch: its series declared once,
+  // its report of that instant; a second value of a series at one instant
+  // is refused.
+  void Add(const AgentKey& agent, absl::string_view name, absl::string_view gpu,
+           absl::string_view unit, int64_t time_us, double value) {
+    // Points come grouped by resource and metric: the last batch and
+    // series looked up are usually the next point's too.
+    if (!last_ || last_->batch_key != agent || last_->name != name ||
+        last_->gpu != gpu) {
+      if (!Lookup(agent, name, gpu, unit)) return;
+    } else if (out_.batches[last_->batch].series[last_->series].unit != unit) {
+      --out_.accepted_points;
+      Reject(1, absl::StrCat("series ", name.substr(0, 64), ": two units in one request"));
       return;
     }
+    const size_t batch_index = last_->batch;
+    storage::MetricBatch& batch = out_.batches[batch_index];
     auto [report, new_report] =
-        report_of_.try_emplace(std::make_pair(at->second, time_us), batch.reports.size());
+        report_of_.try_emplace(std::make_pair(batch_index, time_us), batch.reports.size());
     if (new_report) {
       storage::Report& r = batch.reports.emplace_back();
       r.time_us = time_us;
     }
     storage::Report& r = batch.reports[report->second];
-    const uint32_t index = static_cast<uint32_t>(series->second);
+    const uint32_t index = static_cast<uint32_t>(last_->series);
     if (std::find(r.series.begin(), r.series.end(), index) != r.series.end()) {
       --out_.accepted_points;
       Reject(1, absl::StrCat("series ", name.substr(0, 64),
@@ -382,8 +441,16 @@ class Mapper {
   const storage::IngestLimits& limits_;
   const absl::Time now_;
   const std::optional<int32_t> only_trial_;
+  const absl::Time earliest_ = storage::EarliestReportTime();
   OtlpBatches out_;
   absl::flat_hash_map<AgentKey, size_t> batch_of_;
+  // The series the last value went to.
+  struct Last {
+    AgentKey batch_key;
+    std::string name, gpu;
+    size_t batch, series;
+  };
+  std::optional<Last> last_;
   absl::flat_hash_map<std::tuple<size_t, std::string, std::string>, size_t> series_of_;
   absl::flat_hash_map<std::pair<size_t, int64_t>, size_t> report_of_;
   std::map<std::tuple<AgentKey, std::string, std::string, std::string, int64_t>, Sum> sums_;
