@@ -19,7 +19,6 @@ namespace {
 namespace otlp = ::opentelemetry::proto;
 using Attributes = google::protobuf::RepeatedPtrField<otlp::common::v1::KeyValue>;
 
-constexpr size_t kMaxReasons = 5;
 constexpr double kMebibyte = 1 << 20;
 
 // An attribute's value as text (strings as they are; numbers and booleans
@@ -39,15 +38,23 @@ std::string Text(const otlp::common::v1::AnyValue& v) {
   }
 }
 
-// The first of `keys` the attributes have, as text.
-std::optional<std::string> Find(const Attributes& attributes,
-                                std::initializer_list<absl::string_view> keys) {
+// The value of the first of `keys` the attributes have; null when none.
+const otlp::common::v1::AnyValue* Locate(const Attributes& attributes,
+                                         std::initializer_list<absl::string_view> keys) {
   for (absl::string_view key : keys) {
     for (const auto& kv : attributes) {
-      if (kv.key() == key) return Text(kv.value());
+      if (kv.key() == key) return &kv.value();
     }
   }
-  return std::nullopt;
+  return nullptr;
+}
+
+// That value as text.
+std::optional<std::string> Find(const Attributes& attributes,
+                                std::initializer_list<absl::string_view> keys) {
+  const otlp::common::v1::AnyValue* v = Locate(attributes, keys);
+  if (v == nullptr) return std::nullopt;
+  return Text(*v);
 }
 
 // The same without a copy for string values (most are): a view of the
@@ -55,17 +62,11 @@ std::optional<std::string> Find(const Attributes& attributes,
 // when none of `keys` is there.
 absl::string_view FindView(const Attributes& attributes,
                            std::initializer_list<absl::string_view> keys, std::string& scratch) {
-  for (absl::string_view key : keys) {
-    for (const auto& kv : attributes) {
-      if (kv.key() != key) continue;
-      if (kv.value().value_case() == otlp::common::v1::AnyValue::kStringValue) {
-        return kv.value().string_value();
-      }
-      scratch = Text(kv.value());
-      return scratch;
-    }
-  }
-  return "";
+  const otlp::common::v1::AnyValue* v = Locate(attributes, keys);
+  if (v == nullptr) return "";
+  if (v->value_case() == otlp::common::v1::AnyValue::kStringValue) return v->string_value();
+  scratch = Text(*v);
+  return scratch;
 }
 
 constexpr std::initializer_list<absl::string_view> kGpuKeys = {"gpu.uuid", "hw.id",
@@ -215,7 +216,7 @@ class Mapper {
   void Reject(int64_t points, absl::string_view reason) {
     if (points <= 0) return;
     out_.rejected_points += points;
-    if (out_.reasons.size() < kMaxReasons &&
+    if (out_.reasons.size() < kMaxOtlpReasons &&
         std::find(out_.reasons.begin(), out_.reasons.end(), reason) ==
             out_.reasons.end()) {
       out_.reasons.emplace_back(reason);

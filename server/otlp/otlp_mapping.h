@@ -46,6 +46,9 @@
 
 namespace metrics::server {
 
+// Distinct reasons an answer's partial success names, at most.
+inline constexpr size_t kMaxOtlpReasons = 5;
+
 // The previous point of each cumulative series, for rates.
 class RateState {
  public:

@@ -1,5 +1,6 @@
 #include "server/services/otlp_service.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -35,7 +36,11 @@ class ExportOutcome {
       absl::MutexLock lock(&mu_);
       if (outcome.kind == storage::BatchOutcome::Kind::kRejected) {
         rejected_ += points;
-        if (reasons_.size() < 5) reasons_.emplace_back(outcome.status.message());
+        const std::string reason(outcome.status.message());
+        if (reasons_.size() < kMaxOtlpReasons &&
+            std::find(reasons_.begin(), reasons_.end(), reason) == reasons_.end()) {
+          reasons_.push_back(reason);
+        }
       } else if (outcome.kind == storage::BatchOutcome::Kind::kFailed &&
                  failure_.ok()) {
         failure_ = outcome.status;
