@@ -378,6 +378,12 @@ class RestartingReads : public storage::ChartReads {
     return real_->ReadRawSamples(trial_id, series, from_us, to_us, max_reports,
                                  deadline);
   }
+  absl::Status StreamRawSamples(int32_t trial_id,
+                                const std::vector<storage::SeriesInfo>& series,
+                                int64_t from_us, int64_t to_us, absl::Time deadline,
+                                storage::RawSampleSink& sink) override {
+    return real_->StreamRawSamples(trial_id, series, from_us, to_us, deadline, sink);
+  }
 
  private:
   storage::ChartReads* const real_;

@@ -167,6 +167,18 @@ struct Sample {
   double value = 0;
 };
 
+// Takes the samples of a streamed raw read (an export) as they are read.
+// Unlike RollupSink it is never restarted: what it took may already have
+// left the process, so a read that fails after its first sample fails
+// rather than start over. Take returning an error (the client left) ends
+// the read with that error.
+class RawSampleSink {
+ public:
+  virtual ~RawSampleSink() = default;
+  // Sample of series[series] (the read's list).
+  virtual absl::Status Take(size_t series, const Sample& sample) = 0;
+};
+
 // One raw reading of a series, with the row it came from.
 struct Reading {
   int64_t time_us = 0;
@@ -276,6 +288,17 @@ class ChartReads {
   virtual absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
       int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
       int64_t to_us, int64_t max_reports, absl::Time deadline) = 0;
+
+  // Every raw sample of `series` (all of `trial_id`) with time in
+  // [from_us, to_us), to `sink` in time order across agents (ties: agent
+  // id, then ingest order; within a report, the list's order), from one
+  // snapshot. Memory is bounded by a page of rows per agent, whatever the
+  // window holds. OUT_OF_RANGE (nothing taken) when the window starts
+  // before the raw data horizon (raw retention).
+  virtual absl::Status StreamRawSamples(int32_t trial_id,
+                                        const std::vector<SeriesInfo>& series,
+                                        int64_t from_us, int64_t to_us,
+                                        absl::Time deadline, RawSampleSink& sink) = 0;
 };
 
 class MetricStore {

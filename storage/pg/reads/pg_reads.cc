@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
+#include <memory>
+#include <queue>
 #include <tuple>
 #include <utility>
 
@@ -27,6 +29,37 @@
 namespace metrics::storage::pg {
 
 namespace {
+
+// OUT_OF_RANGE when raw samples from `from_us` on may have expired: the
+// window starts before the raw data horizon that raw retention recorded.
+absl::Status CheckRawHorizon(pqxx::transaction_base& tx, int64_t from_us) {
+  if (const pqxx::result horizon = tx.exec(
+          absl::StrCat("SELECT ", EpochMicrosSql("horizon"), " FROM raw_retention"));
+      !horizon.empty() && from_us < horizon[0][0].as<int64_t>()) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "raw samples before ",
+        absl::FormatTime(absl::FromUnixMicros(horizon[0][0].as<int64_t>())),
+        " have expired (raw retention)"));
+  }
+  return absl::OkStatus();
+}
+
+// One agent's rows of a streamed raw read, a page at a time, after a
+// (time, row id) key.
+struct AgentPages {
+  std::string agent;
+  std::vector<size_t> indexes;  // into the read's series, per column
+  std::unique_ptr<RawValueColumns> columns;
+  pqxx::result page;
+  pqxx::result::size_type next = 0;
+  int64_t after_time = 0, after_id = 0;
+  bool started = false, last_page = false;
+};
+
+// Rows of one page of a streamed read: at 25 values a row, a few MB per
+// agent at most.
+constexpr int kStreamPageRows = 2000;
+
 
 constexpr int kCoarsestWidthSeconds =
     kRollupWidthsSeconds[std::size(kRollupWidthsSeconds) - 1];
@@ -542,14 +575,7 @@ PgReads::ReadRawSamples(int32_t trial_id,
         // horizon before it removes a row, so rows after a horizon this
         // snapshot has not seen are all still here.
         tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
-        if (const pqxx::result horizon = tx.exec(absl::StrCat(
-                "SELECT ", EpochMicrosSql("horizon"), " FROM raw_retention"));
-            !horizon.empty() && from_us < horizon[0][0].as<int64_t>()) {
-          return absl::OutOfRangeError(absl::StrCat(
-              "raw samples before ",
-              absl::FormatTime(absl::FromUnixMicros(horizon[0][0].as<int64_t>())),
-              " have expired (raw retention)"));
-        }
+        RETURN_IF_ERROR(CheckRawHorizon(tx, from_us));
         // One scan per agent, decoding every wanted series of it (a
         // statement of its own, so not prepared). Relies on the index
         // metrics_profiling_system_idx: a range scan in time, then ingest
@@ -590,6 +616,96 @@ PgReads::ReadRawSamples(int32_t trial_id,
         }
         return result;
       });
+}
+
+absl::Status PgReads::StreamRawSamples(int32_t trial_id,
+                                      const std::vector<SeriesInfo>& series,
+                                      int64_t from_us, int64_t to_us, absl::Time deadline,
+                                      RawSampleSink& sink) {
+  bool handed_out = false;
+  return Run<bool>(
+             absl::StrCat("streaming raw samples of trial ", trial_id), deadline,
+             [&](pqxx::transaction_base& tx) -> absl::StatusOr<bool> {
+               // Run tries again on a fresh connection when one breaks;
+               // samples already handed out cannot be taken back.
+               if (handed_out) {
+                 return absl::UnavailableError(
+                     "the database connection was lost during the read");
+               }
+               // One snapshot for the horizon and every page.
+               tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+               RETURN_IF_ERROR(CheckRawHorizon(tx, from_us));
+               absl::btree_map<std::string, std::vector<size_t>> by_agent;
+               for (size_t i = 0; i < series.size(); ++i) {
+                 by_agent[series[i].agent_id].push_back(i);
+               }
+               std::vector<AgentPages> agents;
+               for (const auto& [agent, indexes] : by_agent) {
+                 std::vector<RawValueColumns::Series> wanted;
+                 for (size_t i : indexes) {
+                   wanted.push_back({series[i].series_id, series[i].name, series[i].gpu_uuid});
+                 }
+                 AgentPages& a = agents.emplace_back();
+                 a.agent = agent;
+                 a.indexes = indexes;
+                 a.columns = std::make_unique<RawValueColumns>(tx, wanted);
+               }
+               // The agent's next page; false when it has no more rows.
+               auto fetch = [&](AgentPages& a) {
+                 if (a.last_page) return false;
+                 // Keyset paging on the index's (end_time) then row id:
+                 // rows at the last time with a larger id, then later rows.
+                 const std::string sql = absl::StrCat(
+                     "SELECT ", EpochMicrosSql("end_time"), ", id, ", a.columns->sql(),
+                     " FROM metrics_profiling WHERE trial_id = $1 AND ",
+                     SystemRowsOfAgentSql("$2"), " AND end_time >= ",
+                     TimestampFromMicrosSql("$3"), " AND end_time < ",
+                     TimestampFromMicrosSql("$4"),
+                     a.started ? absl::StrCat(" AND end_time >= ", TimestampFromMicrosSql("$5"),
+                                              " AND (end_time > ", TimestampFromMicrosSql("$5"),
+                                              " OR id > $6)")
+                               : "",
+                     " ORDER BY end_time, id LIMIT ", kStreamPageRows);
+                 a.page = a.started ? tx.exec_params(sql, trial_id, a.agent, from_us, to_us,
+                                                     a.after_time, a.after_id)
+                                    : tx.exec_params(sql, trial_id, a.agent, from_us, to_us);
+                 a.started = true;
+                 a.next = 0;
+                 a.last_page = a.page.size() < static_cast<size_t>(kStreamPageRows);
+                 return !a.page.empty();
+               };
+               // Agents by their next row's (time, agent id): a k-way merge.
+               using Next = std::pair<int64_t, size_t>;
+               std::priority_queue<Next, std::vector<Next>, std::greater<Next>> order;
+               for (size_t i = 0; i < agents.size(); ++i) {
+                 if (fetch(agents[i])) order.emplace(agents[i].page[0][0].as<int64_t>(), i);
+               }
+               std::vector<std::pair<size_t, double>> values;
+               while (!order.empty()) {
+                 const size_t i = order.top().second;
+                 order.pop();
+                 AgentPages& a = agents[i];
+                 const pqxx::row row = a.page[a.next++];
+                 const int64_t t = row[0].as<int64_t>();
+                 // The row's values in the order of the read's list.
+                 values.clear();
+                 RETURN_IF_ERROR(a.columns->Read(row, 2, [&](size_t c, double value) {
+                   values.emplace_back(a.indexes[c], value);
+                 }));
+                 std::sort(values.begin(), values.end());
+                 for (const auto& [index, value] : values) {
+                   handed_out = true;
+                   RETURN_IF_ERROR(sink.Take(index, {t, value}));
+                 }
+                 a.after_time = t;
+                 a.after_id = row[1].as<int64_t>();
+                 if (a.next < a.page.size() || fetch(a)) {
+                   order.emplace(a.page[a.next][0].as<int64_t>(), i);
+                 }
+               }
+               return true;
+             })
+      .status();
 }
 
 }  // namespace metrics::storage::pg

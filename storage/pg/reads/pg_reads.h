@@ -49,6 +49,9 @@ class PgReads : public ChartReads {
   absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
       int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
       int64_t to_us, int64_t max_reports, absl::Time deadline) override;
+  absl::Status StreamRawSamples(int32_t trial_id, const std::vector<SeriesInfo>& series,
+                                int64_t from_us, int64_t to_us, absl::Time deadline,
+                                RawSampleSink& sink) override;
 
   // The store's other reads: as MetricStore's methods of the same names.
   absl::StatusOr<Trial> GetTrial(int32_t id, absl::Time deadline);

@@ -52,4 +52,33 @@ absl::StatusOr<std::vector<std::vector<Sample>>> RoutedReads::ReadRawSamples(
   });
 }
 
+absl::Status RoutedReads::StreamRawSamples(int32_t trial_id,
+                                          const std::vector<SeriesInfo>& series,
+                                          int64_t from_us, int64_t to_us,
+                                          absl::Time deadline, RawSampleSink& sink) {
+  // Read again from the primary only when the standby handed out nothing:
+  // what the sink took may have left the process.
+  class Counting : public RawSampleSink {
+   public:
+    explicit Counting(RawSampleSink& sink) : sink_(sink) {}
+    absl::Status Take(size_t series, const Sample& sample) override {
+      ++taken;
+      return sink_.Take(series, sample);
+    }
+    int64_t taken = 0;
+
+   private:
+    RawSampleSink& sink_;
+  } counting(sink);
+  if (replica_->UseStandby()) {
+    absl::Status status =
+        standby_->StreamRawSamples(trial_id, series, from_us, to_us, deadline, counting);
+    if (status.ok() || counting.taken > 0 || !ReadReplica::WorthRetryingOnPrimary(status)) {
+      return status;
+    }
+    replica_->ReadFailed(status);
+  }
+  return primary_->StreamRawSamples(trial_id, series, from_us, to_us, deadline, sink);
+}
+
 }  // namespace metrics::storage::pg

@@ -36,6 +36,9 @@ class RoutedReads : public ChartReads {
   absl::StatusOr<std::vector<std::vector<Sample>>> ReadRawSamples(
       int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
       int64_t to_us, int64_t max_reports, absl::Time deadline) override;
+  absl::Status StreamRawSamples(int32_t trial_id, const std::vector<SeriesInfo>& series,
+                                int64_t from_us, int64_t to_us, absl::Time deadline,
+                                RawSampleSink& sink) override;
 
  private:
   // `read(reads)` on the standby's reads when it is current, else (or
