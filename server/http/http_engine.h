@@ -139,7 +139,7 @@ class Session : public std::enable_shared_from_this<Session> {
              std::function<void(boost::system::error_code)> done);
   void OnWritten(bool close_after, boost::system::error_code ec);
   void PullChunk();
-  void WriteChunk(std::string chunk, bool last);
+  void WriteChunk(std::string chunk, StreamStep step);
   // Answers a transport error as JSON and closes when `close`.
   void SendError(const absl::Status& status, int http_status, bool close);
   // Hands an unfinished stream to a pool thread to end it.

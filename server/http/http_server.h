@@ -49,11 +49,22 @@ struct HttpRequest {
   absl::string_view Header(absl::string_view name) const;
 };
 
+// What a streamed body's producer says after each piece.
+enum class StreamStep {
+  kMore,   // more pieces follow
+  kEnd,    // the body is complete
+  // The body cannot be completed (its source failed after the status was
+  // sent): the piece is sent, then the connection is closed without the
+  // chunked encoding's last chunk, so the client sees a truncated body,
+  // never a short one that looks whole.
+  kAbort,
+};
+
 struct HttpResponse {
   // Produces a streamed body: appends the next piece to `chunk` (blocking
-  // as long as it needs) and returns true, or returns false at the end
-  // (after appending the last piece, if any). Sent with chunked encoding.
-  using Stream = std::function<bool(std::string& chunk)>;
+  // as long as it needs) and says whether more follow (StreamStep). Sent
+  // with chunked encoding.
+  using Stream = std::function<StreamStep(std::string& chunk)>;
 
   int status = 200;
   std::string content_type = "application/json";

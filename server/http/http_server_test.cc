@@ -59,6 +59,36 @@ TEST(HttpServerTest, PortZeroBindsAFreePortAndServesRequests) {
               ::testing::Contains(Pair("content-type", "text/plain")));
 }
 
+// A streamed body ends with chunked encoding's last chunk; one whose
+// producer aborts (its source failed after the status went out) ends
+// without it, so a client sees a truncated body, never a whole-looking one.
+TEST(HttpServerTest, AnAbortedStreamEndsWithoutTheLastChunk) {
+  HttpServerOptions options;
+  options.address = "127.0.0.1:0";
+  absl::StatusOr<std::unique_ptr<HttpServer>> server =
+      HttpServer::Start(options, [](const HttpRequest& request) {
+        HttpResponse response;
+        response.content_type = "text/csv";
+        const StreamStep last =
+            request.path == "/abort" ? StreamStep::kAbort : StreamStep::kEnd;
+        response.stream = [n = 0, last](std::string& chunk) mutable {
+          chunk = ++n == 1 ? "hello" : " world";
+          return n == 1 ? StreamStep::kMore : last;
+        };
+        return response;
+      });
+  ASSERT_OK(server);
+  ASSERT_OK_AND_ASSIGN(auto whole, HttpCall((*server)->port(), "GET", "/end"));
+  EXPECT_EQ(whole.status, 200);
+  EXPECT_EQ(whole.body, "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
+  ASSERT_OK_AND_ASSIGN(auto cut, HttpCall((*server)->port(), "GET", "/abort"));
+  EXPECT_EQ(cut.status, 200);
+  EXPECT_EQ(cut.body, "5\r\nhello\r\n6\r\n world\r\n");
+  // The server still serves: the abort closed one connection.
+  ASSERT_OK_AND_ASSIGN(auto again, HttpCall((*server)->port(), "GET", "/end"));
+  EXPECT_EQ(again.status, 200);
+}
+
 // Shutdown closes the acceptor while accepts complete on the I/O threads;
 // both must go through the acceptor's strand (a race ThreadSanitizer found
 // in the thread build, where this test is run).

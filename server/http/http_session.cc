@@ -482,16 +482,17 @@ void Session::PullChunk() {
   stream_.tcp().expires_never();
   const bool posted = engine_.stream_pool().Post([self = shared_from_this()] {
     std::string chunk;
-    const bool more = self->stream_body_(chunk);
+    const StreamStep step = self->stream_body_(chunk);
     asio::post(self->stream_.get_executor(),
-               [self, chunk = std::move(chunk), more]() mutable {
-                 self->WriteChunk(std::move(chunk), !more);
+               [self, chunk = std::move(chunk), step]() mutable {
+                 self->WriteChunk(std::move(chunk), step);
                });
   });
   if (!posted) Shut();  // shutting down
 }
 
-void Session::WriteChunk(std::string chunk, bool last) {
+void Session::WriteChunk(std::string chunk, StreamStep step) {
+  const bool last = step != StreamStep::kMore;
   std::string out;
   if (!chunk.empty()) {
     out = http10_
@@ -499,7 +500,9 @@ void Session::WriteChunk(std::string chunk, bool last) {
               : absl::StrCat(absl::Hex(chunk.size()), "\r\n", chunk, "\r\n");
   }
   if (last) {
-    if (!http10_) out += "0\r\n\r\n";
+    // An aborted body ends without the last chunk (and, for HTTP/1.0,
+    // whose body ends with the connection, the client cannot tell).
+    if (!http10_ && step == StreamStep::kEnd) out += "0\r\n\r\n";
     stream_body_ = nullptr;  // ended: its call is finished
     if (holds_stream_slot_) {
       holds_stream_slot_ = false;
@@ -509,12 +512,16 @@ void Session::WriteChunk(std::string chunk, bool last) {
     PullChunk();
     return;
   }
+  if (step == StreamStep::kAbort && out.empty()) {
+    Shut();
+    return;
+  }
   Write(std::move(out),
-        [self = shared_from_this(), last](boost::system::error_code ec) {
-          if (ec) {
+        [self = shared_from_this(), step](boost::system::error_code ec) {
+          if (ec || step == StreamStep::kAbort) {
             self->DropStream();
             self->Shut();
-          } else if (last) {
+          } else if (step == StreamStep::kEnd) {
             self->OnWritten(self->close_after_stream_, ec);
           } else {
             self->PullChunk();

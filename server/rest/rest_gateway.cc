@@ -353,7 +353,7 @@ HttpResponse RestGateway::Call(const HttpRequest& request,
         if (absl::Status status = call->Finish(); !status.ok()) {
           chunk += StreamErrorLine(status);
         }
-        return false;
+        return StreamStep::kEnd;
       }
     }
     chunk += "{\"result\":";
@@ -362,10 +362,10 @@ HttpResponse RestGateway::Call(const HttpRequest& request,
     if (!written.ok()) {
       chunk += "null}\n";
       chunk += StreamErrorLine(written);
-      return false;
+      return StreamStep::kEnd;
     }
     chunk += "}\n";
-    return true;
+    return StreamStep::kMore;
   };
   return response;
 }
