@@ -1,17 +1,19 @@
 #include "query/csv_export.h"
 
-#include <charconv>
 #include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "common/json_text.h"
 
 namespace metrics::query {
 
-const char* CsvExportWriter::Header() {
-  return "time,agent_id,gpu_index,gpu_uuid,name,unit,value\n";
+const char* CsvExportWriter::Header(bool with_buckets) {
+  return with_buckets
+             ? "time,agent_id,gpu_index,gpu_uuid,name,unit,value,bucket_seconds,min,max,count\n"
+             : "time,agent_id,gpu_index,gpu_uuid,name,unit,value\n";
 }
 
 std::string CsvField(const std::string& text) {
@@ -36,43 +38,40 @@ void AppendRoundTripDouble(std::string& out, double value) {
     out += value > 0 ? "inf" : "-inf";
     return;
   }
-  // std::to_chars without a precision writes the shortest text that reads
-  // back as the same double.
-  char buffer[32];
-  const std::to_chars_result r = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  out.append(buffer, r.ptr);
+  common::AppendJsonNumber(out, value);  // the shortest text that reads back the same
 }
 
 CsvExportWriter::CsvExportWriter(const std::vector<storage::SeriesInfo>& series,
-                                 const std::vector<int>& gpu_index, size_t chunk_bytes,
+                                 bool with_buckets,
+                                 size_t chunk_bytes,
                                  std::function<absl::Status(std::string chunk)> emit)
-    : chunk_bytes_(chunk_bytes), emit_(std::move(emit)) {
+    : with_buckets_(with_buckets), chunk_bytes_(chunk_bytes), emit_(std::move(emit)) {
   middle_.reserve(series.size());
   for (size_t i = 0; i < series.size(); ++i) {
     const storage::SeriesInfo& s = series[i];
-    const int index = i < gpu_index.size() ? gpu_index[i] : -1;
     middle_.push_back(absl::StrCat(",", CsvField(s.agent_id), ",",
-                                   index >= 0 ? absl::StrCat(index) : "", ",",
+                                   s.gpu_uuid.empty() ? "" : absl::StrCat(s.gpu_index), ",",
                                    CsvField(s.gpu_uuid), ",", CsvField(s.name), ",",
                                    CsvField(s.unit), ","));
   }
   chunk_.reserve(chunk_bytes_ + 256);
+  chunk_ = Header(with_buckets_);
 }
 
-absl::Status CsvExportWriter::Take(size_t series, const storage::Sample& sample) {
+void CsvExportWriter::AppendTime(int64_t time_us) {
   // Times of a read come in order: the date and time of day change once a
   // second at most, the microseconds every line.
-  const int64_t second = sample.time_us >= 0 ? sample.time_us / 1000000
-                                             : -((-sample.time_us + 999999) / 1000000);
+  const int64_t second = time_us >= 0 ? time_us / 1000000 : -((-time_us + 999999) / 1000000);
   if (second != second_) {
     second_ = second;
     second_text_ = absl::FormatTime("%Y-%m-%dT%H:%M:%S", absl::FromUnixSeconds(second),
                                     absl::UTCTimeZone());
   }
   absl::StrAppend(&chunk_, second_text_, ".",
-                  absl::StrFormat("%06d", sample.time_us - second * 1000000), "Z",
-                  middle_[series]);
-  AppendRoundTripDouble(chunk_, sample.value);
+                  absl::StrFormat("%06d", time_us - second * 1000000), "Z");
+}
+
+absl::Status CsvExportWriter::EndLine() {
   chunk_ += '\n';
   ++lines_;
   if (chunk_.size() < chunk_bytes_) return absl::OkStatus();
@@ -80,6 +79,27 @@ absl::Status CsvExportWriter::Take(size_t series, const storage::Sample& sample)
   full.swap(chunk_);
   chunk_.reserve(chunk_bytes_ + 256);
   return emit_(std::move(full));
+}
+
+absl::Status CsvExportWriter::Take(size_t series, const storage::Sample& sample) {
+  AppendTime(sample.time_us);
+  chunk_ += middle_[series];
+  AppendRoundTripDouble(chunk_, sample.value);
+  if (with_buckets_) chunk_ += ",,,,";
+  return EndLine();
+}
+
+absl::Status CsvExportWriter::TakeBucket(size_t series, int64_t bucket_start_us, int width_s,
+                                         const storage::RollupStats& stats) {
+  AppendTime(bucket_start_us);
+  chunk_ += middle_[series];
+  AppendRoundTripDouble(chunk_, stats.sum / static_cast<double>(stats.count));
+  absl::StrAppend(&chunk_, ",", width_s, ",");
+  AppendRoundTripDouble(chunk_, stats.min);
+  chunk_ += ',';
+  AppendRoundTripDouble(chunk_, stats.max);
+  absl::StrAppend(&chunk_, ",", stats.count);
+  return EndLine();
 }
 
 absl::Status CsvExportWriter::Finish() {

@@ -29,11 +29,12 @@ storage::SeriesInfo Info(std::string agent, std::string name, std::string gpu,
 }
 
 TEST(CsvExportTest, LinesHoldTimeSeriesAndValue) {
-  const std::vector<storage::SeriesInfo> series = {
+  std::vector<storage::SeriesInfo> series = {
       Info("node-1", "cpu_util_simple", "", "percent"),
       Info("node,\"2\"", "gpu_util", "GPU-5f3c", "percent")};
-  std::string out = CsvExportWriter::Header();
-  CsvExportWriter writer(series, {-1, 3}, 1 << 16, [&](std::string chunk) {
+  series[1].gpu_index = 3;
+  std::string out;
+  CsvExportWriter writer(series, false, 1 << 16, [&](std::string chunk) {
     out += chunk;
     return absl::OkStatus();
   });
@@ -51,6 +52,29 @@ TEST(CsvExportTest, LinesHoldTimeSeriesAndValue) {
                           "percent,0.1",
                           "2026-11-28T01:02:04.000004Z,\"node,\"\"2\"\"\",3,GPU-5f3c,gpu_util,"
                           "percent,-0",
+                          ""));
+}
+
+TEST(CsvExportTest, RollupBucketsStandingInForExpiredSamplesSaySo) {
+  const std::vector<storage::SeriesInfo> series = {Info("n", "gpu_util", "GPU-1", "percent")};
+  std::string out;
+  CsvExportWriter writer(series, true, 1 << 16, [&](std::string chunk) {
+    out += chunk;
+    return absl::OkStatus();
+  });
+  const int64_t t = int64_t{1795827720} * 1000000;
+  storage::RollupStats stats;
+  stats.Add(t + 1, 1.0);
+  stats.Add(t + 2, 100.0);
+  stats.Add(t + 3, 4.0);
+  ASSERT_OK(writer.TakeBucket(0, t, 10, stats));
+  ASSERT_OK(writer.Take(0, {t + 10000000, 7.5}));
+  ASSERT_OK(writer.Finish());
+  EXPECT_THAT(absl::StrSplit(out, '\n'),
+              ElementsAre("time,agent_id,gpu_index,gpu_uuid,name,unit,value,bucket_seconds,"
+                          "min,max,count",
+                          "2026-11-28T01:02:00.000000Z,n,0,GPU-1,gpu_util,percent,35,10,1,100,3",
+                          "2026-11-28T01:02:10.000000Z,n,0,GPU-1,gpu_util,percent,7.5,,,,",
                           ""));
 }
 
@@ -80,7 +104,7 @@ TEST(CsvExportTest, ValuesReadBackBitForBit) {
 TEST(CsvExportTest, ChunksAreHandedOnAndAFailedReaderStopsTheWriter) {
   const std::vector<storage::SeriesInfo> series = {Info("a", "x", "", "1")};
   std::vector<std::string> chunks;
-  CsvExportWriter writer(series, {}, 100, [&](std::string chunk) {
+  CsvExportWriter writer(series, false, 100, [&](std::string chunk) {
     chunks.push_back(std::move(chunk));
     return chunks.size() < 3 ? absl::OkStatus() : absl::CancelledError("the client left");
   });
@@ -91,6 +115,7 @@ TEST(CsvExportTest, ChunksAreHandedOnAndAFailedReaderStopsTheWriter) {
   }
   EXPECT_THAT(status, StatusIs(absl::StatusCode::kCancelled));
   EXPECT_EQ(chunks.size(), 3u);
+  EXPECT_EQ(chunks[0].rfind(CsvExportWriter::Header(false), 0), 0u);
   for (const std::string& c : chunks) {
     EXPECT_GE(c.size(), 100u);
     EXPECT_LT(c.size(), 200u);  // whole lines, about chunk_bytes each

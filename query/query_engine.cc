@@ -36,6 +36,28 @@ bool Selected(const std::vector<std::string>& wanted, const std::string& v) {
          std::find(wanted.begin(), wanted.end(), v) != wanted.end();
 }
 
+}  // namespace
+
+absl::Status ValidateWindowAndSelection(const QueryRequest& request) {
+  if (request.start && request.end && *request.start >= *request.end) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "start: ", common::Rfc3339(*request.start), " is not before end ",
+        common::Rfc3339(*request.end)));
+  }
+  RETURN_IF_ERROR(ValidateSelection("name", request.names, false));
+  RETURN_IF_ERROR(ValidateSelection("agent_id", request.agent_ids, false));
+  RETURN_IF_ERROR(ValidateSelection("gpu_uuid", request.gpu_uuids, true));
+  return absl::OkStatus();
+}
+
+bool IsSelected(const QueryRequest& request, const storage::SeriesInfo& series) {
+  return Selected(request.names, series.name) &&
+         Selected(request.agent_ids, series.agent_id) &&
+         Selected(request.gpu_uuids, series.gpu_uuid);
+}
+
+namespace {
+
 void Append(SeriesData& out, int64_t bucket_start, const RollupStats& s) {
   out.bucket_start_us.push_back(bucket_start);
   out.count.push_back(s.count);
@@ -177,14 +199,7 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
         absl::StrCat("max_points: ", max_points, " is not between 1 and ",
                      options_.max_max_points));
   }
-  if (request.start && request.end && *request.start >= *request.end) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "start: ", common::Rfc3339(*request.start), " is not before end ",
-        common::Rfc3339(*request.end)));
-  }
-  RETURN_IF_ERROR(ValidateSelection("name", request.names, false));
-  RETURN_IF_ERROR(ValidateSelection("agent_id", request.agent_ids, false));
-  RETURN_IF_ERROR(ValidateSelection("gpu_uuid", request.gpu_uuids, true));
+  RETURN_IF_ERROR(ValidateWindowAndSelection(request));
 
   const bool need_extents = !request.start || !request.end;
   ASSIGN_OR_RETURN(std::vector<SeriesInfo> all,
@@ -193,11 +208,7 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
   std::vector<SeriesInfo> selected;
   std::optional<int64_t> first, last;
   for (SeriesInfo& s : all) {
-    if (!Selected(request.names, s.name) ||
-        !Selected(request.agent_ids, s.agent_id) ||
-        !Selected(request.gpu_uuids, s.gpu_uuid)) {
-      continue;
-    }
+    if (!IsSelected(request, s)) continue;
     if (s.first_time_us) {
       const int64_t f = *s.first_time_us;
       const int64_t l = *s.last_time_us;

@@ -72,6 +72,13 @@ struct QueryResult {
   bool raw_expired = false;
 };
 
+// The checks Query makes of a request's window (start before end) and
+// selection (well-formed labels): INVALID_ARGUMENT naming the field.
+absl::Status ValidateWindowAndSelection(const QueryRequest& request);
+
+// Whether `series` is among those `request`'s lists select.
+bool IsSelected(const QueryRequest& request, const storage::SeriesInfo& series);
+
 class QueryEngine {
  public:
   // `reads` (a store's Reads() or FreshReads()) must outlive the engine.

@@ -1,6 +1,9 @@
 #include "storage/metric_store.h"
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 
 namespace metrics::storage {
 
@@ -27,6 +30,26 @@ std::optional<TrialState> ParseTrialState(absl::string_view name) {
 }
 
 bool IsTerminal(TrialState state) { return state != TrialState::kActive; }
+
+namespace {
+constexpr absl::string_view kRawHorizonPayload = "metrics.raw_horizon_us";
+}  // namespace
+
+absl::Status RawExpiredError(int64_t horizon_us) {
+  absl::Status status = absl::OutOfRangeError(absl::StrCat(
+      "raw samples before ", absl::FormatTime(absl::FromUnixMicros(horizon_us)),
+      " have expired (raw retention)"));
+  status.SetPayload(kRawHorizonPayload, absl::Cord(absl::StrCat(horizon_us)));
+  return status;
+}
+
+std::optional<int64_t> RawHorizonOf(const absl::Status& status) {
+  if (!absl::IsOutOfRange(status)) return std::nullopt;
+  const auto payload = status.GetPayload(kRawHorizonPayload);
+  int64_t horizon = 0;
+  if (!payload || !absl::SimpleAtoi(std::string(*payload), &horizon)) return std::nullopt;
+  return horizon;
+}
 
 absl::Status CheckTrialTakesMetrics(absl::string_view field, int32_t trial_id,
                                     TrialState state) {

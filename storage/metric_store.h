@@ -251,6 +251,12 @@ struct AgentActivity {
 // from the primary alone (MetricStore::FreshReads).
 //
 // Thread-safety: implementations are thread-safe.
+// The OUT_OF_RANGE of a raw read whose window starts before the raw data
+// horizon (raw retention removed the samples before `horizon_us`), and the
+// horizon such an error carries (nullopt for any other status).
+absl::Status RawExpiredError(int64_t horizon_us);
+std::optional<int64_t> RawHorizonOf(const absl::Status& status);
+
 class ChartReads {
  public:
   virtual ~ChartReads() = default;
@@ -293,8 +299,9 @@ class ChartReads {
   // [from_us, to_us), to `sink` in time order across agents (ties: agent
   // id, then ingest order; within a report, the list's order), from one
   // snapshot. Memory is bounded by a page of rows per agent, whatever the
-  // window holds. OUT_OF_RANGE (nothing taken) when the window starts
-  // before the raw data horizon (raw retention).
+  // window holds. OUT_OF_RANGE (nothing taken; RawHorizonOf gives the
+  // horizon) when the window starts before the raw data horizon (raw
+  // retention).
   virtual absl::Status StreamRawSamples(int32_t trial_id,
                                         const std::vector<SeriesInfo>& series,
                                         int64_t from_us, int64_t to_us,

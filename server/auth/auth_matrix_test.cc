@@ -247,7 +247,7 @@ TEST_F(AuthMatrixTest, EveryGrpcMethodAnswersAsItsRuleSays) {
       ++cells;
     }
   }
-  EXPECT_EQ(cells, 15 * 9);
+  EXPECT_EQ(cells, 17 * 9);
 }
 
 TEST_F(AuthMatrixTest, EveryRestRouteAnswersAsItsRuleSays) {
@@ -307,7 +307,7 @@ TEST_F(AuthMatrixTest, EveryRestRouteAnswersAsItsRuleSays) {
     }
   }
   // Every annotated route but UpdateTrial's (the stream has none).
-  EXPECT_EQ(routes, 13);
+  EXPECT_EQ(routes, 15);
   EXPECT_EQ(cells, routes * 9);
 }
 

@@ -307,6 +307,8 @@ HttpResponse RestGateway::Call(const HttpRequest& request,
     return ErrorResponse(built);
   }
   const bool streaming = method->server_streaming();
+  // An export's chunks are the bytes of a file, sent as they come.
+  const bool file = method->output_type() == v1::ExportChunk::descriptor();
   auto call = std::make_shared<GatewayCall>(
       stub_,
       absl::StrCat("/", method->service()->full_name(), "/", method->name()),
@@ -323,7 +325,7 @@ HttpResponse RestGateway::Call(const HttpRequest& request,
     }
     if (status.ok()) status = absl::InternalError("the call sent no answer");
     HttpResponse error = ErrorResponse(status);
-    if (streaming) {
+    if (streaming && !file) {
       error.body = StreamErrorLine(status);
     }
     AddMetadataHeaders(*call, error);
@@ -341,6 +343,26 @@ HttpResponse RestGateway::Call(const HttpRequest& request,
       error.headers = std::move(response.headers);
       return error;
     }
+    return response;
+  }
+  if (file) {
+    const auto& chunk = static_cast<const v1::ExportChunk&>(*first);
+    response.content_type = chunk.content_type();
+    response.headers.emplace_back(
+        "Content-Disposition", absl::StrCat("attachment; filename=\"", chunk.file_name(), "\""));
+    response.stream = [call, next = std::move(first)](std::string& out) mutable {
+      if (next == nullptr) {
+        next = std::make_shared<v1::ExportChunk>();
+        if (!call->Read(next.get())) {
+          // A failure after the status went out: the body ends without
+          // chunked encoding's last chunk, so no client takes it as whole.
+          return call->Finish().ok() ? StreamStep::kEnd : StreamStep::kAbort;
+        }
+      }
+      out += static_cast<const v1::ExportChunk&>(*next).data();
+      next.reset();
+      return StreamStep::kMore;
+    };
     return response;
   }
   // Each message becomes one line, sent as soon as it arrives: the

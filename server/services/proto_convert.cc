@@ -134,7 +134,11 @@ void SeriesToProto(const storage::SeriesInfo& series, v1::Series* proto) {
   }
 }
 
-query::QueryRequest QueryFromProto(const v1::QuerySeriesRequest& proto) {
+namespace {
+
+// The selection and window, which the query requests and exports share.
+template <typename Proto>
+query::QueryRequest SelectionFromProto(const Proto& proto) {
   query::QueryRequest request;
   request.trial_id = proto.trial_id();
   request.names.assign(proto.name().begin(), proto.name().end());
@@ -142,6 +146,23 @@ query::QueryRequest QueryFromProto(const v1::QuerySeriesRequest& proto) {
   request.gpu_uuids.assign(proto.gpu_uuid().begin(), proto.gpu_uuid().end());
   if (proto.has_start()) request.start = TimeFromProto(proto.start());
   if (proto.has_end()) request.end = TimeFromProto(proto.end());
+  return request;
+}
+
+}  // namespace
+
+query::QueryRequest QueryFromProto(const v1::QuerySeriesRequest& proto) {
+  query::QueryRequest request = SelectionFromProto(proto);
+  if (proto.has_max_points()) request.max_points = proto.max_points();
+  return request;
+}
+
+query::QueryRequest QueryFromProto(const v1::ExportSamplesRequest& proto) {
+  return SelectionFromProto(proto);
+}
+
+query::QueryRequest QueryFromProto(const v1::ExportTraceRequest& proto) {
+  query::QueryRequest request = SelectionFromProto(proto);
   if (proto.has_max_points()) request.max_points = proto.max_points();
   return request;
 }

@@ -32,6 +32,8 @@ void TrialToProto(const storage::Trial& trial, v1::Trial* proto);
 void SeriesToProto(const storage::SeriesInfo& series, v1::Series* proto);
 
 query::QueryRequest QueryFromProto(const v1::QuerySeriesRequest& proto);
+query::QueryRequest QueryFromProto(const v1::ExportSamplesRequest& proto);
+query::QueryRequest QueryFromProto(const v1::ExportTraceRequest& proto);
 
 // INVALID_ARGUMENT naming the field for a view that is neither FULL nor
 // CHART (proto3 enums take any number).

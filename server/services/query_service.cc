@@ -1,6 +1,8 @@
 #include "server/services/query_service.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "query/export.h"
 #include "server/services/proto_convert.h"
 #include "server/services/unary_call.h"
 
@@ -9,6 +11,11 @@
 namespace metrics::server {
 
 namespace {
+
+// An export reads for as long as it takes to send (a slow reader slows
+// it), in one snapshot; past this it ends with DEADLINE_EXCEEDED unless the
+// caller set a deadline. A longer run is exported in windows.
+constexpr absl::Duration kExportTimeout = absl::Hours(1);
 
 std::string Method(absl::string_view name) {
   return FullMethodName(v1::QueryService::service_full_name(), name);
@@ -77,6 +84,59 @@ grpc::ServerWriteReactor<v1::QuerySeriesResponse>* QueryService::FollowSeries(
   return new FollowReactor(context, follow_engine_, store_, executor_,
                            QueryFromProto(*request), request->view(), follow_,
                            statistics_->OpenFollowStream(), std::move(check));
+}
+
+grpc::ServerWriteReactor<v1::ExportChunk>* QueryService::StartExport(
+    grpc::CallbackServerContext* context, absl::string_view method,
+    const google::protobuf::Message* request, std::string content_type, std::string file_name,
+    ExportReactor::Produce produce) {
+  if (exports_.fetch_add(1) >= kMaxExports) {
+    produce = [](const query::ExportEmit&) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "too many exports at once (the limit is ", kMaxExports, "); try again"));
+    };
+  }
+  return ExportReactor::Start(
+      std::move(content_type), std::move(file_name),
+      [guard = guard_, context, method = Method(method), request,
+       deadline = CallDeadline(*context), produce = std::move(produce)](const query::ExportEmit& emit) {
+        // The caller is checked on the export's thread: a stranger learns
+        // nothing of the request, not even whether it is well formed.
+        if (absl::Status allowed = CheckCall(guard, *context, method, *request, deadline);
+            !allowed.ok()) {
+          return allowed;
+        }
+        return produce(emit);
+      },
+      [this] { exports_.fetch_sub(1); });
+}
+
+grpc::ServerWriteReactor<v1::ExportChunk>* QueryService::ExportSamples(
+    grpc::CallbackServerContext* context, const v1::ExportSamplesRequest* request) {
+  const absl::Time deadline = CallDeadline(*context, kExportTimeout);
+  return StartExport(
+      context, "ExportSamples", request, "text/csv; charset=utf-8",
+      absl::StrCat("trial-", request->trial_id(), "-system-metrics.csv"),
+      [reads = &store_->Reads(), query = QueryFromProto(*request),
+       deadline](const query::ExportEmit& emit) {
+        return query::ExportCsv(*reads, query, deadline, emit);
+      });
+}
+
+grpc::ServerWriteReactor<v1::ExportChunk>* QueryService::ExportTrace(
+    grpc::CallbackServerContext* context, const v1::ExportTraceRequest* request) {
+  const absl::Time deadline = CallDeadline(*context, kExportTimeout);
+  return StartExport(
+      context, "ExportTrace", request, "application/json",
+      absl::StrCat("trial-", request->trial_id(), "-system-metrics.trace.json"),
+      [engine = engine_, query = QueryFromProto(*request),
+       base = request->base_time_nanoseconds(), deadline](const query::ExportEmit& emit) {
+        if (base < 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "base_time_nanoseconds: ", base, " is negative (0 means the epoch)"));
+        }
+        return query::ExportTrace(*engine, query, base, deadline, emit);
+      });
 }
 
 }  // namespace metrics::server

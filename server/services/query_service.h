@@ -1,5 +1,7 @@
 // metrics.v1.QueryService: ListSeries and QuerySeries (unary, run on the
-// blocking executor) and FollowSeries (one FollowReactor per call).
+// blocking executor), FollowSeries (one FollowReactor per call), and the
+// exports ExportSamples and ExportTrace (one ExportReactor per call, each on
+// a thread of its own; kMaxExports at once, RESOURCE_EXHAUSTED beyond).
 //
 // Thread-safety: thread-safe; gRPC calls it from its callback threads.
 #ifndef METRICS_SERVER_SERVICES_QUERY_SERVICE_H_
@@ -9,12 +11,19 @@
 #include "query/query_engine.h"
 #include "common/blocking_executor.h"
 #include "server/auth/call_guard.h"
+#include "server/services/export_reactor.h"
 #include "server/services/follow_reactor.h"
+
+#include <atomic>
 
 namespace metrics::server {
 
 class QueryService final : public v1::QueryService::CallbackService {
  public:
+  // Exports run at once at most; each holds a thread and a database
+  // connection for as long as it runs.
+  static constexpr int kMaxExports = 8;
+
   // `engine` answers ListSeries and QuerySeries (it may read a standby);
   // `follow_engine` answers FollowSeries and must see every acknowledged
   // commit (it reads store->FreshReads()). They, `store`, `executor`,
@@ -42,8 +51,21 @@ class QueryService final : public v1::QueryService::CallbackService {
   grpc::ServerWriteReactor<v1::QuerySeriesResponse>* FollowSeries(
       grpc::CallbackServerContext* context,
       const v1::QuerySeriesRequest* request) override;
+  grpc::ServerWriteReactor<v1::ExportChunk>* ExportSamples(
+      grpc::CallbackServerContext* context,
+      const v1::ExportSamplesRequest* request) override;
+  grpc::ServerWriteReactor<v1::ExportChunk>* ExportTrace(
+      grpc::CallbackServerContext* context,
+      const v1::ExportTraceRequest* request) override;
 
  private:
+  // Starts `produce` behind the guard's check of `request`, in a free export
+  // slot.
+  grpc::ServerWriteReactor<v1::ExportChunk>* StartExport(
+      grpc::CallbackServerContext* context, absl::string_view method,
+      const google::protobuf::Message* request, std::string content_type,
+      std::string file_name, ExportReactor::Produce produce);
+
   query::QueryEngine* const engine_;
   query::QueryEngine* const follow_engine_;
   storage::MetricStore* const store_;
@@ -51,6 +73,7 @@ class QueryService final : public v1::QueryService::CallbackService {
   const FollowOptions follow_;
   ServiceStatistics* const statistics_;
   const CallGuard* const guard_;
+  std::atomic<int> exports_{0};
 };
 
 }  // namespace metrics::server

@@ -36,10 +36,7 @@ absl::Status CheckRawHorizon(pqxx::transaction_base& tx, int64_t from_us) {
   if (const pqxx::result horizon = tx.exec(
           absl::StrCat("SELECT ", EpochMicrosSql("horizon"), " FROM raw_retention"));
       !horizon.empty() && from_us < horizon[0][0].as<int64_t>()) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "raw samples before ",
-        absl::FormatTime(absl::FromUnixMicros(horizon[0][0].as<int64_t>())),
-        " have expired (raw retention)"));
+    return RawExpiredError(horizon[0][0].as<int64_t>());
   }
   return absl::OkStatus();
 }
