@@ -5,8 +5,11 @@
   network.
 - profile(): the in-process system profiler (CPU, memory, disks, network,
   NVIDIA GPUs) reporting through a Reporter every second.
-- Client: trials, API tokens, series, and chart queries (lists of buckets,
-  or a pandas DataFrame).
+- Client: trials, API tokens, series, chart queries (lists of buckets, or a
+  pandas DataFrame), and exports (raw samples as CSV or a DataFrame; a
+  Chrome trace).
+- trace.merge(): a torch.profiler trace with the trial's system metrics
+  added, one file for Perfetto.
 - errors: MetricsError (with the server's code and message) and its kinds.
 
 Example:
@@ -22,11 +25,12 @@ __version__ = "1.0.0"
 from .client import Bucket, Client, Series, SeriesData, Token, Trial
 from .errors import (BufferFullError, FlushTimeoutError, MetricsError, PermanentError,
                      ReporterClosedError)
+from . import trace
 from .profiler import Profiler, profile
 from .reporter import Reporter, ReporterStats
 
 __all__ = [
     "Bucket", "BufferFullError", "Client", "FlushTimeoutError", "MetricsError",
     "PermanentError", "Profiler", "Reporter", "ReporterClosedError", "ReporterStats",
-    "Series", "SeriesData", "Token", "Trial", "profile",
+    "Series", "SeriesData", "Token", "Trial", "profile", "trace",
 ]

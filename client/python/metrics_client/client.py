@@ -1,12 +1,16 @@
 """Client: the service's calls other than streaming ingest, for a training
 platform's harness and for analysts: trials (create, get, list, end), API
-tokens (mint a reporter token for a trial), the series of a trial, and
-chart queries as plain lists or a pandas DataFrame.
+tokens (mint a reporter token for a trial), the series of a trial, chart
+queries as plain lists or a pandas DataFrame, and exports: every raw
+sample as CSV or a DataFrame, and a Chrome trace to lay beside a
+torch.profiler trace (trace.merge).
 
 Every failed call raises MetricsError with the server's code and message.
 Thread-safety: thread-safe (one gRPC channel, shared).
 """
 import dataclasses
+import io
+import json
 from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -219,6 +223,25 @@ class Client:
         return [_series(s) for s in self._call(
             self._query.ListSeries, query_pb2.ListSeriesRequest(trial_id=trial_id)).series]
 
+    @staticmethod
+    def _select(request, names, agent_id, gpu_uuid, start, end) -> None:
+        request.name.extend([names] if isinstance(names, str) else names or [])
+        request.agent_id.extend([agent_id] if isinstance(agent_id, str) else agent_id or [])
+        request.gpu_uuid.extend([gpu_uuid] if isinstance(gpu_uuid, str) else gpu_uuid or [])
+        for field, value in (("start", start), ("end", end)):
+            ts = _timestamp(field, value)
+            if ts is not None:
+                getattr(request, field).CopyFrom(ts)
+
+    def _chunks(self, method, request):
+        """The bytes of an export's stream, chunk by chunk (no deadline: an
+        export of a long run takes as long as it takes)."""
+        try:
+            for chunk in method(request, metadata=self._metadata):
+                yield chunk.data
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
     def query(self, trial_id: int, names: Optional[Iterable[str]] = None,
               agent_id: Union[None, str, Sequence[str]] = None,
               gpu_uuid: Union[None, str, Sequence[str]] = None,
@@ -233,19 +256,14 @@ class Client:
                 datetimes); default the whole trial.
             max_points: buckets per series at most; default the server's.
             as_dataframe: a pandas DataFrame, one row per series and
-                bucket, with columns agent_id, gpu_uuid, name, unit, time
-                (the bucket's start, UTC), count, min, max, mean.
+                bucket, with columns time (the bucket's start, UTC),
+                agent_id, gpu_index, gpu_uuid, name, unit, count, min, max,
+                mean: export()'s columns, a bucket's mean as its value.
 
         Returns a list of SeriesData, or the DataFrame.
         """
         request = query_pb2.QuerySeriesRequest(trial_id=trial_id)
-        request.name.extend([names] if isinstance(names, str) else names or [])
-        request.agent_id.extend([agent_id] if isinstance(agent_id, str) else agent_id or [])
-        request.gpu_uuid.extend([gpu_uuid] if isinstance(gpu_uuid, str) else gpu_uuid or [])
-        for field, value in (("start", start), ("end", end)):
-            ts = _timestamp(field, value)
-            if ts is not None:
-                getattr(request, field).CopyFrom(ts)
+        self._select(request, names, agent_id, gpu_uuid, start, end)
         if max_points is not None:
             request.max_points = max_points
         response = self._call(self._query.QuerySeries, request)
@@ -255,18 +273,106 @@ class Client:
                 for s in response.series]
         return _dataframe(data) if as_dataframe else data
 
+    def export(self, trial_id: int, path=None, names: Optional[Iterable[str]] = None,
+               agent_id: Union[None, str, Sequence[str]] = None,
+               gpu_uuid: Union[None, str, Sequence[str]] = None,
+               start: TimeArg = None, end: TimeArg = None, as_dataframe: bool = False):
+        """Every raw sample of a trial's series in [start, end), in time
+        order: the CSV of GET .../metrics/system/export.csv (docs/export.md),
+        streamed, each value exactly as stored.
 
-def _dataframe(data: List[SeriesData]):
+        Args:
+            path: write the CSV there (a file name, or a binary file object)
+                and return the number of bytes written; memory stays small
+                for any run length.
+            names, agent_id, gpu_uuid, start, end: as for query().
+            as_dataframe: a pandas DataFrame with columns time (UTC),
+                agent_id, gpu_index (empty for agent-wide series), gpu_uuid,
+                name, unit, value (bit for bit as stored); where raw samples
+                had expired, also bucket_seconds, min, max and count.
+
+        With neither path nor as_dataframe, the CSV as bytes.
+        """
+        request = query_pb2.ExportSamplesRequest(trial_id=trial_id)
+        self._select(request, names, agent_id, gpu_uuid, start, end)
+        chunks = self._chunks(self._query.ExportSamples, request)
+        if path is not None:
+            return _write(path, chunks)
+        data = b"".join(chunks)
+        return _csv_dataframe(data) if as_dataframe else data
+
+    def trace(self, trial_id: int, path=None, names: Optional[Iterable[str]] = None,
+              agent_id: Union[None, str, Sequence[str]] = None,
+              gpu_uuid: Union[None, str, Sequence[str]] = None,
+              start: TimeArg = None, end: TimeArg = None, max_points: Optional[int] = None,
+              base_time_ns: int = 0):
+        """The chart data of a trial's series as a Chrome trace (Perfetto and
+        chrome://tracing open it): GET .../metrics/system/trace.
+
+        Args:
+            path: write the trace there and return the bytes written;
+                otherwise the trace as a dict.
+            base_time_ns: the origin of the events' ts, in nanoseconds since
+                the epoch: a torch.profiler trace's baseTimeNanoseconds, so
+                both line up (trace.merge does this); 0 for the epoch.
+            The others: as for query().
+        """
+        request = query_pb2.ExportTraceRequest(trial_id=trial_id,
+                                               base_time_nanoseconds=int(base_time_ns))
+        self._select(request, names, agent_id, gpu_uuid, start, end)
+        if max_points is not None:
+            request.max_points = max_points
+        chunks = self._chunks(self._query.ExportTrace, request)
+        if path is not None:
+            return _write(path, chunks)
+        return json.loads(b"".join(chunks))
+
+
+def _write(path, chunks) -> int:
+    written = 0
+    if hasattr(path, "write"):
+        for chunk in chunks:
+            path.write(chunk)
+            written += len(chunk)
+        return written
+    with open(path, "wb") as f:
+        return _write(f, chunks)
+
+
+def _pandas(what: str):
     try:
         import pandas
     except ImportError:
-        raise ImportError("query(as_dataframe=True) needs pandas "
-                          "(apt-get install python3-pandas)") from None
-    columns = ("agent_id", "gpu_uuid", "name", "unit", "time", "count", "min",
-               "max", "mean")
-    rows = [(d.series.agent_id, d.series.gpu_uuid, d.series.name, d.series.unit,
-             b.start_us, b.count, b.min, b.max, b.mean)
+        raise ImportError("%s needs pandas (apt-get install python3-pandas)" % what) from None
+    return pandas
+
+
+_COLUMNS = ("time", "agent_id", "gpu_index", "gpu_uuid", "name", "unit")
+
+
+def _dataframe(data: List[SeriesData]):
+    pandas = _pandas("query(as_dataframe=True)")
+    rows = [(b.start_us, d.series.agent_id,
+             d.series.gpu_index if d.series.gpu_uuid else None, d.series.gpu_uuid,
+             d.series.name, d.series.unit, b.count, b.min, b.max, b.mean)
             for d in data for b in d.buckets]
-    frame = pandas.DataFrame.from_records(rows, columns=columns)
+    frame = pandas.DataFrame.from_records(rows, columns=_COLUMNS + ("count", "min", "max",
+                                                                    "mean"))
     frame["time"] = pandas.to_datetime(frame["time"], unit="us", utc=True)
+    frame["gpu_index"] = frame["gpu_index"].astype("Int64")
+    return frame
+
+
+def _csv_dataframe(data: bytes):
+    pandas = _pandas("export(as_dataframe=True)")
+    frame = pandas.read_csv(
+        io.BytesIO(data), dtype={"agent_id": str, "gpu_uuid": str, "name": str, "unit": str,
+                                 "gpu_index": "Int64", "count": "Int64",
+                                 "bucket_seconds": "Int64"},
+        keep_default_na=False, na_values={"gpu_index": [""], "count": [""],
+                                          "bucket_seconds": [""], "min": [""], "max": [""]},
+        # The default parser may miss the last bit; the CSV's values are
+        # written to read back exactly.
+        float_precision="round_trip")
+    frame["time"] = pandas.to_datetime(frame["time"], utc=True)
     return frame

@@ -82,8 +82,10 @@ def test_query_buckets_keep_the_spike_and_fill_a_dataframe(metricsd, admin, tria
     pandas = pytest.importorskip("pandas")
     frame = admin.query(trial, agent_id="host-q", start=BASE, end=BASE + 600,
                         max_points=10, as_dataframe=True)
-    assert list(frame.columns) == ["agent_id", "gpu_uuid", "name", "unit", "time", "count",
-                                   "min", "max", "mean"]
+    assert list(frame.columns) == ["time", "agent_id", "gpu_index", "gpu_uuid", "name", "unit",
+                                   "count", "min", "max", "mean"]
+    assert frame[frame.name == "gpu_util"]["gpu_index"].tolist() == [0] * len(gpu.buckets)
+    assert frame[frame.name == "memory_free"]["gpu_index"].isna().all()
     assert frame.groupby("name")["count"].sum().to_dict() == {"gpu_util": 600,
                                                              "memory_free": 600}
     memory = frame[frame.name == "memory_free"]
