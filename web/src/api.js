@@ -55,12 +55,15 @@ async function request(path, init = {}) {
   } catch (e) {
     body = null;
   }
-  if (!response.ok) {
-    if (response.status === 401) signInRequired();
-    const message = body && body.message ? body.message : `HTTP ${response.status}`;
-    throw new ApiError(message, response.status, body ? body.code : 0);
-  }
+  if (!response.ok) throw failure(response, body);
   return body;
+}
+
+// The ApiError of a failed answer (its JSON error body, if any).
+function failure(response, body) {
+  if (response.status === 401) signInRequired();
+  const message = body && body.message ? body.message : `HTTP ${response.status}`;
+  return new ApiError(message, response.status, body ? body.code : 0);
 }
 
 // Chart data in the compact CHART view (server/rest/chart_json.h).
@@ -144,6 +147,49 @@ export async function followSeries(trialId, query, onResult, signal) {
 }
 
 // What the operator configured for the page ({grafanaUrl}).
+// Saves an export of one agent's series over a window as a file: 'csv' (raw
+// samples, GET .../export.csv) or 'trace' (Chrome trace, GET .../trace). It
+// is fetched with the token (a plain link could not send it) and held in
+// memory until saved, so the page offers it for the window on screen.
+// Resolves to {fileName, bytes}.
+export async function downloadExport(trialId, kind, { agentId, startMs, endMs }) {
+  const params = new URLSearchParams();
+  if (agentId !== undefined) params.append('agentId', agentId);
+  if (startMs !== undefined) params.append('start', new Date(startMs).toISOString());
+  if (endMs !== undefined) params.append('end', new Date(endMs).toISOString());
+  const route = kind === 'csv' ? 'export.csv' : 'trace';
+  let response;
+  let blob;
+  try {
+    response = await fetch(`/api/v1/trials/${trialId}/metrics/system/${route}?${params}`,
+      withToken({}));
+    blob = await response.blob();
+  } catch (e) {
+    throw unreachable(e);
+  }
+  if (!response.ok) {
+    let body = null;
+    try {
+      body = JSON.parse(await blob.text());
+    } catch (e) {
+      body = null;
+    }
+    throw failure(response, body);
+  }
+  const disposition = response.headers.get('Content-Disposition') || '';
+  const named = /filename="([^"]+)"/.exec(disposition);
+  const fileName = named ? named[1] : `trial-${trialId}-system-metrics.${kind}`;
+  const url = URL.createObjectURL(blob);
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = fileName;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60000);
+  return { fileName, bytes: blob.size };
+}
+
 export async function getConfig() {
   try {
     return await request('/ui/config.json');

@@ -7,10 +7,10 @@
 // it with as many buckets as the chart has pixels, so the detail grows with
 // the zoom, down to raw samples. "Reset zoom" returns to the whole run.
 
-import { followSeries, getTrial, listSeries, querySeries } from './api.js';
+import { downloadExport, followSeries, getTrial, listSeries, querySeries } from './api.js';
 import { FamilyChart, VALUE_AXIS_PX } from './chart.js';
 import { GROUPS, familiesFor, gpuIndexes } from './families.js';
-import { formatDuration, formatHardware, formatTime } from './format.js';
+import { formatDuration, formatHardware, formatTime, formatValue } from './format.js';
 import { sentence, showError } from './messages.js';
 
 const RETRY_MS = 3000;
@@ -112,14 +112,30 @@ export class ProfilerView {
     this.resetButton.textContent = 'Reset zoom';
     this.resetButton.hidden = true;
     this.resetButton.addEventListener('click', () => this.resetZoom());
+    const downloads = document.createElement('span');
+    downloads.className = 'downloads';
+    for (const [kind, text] of [['csv', 'Download CSV'], ['trace', 'Download trace']]) {
+      const button = document.createElement('button');
+      button.id = `download-${kind}`;
+      button.textContent = text;
+      button.title = kind === 'csv'
+        ? 'Every raw sample of this agent in the window shown, as CSV'
+        : 'This agent\'s charts in the window shown, as a trace for Perfetto ' +
+          '(docs/export.md: beside a PyTorch trace)';
+      button.addEventListener('click', () => this.download(kind, button));
+      downloads.append(button);
+    }
+    this.downloadStatus = document.createElement('span');
+    this.downloadStatus.id = 'download-status';
+    downloads.append(this.downloadStatus);
     this.windowText = document.createElement('span');
     this.windowText.className = 'window';
     this.liveText = document.createElement('span');
     this.liveText.id = 'live';
     this.agentStatus = document.createElement('span');
     this.agentStatus.id = 'agent-status';
-    controls.append(agentLabel, gpuLabel, this.resetButton, this.windowText, this.agentStatus,
-      this.liveText);
+    controls.append(agentLabel, gpuLabel, this.resetButton, this.windowText, downloads,
+      this.agentStatus, this.liveText);
     if (this.config.grafanaUrl) {
       const link = document.createElement('a');
       link.id = 'grafana';
@@ -246,6 +262,23 @@ export class ProfilerView {
       }
       this.pollActivity();
     }, ACTIVITY_POLL_MS);
+  }
+
+  // Downloads the window on screen (zoomed or whole) of the agent shown.
+  async download(kind, button) {
+    const shown = this.zoom || this.span;
+    button.disabled = true;
+    this.downloadStatus.textContent = 'Preparing the file…';
+    try {
+      const { fileName, bytes } = await downloadExport(this.trialId, kind, {
+        agentId: this.agent, startMs: shown ? shown.startMs : undefined,
+        endMs: shown ? shown.endMs : undefined });
+      this.downloadStatus.textContent = `Saved ${fileName} (${formatValue(bytes, 'bytes')}).`;
+    } catch (e) {
+      this.downloadStatus.textContent = `The download failed: ${sentence(e.message)}`;
+    } finally {
+      button.disabled = false;
+    }
   }
 
   showWindow(startMs, endMs) {

@@ -7,7 +7,7 @@
 // and removed from the address bar), the trial list, every chart drawn, the spike as
 // its bucket's maximum, finer data on zoom down to raw points, a new sample
 // arriving live, the end of the trial, 8 GPUs' legends, stale agents, and
-// the error states. It saves screenshots in ARTIFACT_DIR: the live 8-GPU
+// the error states, and the CSV and trace downloads of the zoomed window. It saves screenshots in ARTIFACT_DIR: the live 8-GPU
 // week (profiler_page.png), a fresh trial's first 30 s
 // (profiler_page_fresh.png), and the page as the last step left it
 // (profiler_page_last.png). Revoking the page's token sends it back to
@@ -17,7 +17,7 @@
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -587,6 +587,32 @@ describe('profiler page', { timeout: 180000 }, () => {
     await page.mouse.move(cpuOver.x + cpuOver.width / 2, cpuOver.y + cpuOver.height / 2);
     assert.match(await page.locator('section[data-family="cpu"] .u-legend .u-series').nth(1)
       .innerText(), /^CPU utilization\s+\d+(\.\d+)?%$/);
+
+    // The downloads hold the window on screen: its raw samples as CSV, its
+    // chart as a trace.
+    const shown = await page.evaluate(() => window.profiler.zoom);
+    const [csvDownload] = await Promise.all([page.waitForEvent('download'),
+      page.click('#download-csv')]);
+    assert.equal(csvDownload.suggestedFilename(), `trial-${RUN_TRIAL}-system-metrics.csv`);
+    const csv = readFileSync(await csvDownload.path(), 'utf8').trim().split('\n');
+    assert.equal(csv[0], 'time,agent_id,gpu_index,gpu_uuid,name,unit,value');
+    assert.ok(csv.length > 1, 'samples in the window');
+    for (const line of csv.slice(1)) {
+      const [time, agent] = line.split(',');
+      const ms = Date.parse(time);
+      assert.equal(agent, AGENT);
+      assert.ok(ms >= shown.startMs && ms < shown.endMs, `${time} outside the window`);
+    }
+    await page.locator('#download-status').filter({ hasText: 'Saved' }).waitFor();
+    const [traceDownload] = await Promise.all([page.waitForEvent('download'),
+      page.click('#download-trace')]);
+    const trace = JSON.parse(readFileSync(await traceDownload.path(), 'utf8'));
+    assert.equal(trace.baseTimeNanoseconds, 0);
+    const counters = trace.traceEvents.filter((e) => e.ph === 'C');
+    assert.ok(counters.length > 0);
+    assert.ok(counters.every((e) => e.ts >= shown.startMs * 1000 && e.ts < shown.endMs * 1000));
+    console.log(`downloads of the zoomed window: ${csv.length - 1} CSV lines, ` +
+      `${counters.length} trace counters`);
 
     await page.click('#reset-zoom');
     await page.waitForFunction((ms) => window.profiler.charts.get('gpu_util')
