@@ -278,6 +278,31 @@ ROWS = [
      405, False, "not allowed"),
     ("json-errors", "legacy 414", get(LEGACY.encode() + b"/metrics?x=" + b"a" * 9000),
      414, True, "target"),
+    # 7. Exports: refused as JSON before any byte of the file.
+    ("export", "csv name", get(b"/api/v1/trials/1/metrics/system/export.csv?name=%FF"),
+     400, False, '"name"'),
+    ("export", "csv trialId", get(b"/api/v1/trials/987654321/metrics/system/export.csv?trialId=1"),
+     400, False, "set by the request's path"),
+    ("export", "csv start", get(b"/api/v1/trials/1/metrics/system/export.csv?start=%00"),
+     400, False, '"start"'),
+    ("export", "csv backwards", get(b"/api/v1/trials/1/metrics/system/export.csv"
+                                    b"?start=2026-01-02T00:00:00Z&end=2026-01-01T00:00:00Z"),
+     400, False, "is not before end"),
+    ("export", "csv empty label", get(b"/api/v1/trials/1/metrics/system/export.csv?agentId="),
+     400, False, "agent_id[0]"),
+    ("export", "csv unknown trial", get(b"/api/v1/trials/987654321/metrics/system/export.csv"),
+     404, False, "987654321"),
+    ("export", "csv POST", post(b"/api/v1/trials/1/metrics/system/export.csv", b"{}"),
+     405, False, "not allowed"),
+    ("export", "trace base", get(b"/api/v1/trials/1/metrics/system/trace?baseTimeNanoseconds=-5"),
+     400, False, "base_time_nanoseconds"),
+    ("export", "trace base overflow",
+     get(b"/api/v1/trials/1/metrics/system/trace?baseTimeNanoseconds=99999999999999999999"),
+     400, False, "baseTimeNanoseconds"),
+    ("export", "trace maxPoints", get(b"/api/v1/trials/1/metrics/system/trace?maxPoints=10001"),
+     400, False, "max_points"),
+    ("export", "trace agent UTF-8", get(b"/api/v1/trials/1/metrics/system/trace?agentId=%C3"),
+     400, False, '"agentId"'),
     # 8. OTLP/HTTP (POST /v1/metrics): bodies it cannot take, before any point.
     ("otlp", "truncated protobuf", otlp(b"\x0a\x05\x0a\x03"), 400, False, "(protobuf)"),
     ("otlp", "content type", otlp(b"x", b"text/plain"), 415, False, "Content-Type"),
@@ -389,6 +414,8 @@ class HttpDoorTest(unittest.TestCase):
                      b"/api/v1/trials/1/metrics/system/series",
                      b"/api/v1/trials/1/metrics/system?maxPoints=10",
                      b"/api/v1/trials/1/metrics/system/follow",
+                     b"/api/v1/trials/1/metrics/system/export.csv",
+                     b"/api/v1/trials/1/metrics/system/trace",
                      b"/api/v1/trials/1/profiler/available_series"):
             with self.subTest(path=path):
                 with connect(SERVER.port) as s:
