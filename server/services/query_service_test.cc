@@ -1,7 +1,8 @@
 // The query service through gRPC against the real server and PostgreSQL:
 // ListSeries, QuerySeries and its errors, and FollowSeries: the current
 // answer, then changes within 2 s of their commit, and the end of the
-// stream when the trial is marked COMPLETED.
+// stream when the trial is marked COMPLETED; exports, whole or left
+// halfway by callers that cancel.
 #include <grpcpp/client_context.h>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,7 @@
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "proto/metrics/v1/query.grpc.pb.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
+#include "server/services/query_service.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/test_server.h"
 
@@ -323,6 +325,76 @@ TEST_F(QueryServiceTest, FollowOfAnUnknownTrialIsNotFound) {
   while (follow->Read(&message)) {
   }
   EXPECT_EQ(follow->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(QueryServiceTest, ExportsStreamTheFileAndCallersThatLeaveFreeTheirSlots) {
+  // 40 000 samples: about 2.4 MB of CSV, several chunks.
+  constexpr int kReports = 40000, kPerBatch = 10000;
+  for (int b = 0; b < kReports / kPerBatch; ++b) {
+    v1::ReportSystemMetricsRequest report;
+    v1::SystemMetricsBatch* batch = report.mutable_batch();
+    batch->set_trial_id(1);
+    batch->set_agent_id("agent-a");
+    batch->add_series()->set_name("cpu_util_simple");
+    for (int i = b * kPerBatch; i < (b + 1) * kPerBatch; ++i) {
+      v1::SystemMetricsReport* r = batch->add_reports();
+      r->mutable_time()->set_seconds(kNow - kReports + i);
+      r->add_values(i);
+    }
+    grpc::ClientContext context;
+    v1::ReportSystemMetricsResponse ingested;
+    const grpc::Status status = ingest_->ReportSystemMetrics(&context, report, &ingested);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+
+  v1::ExportSamplesRequest request;
+  request.set_trial_id(1);
+  auto whole = Context(absl::Seconds(60));
+  auto reader = query_->ExportSamples(whole.get(), request);
+  v1::ExportChunk chunk;
+  std::string csv;
+  int chunks = 0;
+  while (reader->Read(&chunk)) {
+    if (chunks++ == 0) {
+      EXPECT_EQ(chunk.content_type(), "text/csv; charset=utf-8");
+      EXPECT_EQ(chunk.file_name(), "trial-1-system-metrics.csv");
+    } else {
+      EXPECT_EQ(chunk.content_type(), "");
+    }
+    csv += chunk.data();
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_GT(chunks, 5);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), kReports + 1);
+
+  // Callers that leave after the first chunk, more of them than exports may
+  // run at once: each export ends and frees its slot.
+  for (int i = 0; i < 2 * QueryService::kMaxExports; ++i) {
+    grpc::ClientContext context;
+    auto left = query_->ExportSamples(&context, request);
+    ASSERT_TRUE(left->Read(&chunk));
+    context.TryCancel();
+    EXPECT_EQ(left->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  // Slots go back as each export's thread sees its caller gone.
+  absl::Status last = absl::UnknownError("not tried");
+  for (absl::Time deadline = absl::Now() + absl::Seconds(10); absl::Now() < deadline;) {
+    auto again = Context(absl::Seconds(60));
+    v1::ExportTraceRequest trace;
+    trace.set_trial_id(1);
+    auto traced = query_->ExportTrace(again.get(), trace);
+    std::string json;
+    while (traced->Read(&chunk)) json += chunk.data();
+    const grpc::Status status = traced->Finish();
+    last = status.ok() ? absl::OkStatus() : absl::Status(absl::StatusCode(status.error_code()),
+                                                         status.error_message());
+    if (status.ok()) {
+      EXPECT_THAT(json, HasSubstr("\"system metrics: agent-a\""));
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(last.ok()) << last;
 }
 
 }  // namespace
