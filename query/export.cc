@@ -29,40 +29,6 @@ class RowCollector : public storage::RollupSink {
   std::vector<storage::RollupRow> rows;
 };
 
-struct Selection {
-  std::vector<SeriesInfo> series;
-  int64_t from_us = 0, to_us = 0;  // empty when from_us >= to_us
-};
-
-absl::StatusOr<Selection> Select(storage::ChartReads& reads, const QueryRequest& request,
-                                 absl::Time deadline) {
-  RETURN_IF_ERROR(ValidateWindowAndSelection(request));
-  const bool need_extents = !request.start || !request.end;
-  ASSIGN_OR_RETURN(std::vector<SeriesInfo> all,
-                   reads.ListSeries(request.trial_id, need_extents, deadline));
-  Selection selection;
-  std::optional<int64_t> first, last;
-  for (SeriesInfo& s : all) {
-    if (!IsSelected(request, s)) continue;
-    if (s.first_time_us) {
-      first = std::min(first.value_or(*s.first_time_us), *s.first_time_us);
-      last = std::max(last.value_or(*s.last_time_us), *s.last_time_us);
-    }
-    selection.series.push_back(std::move(s));
-  }
-  if (request.start) {
-    selection.from_us = absl::ToUnixMicros(*request.start);
-  } else if (first) {
-    selection.from_us = *first;
-  }
-  if (request.end) {
-    selection.to_us = absl::ToUnixMicros(*request.end);
-  } else if (last) {
-    selection.to_us = *last + 1;
-  }
-  return selection;
-}
-
 // The finest rollup buckets of `selection` that start in [from_us, to_us),
 // in time order across agents, to `writer`.
 absl::Status WriteBuckets(storage::ChartReads& reads, int32_t trial_id,
@@ -111,7 +77,7 @@ absl::Status WriteBuckets(storage::ChartReads& reads, int32_t trial_id,
 absl::Status ExportCsv(storage::ChartReads& reads, const QueryRequest& request,
                        absl::Time deadline, const ExportEmit& emit, CsvExportSummary* summary,
                        size_t chunk_bytes) {
-  ASSIGN_OR_RETURN(Selection selection, Select(reads, request, deadline));
+  ASSIGN_OR_RETURN(Selection selection, SelectSeries(reads, request, deadline));
   CsvExportSummary counted;
   auto report = [&] {
     if (summary != nullptr) *summary = counted;

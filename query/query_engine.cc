@@ -56,6 +56,35 @@ bool IsSelected(const QueryRequest& request, const storage::SeriesInfo& series) 
          Selected(request.gpu_uuids, series.gpu_uuid);
 }
 
+absl::StatusOr<Selection> SelectSeries(storage::ChartReads& reads, const QueryRequest& request,
+                                       absl::Time deadline) {
+  RETURN_IF_ERROR(ValidateWindowAndSelection(request));
+  const bool need_extents = !request.start || !request.end;
+  ASSIGN_OR_RETURN(std::vector<SeriesInfo> all,
+                   reads.ListSeries(request.trial_id, need_extents, deadline));
+  Selection selection;
+  std::optional<int64_t> first, last;
+  for (SeriesInfo& s : all) {
+    if (!IsSelected(request, s)) continue;
+    if (s.first_time_us) {
+      first = std::min(first.value_or(*s.first_time_us), *s.first_time_us);
+      last = std::max(last.value_or(*s.last_time_us), *s.last_time_us);
+    }
+    selection.series.push_back(std::move(s));
+  }
+  if (request.start) {
+    selection.from_us = absl::ToUnixMicros(*request.start);
+  } else if (first) {
+    selection.from_us = *first;
+  }
+  if (request.end) {
+    selection.to_us = absl::ToUnixMicros(*request.end);
+  } else if (last) {
+    selection.to_us = *last + 1;
+  }
+  return selection;
+}
+
 namespace {
 
 void Append(SeriesData& out, int64_t bucket_start, const RollupStats& s) {
@@ -199,37 +228,13 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
         absl::StrCat("max_points: ", max_points, " is not between 1 and ",
                      options_.max_max_points));
   }
-  RETURN_IF_ERROR(ValidateWindowAndSelection(request));
-
-  const bool need_extents = !request.start || !request.end;
-  ASSIGN_OR_RETURN(std::vector<SeriesInfo> all,
-                   reads_->ListSeries(request.trial_id, need_extents, deadline));
+  ASSIGN_OR_RETURN(Selection selection, SelectSeries(*reads_, request, deadline));
   QueryResult result;
-  std::vector<SeriesInfo> selected;
-  std::optional<int64_t> first, last;
-  for (SeriesInfo& s : all) {
-    if (!IsSelected(request, s)) continue;
-    if (s.first_time_us) {
-      const int64_t f = *s.first_time_us;
-      const int64_t l = *s.last_time_us;
-      first = first ? std::min(*first, f) : f;
-      last = last ? std::max(*last, l) : l;
-    }
-    selected.push_back(std::move(s));
-  }
+  const std::vector<SeriesInfo>& selected = selection.series;
   for (const SeriesInfo& s : selected) result.series.emplace_back().series = s;
   if (selected.empty()) return result;
-
-  if (request.start) {
-    result.start_us = absl::ToUnixMicros(*request.start);
-  } else if (first) {
-    result.start_us = *first;
-  }
-  if (request.end) {
-    result.end_us = absl::ToUnixMicros(*request.end);
-  } else if (last) {
-    result.end_us = *last + 1;
-  }
+  result.start_us = selection.from_us;
+  result.end_us = selection.to_us;
   if (result.start_us >= result.end_us) {  // nothing stored in the window
     result.start_us = result.end_us = 0;
     return result;

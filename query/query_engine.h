@@ -79,6 +79,20 @@ absl::Status ValidateWindowAndSelection(const QueryRequest& request);
 // Whether `series` is among those `request`'s lists select.
 bool IsSelected(const QueryRequest& request, const storage::SeriesInfo& series);
 
+// The series a request selects, in ListSeries' order, and the window it
+// asks for: [start, end), where unset the selected series' extent (empty,
+// from_us >= to_us, when nothing is stored).
+struct Selection {
+  std::vector<storage::SeriesInfo> series;
+  int64_t from_us = 0;
+  int64_t to_us = 0;
+};
+
+// Checks the request (ValidateWindowAndSelection), then lists the trial's
+// series (NOT_FOUND for an unknown trial) and selects.
+absl::StatusOr<Selection> SelectSeries(storage::ChartReads& reads, const QueryRequest& request,
+                                       absl::Time deadline);
+
 class QueryEngine {
  public:
   // `reads` (a store's Reads() or FreshReads()) must outlive the engine.
