@@ -9,6 +9,7 @@
 #include <grpcpp/client_context.h>
 #include <google/protobuf/util/message_differencer.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -142,6 +143,27 @@ class StandbyReadsTest : public ::testing::Test {
                           status.error_message());
     }
     return response;
+  }
+
+  // Lines of trial 1's CSV export (a sample each, after the header).
+  static absl::StatusOr<int64_t> ExportedLines(TestServer& server) {
+    auto stub = v1::QueryService::NewStub(server.Channel());
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    v1::ExportSamplesRequest request;
+    request.set_trial_id(1);
+    auto reader = stub->ExportSamples(&context, request);
+    v1::ExportChunk chunk;
+    int64_t lines = 0;
+    while (reader->Read(&chunk)) {
+      lines += std::count(chunk.data().begin(), chunk.data().end(), '\n');
+    }
+    const grpc::Status status = reader->Finish();
+    if (!status.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                          status.error_message());
+    }
+    return lines - 1;
   }
 
   // Samples in a chart: the sum of its buckets' counts.
@@ -311,6 +333,22 @@ TEST_F(StandbyReadsTest, AStoppedStandbyIsLeftForThePrimaryUntilItReturns) {
   ASSERT_OK(cluster_->AwaitStandbyCaughtUp(absl::Seconds(30)));
   EXPECT_TRUE(ReadsGoToTheStandby());
   EXPECT_TRUE(SameAsThePrimary());
+}
+
+TEST_F(StandbyReadsTest, AnExportReadsTheStandbyAndThePrimaryOnceTheStandbyStops) {
+  ASSERT_NO_FATAL_FAILURE(StartOnACaughtUpStandby(3, absl::Hours(1)));
+  Standby("pg_wal_replay_pause()");
+  Ingest(2);
+  // The standby's data: 3 batches.
+  ASSERT_OK_AND_ASSIGN(int64_t from_standby, ExportedLines(*with_standby_));
+  EXPECT_EQ(from_standby, 3 * kReportsPerBatch * kRealisticValuesPerReport);
+  ASSERT_OK_AND_ASSIGN(int64_t from_primary, ExportedLines(*primary_only_));
+  EXPECT_EQ(from_primary, 5 * kReportsPerBatch * kRealisticValuesPerReport);
+  // Once the standby stops, the export is the primary's: all 5 (the
+  // series listing that starts it finds the standby gone first).
+  ASSERT_OK(cluster_->Stop(Server::kStandby));
+  ASSERT_OK_AND_ASSIGN(int64_t after_stop, ExportedLines(*with_standby_));
+  EXPECT_EQ(after_stop, 5 * kReportsPerBatch * kRealisticValuesPerReport);
 }
 
 TEST_F(StandbyReadsTest, ChartsStayOnTheStandbyWhileThePrimaryIsDown) {
