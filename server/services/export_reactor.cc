@@ -8,22 +8,21 @@
 namespace metrics::server {
 
 ExportReactor* ExportReactor::Start(std::string content_type, std::string file_name,
-                                    Produce produce, std::function<void()> on_done) {
-  auto* reactor =
-      new ExportReactor(std::move(content_type), std::move(file_name), std::move(on_done));
-  std::thread([reactor, produce = std::move(produce)] { reactor->Run(produce); }).detach();
+                                    Produce produce, std::function<void()> produced) {
+  auto* reactor = new ExportReactor(std::move(content_type), std::move(file_name));
+  std::thread([reactor, produce = std::move(produce), produced = std::move(produced)] {
+    reactor->Run(produce, produced);
+  }).detach();
   return reactor;
 }
 
-ExportReactor::ExportReactor(std::string content_type, std::string file_name,
-                             std::function<void()> on_done)
-    : content_type_(std::move(content_type)),
-      file_name_(std::move(file_name)),
-      on_done_(std::move(on_done)) {}
+ExportReactor::ExportReactor(std::string content_type, std::string file_name)
+    : content_type_(std::move(content_type)), file_name_(std::move(file_name)) {}
 
-void ExportReactor::Run(const Produce& produce) {
+void ExportReactor::Run(const Produce& produce, const std::function<void()>& produced) {
   const absl::Status status =
       produce([this](std::string chunk) { return Write(std::move(chunk)); });
+  produced();
   bool empty_export = false;
   {
     absl::MutexLock lock(&mu_);
@@ -81,7 +80,6 @@ void ExportReactor::OnCancel() {
 }
 
 void ExportReactor::OnDone() {
-  on_done_();
   bool delete_now;
   {
     absl::MutexLock lock(&mu_);

@@ -30,27 +30,27 @@ namespace metrics::server {
 
 class ExportReactor : public grpc::ServerWriteReactor<v1::ExportChunk> {
  public:
-  // Runs `produce` with an emit that writes its chunks. `on_done` runs when
-  // the call is over (frees the caller's slot).
+  // Runs `produce` with an emit that writes its chunks. `produced` runs on
+  // the export's thread once `produce` has returned, before the call
+  // finishes: what `produce` uses need live only until then.
   using Produce = std::function<absl::Status(const query::ExportEmit& emit)>;
   static ExportReactor* Start(std::string content_type, std::string file_name,
-                              Produce produce, std::function<void()> on_done);
+                              Produce produce, std::function<void()> produced);
 
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
   void OnCancel() override ABSL_LOCKS_EXCLUDED(mu_);
   void OnDone() override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  ExportReactor(std::string content_type, std::string file_name,
-                std::function<void()> on_done);
-  void Run(const Produce& produce) ABSL_LOCKS_EXCLUDED(mu_);
+  ExportReactor(std::string content_type, std::string file_name);
+  void Run(const Produce& produce, const std::function<void()>& produced)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Write(std::string chunk) ABSL_LOCKS_EXCLUDED(mu_);
   bool Idle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !writing_; }
   bool CanWrite() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !writing_ || gone_; }
 
   const std::string content_type_;
   const std::string file_name_;
-  const std::function<void()> on_done_;
   v1::ExportChunk message_;  // the write in flight's
   absl::Mutex mu_;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

@@ -86,11 +86,22 @@ grpc::ServerWriteReactor<v1::QuerySeriesResponse>* QueryService::FollowSeries(
                            statistics_->OpenFollowStream(), std::move(check));
 }
 
+QueryService::~QueryService() {
+  absl::MutexLock lock(&exports_mu_);
+  exports_mu_.Await(absl::Condition(
+      +[](int* exports) { return *exports == 0; }, &exports_));
+}
+
 grpc::ServerWriteReactor<v1::ExportChunk>* QueryService::StartExport(
     grpc::CallbackServerContext* context, absl::string_view method,
     const google::protobuf::Message* request, std::string content_type, std::string file_name,
     ExportReactor::Produce produce) {
-  if (exports_.fetch_add(1) >= kMaxExports) {
+  bool full;
+  {
+    absl::MutexLock lock(&exports_mu_);
+    full = exports_++ >= kMaxExports;
+  }
+  if (full) {
     produce = [](const query::ExportEmit&) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "too many exports at once (the limit is ", kMaxExports, "); try again"));
@@ -108,7 +119,10 @@ grpc::ServerWriteReactor<v1::ExportChunk>* QueryService::StartExport(
         }
         return produce(emit);
       },
-      [this] { exports_.fetch_sub(1); });
+      [this] {
+        absl::MutexLock lock(&exports_mu_);
+        --exports_;
+      });
 }
 
 grpc::ServerWriteReactor<v1::ExportChunk>* QueryService::ExportSamples(

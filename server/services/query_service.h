@@ -14,7 +14,8 @@
 #include "server/services/export_reactor.h"
 #include "server/services/follow_reactor.h"
 
-#include <atomic>
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace metrics::server {
 
@@ -40,6 +41,9 @@ class QueryService final : public v1::QueryService::CallbackService {
         follow_(follow),
         statistics_(statistics),
         guard_(guard) {}
+  // Waits for the exports still running (the server's shutdown cancels
+  // them): they read through what the service was given.
+  ~QueryService() override;
 
   grpc::ServerUnaryReactor* ListSeries(grpc::CallbackServerContext* context,
                                        const v1::ListSeriesRequest* request,
@@ -73,7 +77,8 @@ class QueryService final : public v1::QueryService::CallbackService {
   const FollowOptions follow_;
   ServiceStatistics* const statistics_;
   const CallGuard* const guard_;
-  std::atomic<int> exports_{0};
+  absl::Mutex exports_mu_;
+  int exports_ ABSL_GUARDED_BY(exports_mu_) = 0;  // running, refused ones too
 };
 
 }  // namespace metrics::server
