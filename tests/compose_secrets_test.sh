@@ -37,7 +37,9 @@ done
 [ -n "$port" ] || fail "metricsd did not start: $(cat "$work/metricsd.err")"
 
 # Prometheus' configuration, pointed at this test's files.
-sed "s|/secrets/|$secrets/|g" "$root/deploy/prometheus.yml" >"$work/prometheus.yml"
+# The rules file where docker-compose mounts it: promtool checks it too.
+sed -e "s|/secrets/|$secrets/|g" -e "s|/etc/prometheus/alerts.yml|$root/deploy/alerts.yml|" \
+  "$root/deploy/prometheus.yml" >"$work/prometheus.yml"
 promtool check config "$work/prometheus.yml" >/dev/null || fail "promtool rejects prometheus.yml"
 grep -q 'server_name: metricsd' "$work/prometheus.yml" || fail "prometheus.yml does not name metricsd"
 
