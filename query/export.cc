@@ -33,7 +33,7 @@ class RowCollector : public storage::RollupSink {
 // in time order across agents, to `writer`.
 absl::Status WriteBuckets(storage::ChartReads& reads, int32_t trial_id,
                           const std::vector<SeriesInfo>& series, int64_t from_us, int64_t to_us,
-                          absl::Time deadline, CsvExportWriter& writer, int64_t& buckets) {
+                          absl::Time deadline, CsvExportWriter& writer) {
   const int width_s = storage::kRollupWidthsSeconds[0];
   std::vector<std::string> agents;
   std::vector<int64_t> series_ids;
@@ -65,7 +65,6 @@ absl::Status WriteBuckets(storage::ChartReads& reads, int32_t trial_id,
       std::sort(line.begin(), line.end());
       for (const auto& [index, stats] : line) {
         RETURN_IF_ERROR(writer.TakeBucket(index, row.bucket_start_us, width_s, *stats));
-        ++buckets;
       }
     }
   }
@@ -75,15 +74,9 @@ absl::Status WriteBuckets(storage::ChartReads& reads, int32_t trial_id,
 }  // namespace
 
 absl::Status ExportCsv(storage::ChartReads& reads, const QueryRequest& request,
-                       absl::Time deadline, const ExportEmit& emit, CsvExportSummary* summary,
-                       size_t chunk_bytes) {
+                       absl::Time deadline, const ExportEmit& emit, size_t chunk_bytes) {
   ASSIGN_OR_RETURN(Selection selection, SelectSeries(reads, request, deadline));
-  CsvExportSummary counted;
-  auto report = [&] {
-    if (summary != nullptr) *summary = counted;
-  };
   if (selection.series.empty() || selection.from_us >= selection.to_us) {
-    report();
     return CsvExportWriter(selection.series, false, chunk_bytes, emit).Finish();
   }
   std::optional<int64_t> horizon;
@@ -92,8 +85,6 @@ absl::Status ExportCsv(storage::ChartReads& reads, const QueryRequest& request,
     const absl::Status streamed =
         reads.StreamRawSamples(request.trial_id, selection.series, selection.from_us,
                                selection.to_us, deadline, writer);
-    counted.samples = writer.lines();
-    report();
     horizon = storage::RawHorizonOf(streamed);
     if (!horizon) {
       RETURN_IF_ERROR(streamed);
@@ -108,7 +99,7 @@ absl::Status ExportCsv(storage::ChartReads& reads, const QueryRequest& request,
   CsvExportWriter writer(selection.series, true, chunk_bytes, emit);
   absl::Status status = WriteBuckets(
       reads, request.trial_id, selection.series, storage::AlignDown(selection.from_us, width_us),
-      std::min(raw_from, selection.to_us), deadline, writer, counted.buckets);
+      std::min(raw_from, selection.to_us), deadline, writer);
   if (status.ok() && raw_from < selection.to_us) {
     status = reads.StreamRawSamples(request.trial_id, selection.series, raw_from,
                                     selection.to_us, deadline, writer);
@@ -118,8 +109,6 @@ absl::Status ExportCsv(storage::ChartReads& reads, const QueryRequest& request,
           "export it again");
     }
   }
-  counted.samples = writer.lines() - counted.buckets;
-  report();
   RETURN_IF_ERROR(status);
   return writer.Finish();
 }

@@ -36,14 +36,8 @@ using ExportEmit = std::function<absl::Status(std::string chunk)>;
 // 2.5 M, 1 MiB: no faster; bench/export.sh), at a small hold per export.
 inline constexpr size_t kExportChunkBytes = 256 * 1024;
 
-struct CsvExportSummary {
-  int64_t samples = 0;   // raw lines
-  int64_t buckets = 0;   // rollup lines standing in for expired samples
-};
-
 absl::Status ExportCsv(storage::ChartReads& reads, const QueryRequest& request,
                        absl::Time deadline, const ExportEmit& emit,
-                       CsvExportSummary* summary = nullptr,
                        size_t chunk_bytes = kExportChunkBytes);
 
 absl::Status ExportTrace(QueryEngine& engine, const QueryRequest& request,
