@@ -3,8 +3,9 @@
 // time order, filters, GPU indexes, an expired window answered by rollups
 // that say so), the Chrome trace (well-formed events, names, units, a golden
 // file, alignment to a torch trace's base time), errors as JSON before the
-// body, and a multi-million-value export with metricsd's memory flat while
-// the file streams.
+// body, a failure after the body started (a truncated download), and a
+// multi-million-value export with metricsd's memory flat while the file
+// streams.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -36,6 +37,7 @@
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "proto/metrics/v1/query.grpc.pb.h"
 #include "storage/pg/jobs/raw_retention.h"
+#include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/metricsd_process.h"
 #include "tests/testing/realistic_batch.h"
@@ -404,6 +406,64 @@ absl::StatusOr<Download> DownloadAndCount(int port, const std::string& path) {
   }
   close(fd);
   return d;
+}
+
+// A database failure after the file has started (the export's connection
+// terminated while the reader pauses) ends the body without chunked
+// encoding's last chunk: a truncated download, never a short one that
+// looks whole.
+TEST_F(ExportTest, AFailureMidExportEndsTheBodyWithoutItsLastChunk) {
+  // About 20 MB of CSV: more than the sockets between hold.
+  auto ingest = v1::IngestService::NewStub(server_->Channel());
+  for (int b = 0; b < 12; ++b) {
+    v1::ReportSystemMetricsRequest request;
+    request.mutable_batch()->set_trial_id(1);
+    request.mutable_batch()->set_agent_id("node-a");
+    test_util::DeclareRealisticSeries(*request.mutable_batch());
+    for (int i = 0; i < 1000; ++i) {
+      test_util::AddRealisticReport(*request.mutable_batch(),
+                                    absl::FromUnixMicros(kT0 + (b * 1000 + i) * int64_t{100000}),
+                                    b * 1000 + i);
+    }
+    grpc::ClientContext context;
+    v1::ReportSystemMetricsResponse response;
+    ASSERT_TRUE(ingest->ReportSystemMetrics(&context, request, &response).ok());
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(server_->http_port()));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  const std::string request =
+      "GET /api/v1/trials/1/metrics/system/export.csv HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  std::string received(1 << 16, '\0');
+  ssize_t n = read(fd, received.data(), received.size());
+  ASSERT_GT(n, 0);
+  received.resize(n);
+  EXPECT_THAT(received, ::testing::StartsWith("HTTP/1.1 200"));
+  // The reader pauses: the export waits on its write, its snapshot open.
+  absl::SleepFor(absl::Seconds(1));
+  ASSERT_OK_AND_ASSIGN(
+      std::string terminated,
+      storage::pg::test_util::QueryScalar(
+          server_->database_url(),
+          "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+          "WHERE datname = current_database() AND state = 'idle in transaction' "
+          "AND pid <> pg_backend_pid()"));
+  EXPECT_EQ(terminated, "1");
+  char buffer[1 << 16];
+  while ((n = read(fd, buffer, sizeof buffer)) > 0) received.append(buffer, n);
+  close(fd);
+  EXPECT_LT(received.size(), 20e6);
+  EXPECT_FALSE(absl::EndsWith(received, "\r\n0\r\n\r\n")) << "the body looks whole";
+  // The server goes on: the next export is whole.
+  const HttpResult again = Get("/api/v1/trials/1/metrics/system/export.csv?end=" +
+                               Rfc3339(kT0 + 1000000));
+  EXPECT_EQ(again.status, 200);
+  EXPECT_EQ(std::count(again.body.begin(), again.body.end(), '\n'),
+            1 + 10 * test_util::kRealisticValuesPerReport);
 }
 
 TEST(ExportMemoryTest, AMultiMillionValueExportKeepsTheServersMemoryFlat) {
