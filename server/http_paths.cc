@@ -36,11 +36,15 @@ HttpResponse HttpPaths::PrometheusExport(const HttpRequest& request) const {
   input.statistics = options_.statistics;
   input.legacy_calls = options_.legacy_statistics->Calls();
   input.max_latest_series = options_.prometheus_max_series;
-  input.now = absl::Now();
-  input.stale_after = options_.stale_after;
-  // One more than the cap tells whether some were left out.
+  // Agents quiet for longer than --stale-after are not exported as current
+  // (nor counted against the cap); one more than the cap tells whether some
+  // live series were left out.
+  const int64_t live_since_us =
+      options_.stale_after == absl::InfiniteDuration()
+          ? INT64_MIN
+          : absl::ToUnixMicros(absl::Now() - options_.stale_after);
   input.latest = options_.store->LatestValuesOfActiveTrials(
-      options_.prometheus_max_series + 1,
+      options_.prometheus_max_series + 1, live_since_us,
       absl::Now() + kPrometheusExportTimeout);
   HttpResponse response;
   response.content_type = "text/plain; version=0.0.4; charset=utf-8";

@@ -246,6 +246,13 @@ struct AgentActivity {
   int64_t last_sample_us = 0;
 };
 
+// MetricStore::LatestValuesOfActiveTrials' answer.
+struct LatestValues {
+  std::vector<LatestValue> values;  // live agents' series
+  std::vector<AgentActivity> stale_agents;
+  int64_t stale_series = 0;  // the series of `stale_agents`
+};
+
 // The reads a chart needs: trial lists, series, stored buckets and raw
 // samples. A store may answer them from a standby (MetricStore::Reads) or
 // from the primary alone (MetricStore::FreshReads).
@@ -390,9 +397,12 @@ class MetricStore {
   // The newest value of each system series of every ACTIVE trial that has
   // one in its agent's newest finest rollup bucket (the series that
   // reported in the agent's last 10 s of data), newest trials first, at
-  // most `limit`.
-  virtual absl::StatusOr<std::vector<LatestValue>> LatestValuesOfActiveTrials(
-      size_t limit, absl::Time deadline) = 0;
+  // most `limit`, from agents whose newest sample is at or after
+  // `live_since_us`. Agents quiet since before it (a crashed job's, its
+  // trial left ACTIVE) are passed over, so they do not use up the limit:
+  // listed in `stale_agents` (at most `limit` of them).
+  virtual absl::StatusOr<LatestValues> LatestValuesOfActiveTrials(
+      size_t limit, int64_t live_since_us, absl::Time deadline) = 0;
 
   // Each agent's newest system sample time, for every agent of these
   // trials that has one, by trial then agent. Unknown trials have none.

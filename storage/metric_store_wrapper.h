@@ -65,9 +65,9 @@ class MetricStoreWrapper : public MetricStore {
   ReadRoutingStatistics GetReadRoutingStatistics() const override {
     return target_->GetReadRoutingStatistics();
   }
-  absl::StatusOr<std::vector<LatestValue>> LatestValuesOfActiveTrials(
-      size_t limit, absl::Time deadline) override {
-    return target_->LatestValuesOfActiveTrials(limit, deadline);
+  absl::StatusOr<LatestValues> LatestValuesOfActiveTrials(
+      size_t limit, int64_t live_since_us, absl::Time deadline) override {
+    return target_->LatestValuesOfActiveTrials(limit, live_since_us, deadline);
   }
   absl::StatusOr<std::vector<AgentActivity>> AgentActivityOfTrials(
       const std::vector<int32_t>& trial_ids, absl::Time deadline) override {

@@ -70,8 +70,8 @@ std::set<std::string> ExportedFamilies() {
   for (const auto& [name, unit] : kSystemMetrics) {
     latest.push_back({1, "agent", "", name, unit, 1});
   }
-  input.latest = latest;
   input.max_latest_series = latest.size();
+  input.latest = storage::LatestValues{std::move(latest), {}, 0};
   std::set<std::string> families;
   std::istringstream page(RenderPrometheusExport(input));
   const std::regex type_line("# TYPE (\\S+) (\\S+)");

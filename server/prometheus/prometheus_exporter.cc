@@ -91,13 +91,18 @@ void WriteServiceStatistics(const PrometheusExportInput& in, PrometheusText& out
   }
 }
 
-// When each agent of the latest values last reported, by (trial, agent).
+// When each agent of the latest values last reported, by (trial, agent):
+// the live agents' newest values and the stale agents' last samples.
 std::map<std::pair<int32_t, std::string>, int64_t> LastSampleOfAgents(
-    const std::vector<storage::LatestValue>& latest) {
+    const storage::LatestValues& latest, size_t live_values) {
   std::map<std::pair<int32_t, std::string>, int64_t> last;
-  for (const storage::LatestValue& v : latest) {
+  for (size_t i = 0; i < live_values; ++i) {
+    const storage::LatestValue& v = latest.values[i];
     auto [it, added] = last.emplace(std::pair(v.trial_id, v.agent_id), v.time_us);
     if (!added) it->second = std::max(it->second, v.time_us);
+  }
+  for (const storage::AgentActivity& a : latest.stale_agents) {
+    last.emplace(std::pair(a.trial_id, a.agent_id), a.last_sample_us);
   }
   return last;
 }
@@ -107,13 +112,11 @@ void WriteLatest(const PrometheusExportInput& in, PrometheusText& out) {
              "1 when the latest values of active trials could be read.");
   out.Sample("metricsd_latest_values_up", {}, in.latest.ok() ? 1 : 0);
   if (!in.latest.ok()) return;
-  const size_t read = std::min(in.latest->size(), in.max_latest_series);
-  const std::vector<storage::LatestValue> latest(in.latest->begin(),
-                                                 in.latest->begin() + read);
-  const auto last_sample = LastSampleOfAgents(latest);
+  const std::vector<storage::LatestValue>& live = in.latest->values;
+  const size_t exported = std::min(live.size(), in.max_latest_series);
   out.Family("metricsd_agent_last_sample_timestamp_seconds", "gauge",
              "When each agent of an active trial last sent a sample.");
-  for (const auto& [agent, time_us] : last_sample) {
+  for (const auto& [agent, time_us] : LastSampleOfAgents(*in.latest, exported)) {
     out.Sample("metricsd_agent_last_sample_timestamp_seconds",
                {{"trial_id", absl::StrCat(agent.first)},
                 {"agent_id", agent.second}},
@@ -125,18 +128,9 @@ void WriteLatest(const PrometheusExportInput& in, PrometheusText& out) {
     PrometheusSeriesName metric;
     const storage::LatestValue* value;
   };
-  const int64_t stale_before_us =
-      in.stale_after == absl::InfiniteDuration()
-          ? INT64_MIN
-          : absl::ToUnixMicros(in.now - in.stale_after);
   std::vector<Row> rows;
-  size_t stale = 0;
-  for (const storage::LatestValue& v : latest) {
-    if (last_sample.at({v.trial_id, v.agent_id}) < stale_before_us) {
-      ++stale;
-      continue;
-    }
-    rows.push_back({TrialSeriesName(v.name, v.unit), &v});
+  for (size_t i = 0; i < exported; ++i) {
+    rows.push_back({TrialSeriesName(live[i].name, live[i].unit), &live[i]});
   }
   out.Family("metricsd_latest_series", "gauge",
              "Series of active trials exported below.");
@@ -144,12 +138,13 @@ void WriteLatest(const PrometheusExportInput& in, PrometheusText& out) {
   out.Family("metricsd_latest_series_stale", "gauge",
              "Series of active trials left out because their agent has sent "
              "nothing for longer than --stale-after.");
-  out.Sample("metricsd_latest_series_stale", {}, double(stale));
+  out.Sample("metricsd_latest_series_stale", {},
+             double(in.latest->stale_series));
   out.Family("metricsd_latest_series_truncated", "gauge",
-             "1 when active trials have more series than the cap "
+             "1 when active trials have more live series than the cap "
              "(--prometheus-max-series) and some were left out.");
   out.Sample("metricsd_latest_series_truncated", {},
-             in.latest->size() > in.max_latest_series ? 1 : 0);
+             live.size() > in.max_latest_series ? 1 : 0);
 
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
     return a.metric.name < b.metric.name;

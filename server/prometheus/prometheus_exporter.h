@@ -5,7 +5,8 @@
 // profiler_<name> with a unit suffix (percent becomes _ratio, divided by
 // 100; bytes _bytes; bytes/s _bytes_per_second; other units none), labelled
 // trial_id, agent_id and gpu_uuid. An agent that has sent nothing for
-// longer than `stale_after` is left out: its last values are not current.
+// longer than --stale-after is left out (the store passes it over): its
+// last values are not current, and they do not count against the cap.
 // metricsd_agent_last_sample_timestamp_seconds says when each agent of an
 // active trial last reported, stale or not (alert on time() minus it).
 //
@@ -29,15 +30,11 @@ struct PrometheusExportInput {
   storage::ReadRoutingStatistics reads;  // exported with a standby only
   const ServiceStatistics* statistics = nullptr;
   std::map<std::string, int64_t> legacy_calls;
-  // The latest values, or why they could not be read.
-  absl::StatusOr<std::vector<storage::LatestValue>> latest;
+  // The latest values of live agents, or why they could not be read.
+  absl::StatusOr<storage::LatestValues> latest;
   // The cap on exported trial series; `latest` may hold one more, which
   // means some were left out.
   size_t max_latest_series = 0;
-  // Series whose agent's newest sample is older than now - stale_after are
-  // not exported.
-  absl::Time now;
-  absl::Duration stale_after = absl::InfiniteDuration();
 };
 
 std::string RenderPrometheusExport(const PrometheusExportInput& input);

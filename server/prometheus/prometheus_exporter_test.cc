@@ -210,6 +210,56 @@ TEST_F(PrometheusExporterTest, CapBoundsTheExportedSeries) {
   EXPECT_THAT(text, Not(HasSubstr("\nprofiler_gamma{")));
 }
 
+// Agents of trials left ACTIVE after their job died outnumber the live
+// ones: the cap applies to the live series, so none of those is dropped and
+// nothing is said to be truncated, while each silent agent keeps its last
+// sample time (what the silent-agent alert reads).
+TEST_F(PrometheusExporterTest, StaleAgentsDoNotUseUpTheCap) {
+  ServerOptions options;
+  options.stale_after = absl::Minutes(1);
+  options.prometheus_max_series = 3;
+  Start(options);
+  CreateTrial(1);
+  const absl::Time gone = absl::FromUnixSeconds(
+      absl::ToUnixSeconds(absl::Now() - absl::Minutes(5)));
+  for (int i = 0; i < 4; ++i) {
+    agent_id_ = absl::StrCat("a-gone-", i);  // read before the live agent
+    Report(1, gone, {{"gpu_util", "GPU-0", "percent", 90},
+                     {"gpu_util", "GPU-1", "percent", 90}});
+  }
+  agent_id_ = "z-up";
+  const absl::Time up = absl::FromUnixSeconds(absl::ToUnixSeconds(absl::Now()));
+  Report(1, up, {{"gpu_util", "GPU-0", "percent", 50},
+                 {"gpu_util", "GPU-1", "percent", 25},
+                 {"memory_free", "", "bytes", 7}});
+
+  std::string text = Scrape();
+  EXPECT_EQ(Promtool(text), "");
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_latest_series 3\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_latest_series_stale 8\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_latest_series_truncated 0\n"));
+  for (const char* series : {"profiler_gpu_util_ratio{trial_id=\"1\",agent_id=\"z-up\",gpu_uuid=\"GPU-0\"} 0.5\n",
+                             "profiler_gpu_util_ratio{trial_id=\"1\",agent_id=\"z-up\",gpu_uuid=\"GPU-1\"} 0.25\n",
+                             "profiler_memory_free_bytes{trial_id=\"1\",agent_id=\"z-up\",gpu_uuid=\"\"} 7\n"}) {
+    EXPECT_THAT(text, HasSubstr(series));
+  }
+  EXPECT_THAT(text, Not(HasSubstr("agent_id=\"a-gone-0\",gpu_uuid")));
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_THAT(text, HasSubstr(absl::StrCat(
+        "\nmetricsd_agent_last_sample_timestamp_seconds{trial_id=\"1\","
+        "agent_id=\"a-gone-", i, "\"} ", absl::ToUnixSeconds(gone), "\n")));
+  }
+
+  // One live series more than the cap: now something live is cut.
+  Report(1, up + absl::Seconds(1), {{"gpu_util", "GPU-0", "percent", 50},
+                                    {"gpu_util", "GPU-1", "percent", 25},
+                                    {"memory_free", "", "bytes", 7},
+                                    {"cpu_util_simple", "", "percent", 20}});
+  text = Scrape();
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_latest_series 3\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_latest_series_truncated 1\n"));
+}
+
 TEST_F(PrometheusExporterTest, BatchOutcomesOpenStreamsAndMethods) {
   Start();
   CreateTrial(1);

@@ -137,9 +137,9 @@ absl::StatusOr<StreamStart> PgMetricStore::GetStreamStart(
   return reads_.GetStreamStart(trial_id, stream_id, deadline);
 }
 
-absl::StatusOr<std::vector<LatestValue>>
-PgMetricStore::LatestValuesOfActiveTrials(size_t limit, absl::Time deadline) {
-  return reads_.LatestValuesOfActiveTrials(limit, deadline);
+absl::StatusOr<LatestValues> PgMetricStore::LatestValuesOfActiveTrials(
+    size_t limit, int64_t live_since_us, absl::Time deadline) {
+  return reads_.LatestValuesOfActiveTrials(limit, live_since_us, deadline);
 }
 
 absl::StatusOr<std::vector<AgentActivity>> PgMetricStore::AgentActivityOfTrials(

@@ -52,8 +52,8 @@ class PgMetricStore : public MetricStore {
   ReadRoutingStatistics GetReadRoutingStatistics() const override;
   ChartReads& Reads() override;
   ChartReads& FreshReads() override { return reads_; }
-  absl::StatusOr<std::vector<LatestValue>> LatestValuesOfActiveTrials(
-      size_t limit, absl::Time deadline) override;
+  absl::StatusOr<LatestValues> LatestValuesOfActiveTrials(
+      size_t limit, int64_t live_since_us, absl::Time deadline) override;
   absl::StatusOr<std::vector<AgentActivity>> AgentActivityOfTrials(
       const std::vector<int32_t>& trial_ids, absl::Time deadline) override;
   absl::StatusOr<std::vector<StoredInventory>> InventoriesOfTrial(

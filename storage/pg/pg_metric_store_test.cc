@@ -876,8 +876,9 @@ TEST_F(PgMetricStoreTest, LatestValuesAreTheNewestTrialsFirstUpToTheLimit) {
   ASSERT_EQ(stored.load(), static_cast<int>(sent.size()));
   ASSERT_OK(store_->SetTrialState(9, TrialState::kCompleted, Deadline()));
 
-  ASSERT_OK_AND_ASSIGN(std::vector<LatestValue> all,
-                       store_->LatestValuesOfActiveTrials(100000, Deadline()));
+  ASSERT_OK_AND_ASSIGN(LatestValues latest,
+                       store_->LatestValuesOfActiveTrials(100000, INT64_MIN, Deadline()));
+  const std::vector<LatestValue>& all = latest.values;
   std::vector<std::string> sorted = agents;
   std::sort(sorted.begin(), sorted.end());
   std::vector<std::string> expected, got;
@@ -897,8 +898,9 @@ TEST_F(PgMetricStoreTest, LatestValuesAreTheNewestTrialsFirstUpToTheLimit) {
   EXPECT_EQ(got, expected);
 
   // A limit inside an agent's series takes the first values of that order.
-  ASSERT_OK_AND_ASSIGN(std::vector<LatestValue> cut,
-                       store_->LatestValuesOfActiveTrials(1001, Deadline()));
+  ASSERT_OK_AND_ASSIGN(LatestValues cut_values,
+                       store_->LatestValuesOfActiveTrials(1001, INT64_MIN, Deadline()));
+  const std::vector<LatestValue>& cut = cut_values.values;
   ASSERT_EQ(cut.size(), 1001u);
   got.resize(1001);
   for (size_t i = 0; i < cut.size(); ++i) {

@@ -305,18 +305,19 @@ absl::StatusOr<std::vector<SeriesInfo>> PgReads::ListSeries(
       });
 }
 
-absl::StatusOr<std::vector<LatestValue>> PgReads::LatestValuesOfActiveTrials(
-    size_t limit, absl::Time deadline) {
-  return Run<std::vector<LatestValue>>(
+absl::StatusOr<LatestValues> PgReads::LatestValuesOfActiveTrials(
+    size_t limit, int64_t live_since_us, absl::Time deadline) {
+  return Run<LatestValues>(
       "reading the latest values of active trials", deadline,
-      [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<LatestValue>> {
+      [&](pqxx::transaction_base& tx) -> absl::StatusOr<LatestValues> {
         // Agents are read a page at a time in the answer's order (newest
         // trial first, then agent id byte by byte, as std::string sorts),
         // and series names only for the agents taken, so a scrape's memory
         // follows `limit`, not the fleet: reading every series of every
         // active trial cost 26-66 MB a scrape at 5000 agents.
         constexpr int kAgentsPerPage = 500;
-        std::vector<LatestValue> values;
+        LatestValues answer;
+        std::vector<LatestValue>& values = answer.values;
         int64_t after_trial = int64_t{1} << 31;  // above every trial id
         std::string after_agent;
         while (values.size() < limit) {
@@ -349,6 +350,18 @@ absl::StatusOr<std::vector<LatestValue>> PgReads::LatestValuesOfActiveTrials(
                 DecodeAgentRollup(DecodeByteaHex(row[2].as<std::string>()),
                                   row[3].as<int64_t>());
             if (!rollup.ok()) return rollup.status();
+            int64_t newest_us = INT64_MIN;
+            for (const auto& [id, stats] : *rollup) {
+              newest_us = std::max(newest_us, stats.last_time_us);
+            }
+            if (newest_us < live_since_us) {
+              if (answer.stale_agents.size() < limit) {
+                answer.stale_agents.push_back(
+                    {trial_id, row[1].as<std::string>(), newest_us});
+              }
+              answer.stale_series += static_cast<int64_t>(rollup->size());
+              continue;
+            }
             for (const auto& [id, stats] : *rollup) {
               trial_ids.push_back(trial_id);
               series_ids.push_back(id);
@@ -394,7 +407,7 @@ absl::StatusOr<std::vector<LatestValue>> PgReads::LatestValuesOfActiveTrials(
                            std::tie(a.trial_id, b.agent_id, b.name, b.gpu_uuid);
                   });
         if (values.size() > limit) values.resize(limit);
-        return values;
+        return answer;
       });
 }
 

@@ -60,8 +60,8 @@ class PgReads : public ChartReads {
                                              absl::Time deadline);
   absl::StatusOr<std::vector<SeriesInfo>> ListSeriesOfEveryGroup(
       int32_t trial_id, absl::Time deadline);
-  absl::StatusOr<std::vector<LatestValue>> LatestValuesOfActiveTrials(
-      size_t limit, absl::Time deadline);
+  absl::StatusOr<LatestValues> LatestValuesOfActiveTrials(
+      size_t limit, int64_t live_since_us, absl::Time deadline);
   absl::StatusOr<std::vector<AgentActivity>> AgentActivityOfTrials(
       const std::vector<int32_t>& trial_ids, absl::Time deadline);
   absl::StatusOr<std::vector<StoredInventory>> InventoriesOfTrial(
