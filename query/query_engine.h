@@ -99,6 +99,8 @@ class QueryEngine {
   QueryEngine(storage::ChartReads* reads, QueryOptions options)
       : reads_(reads), options_(options) {}
 
+  const QueryOptions& options() const { return options_; }
+
   // Every series of the trial with its extent and count. NOT_FOUND for an
   // unknown trial.
   absl::StatusOr<std::vector<storage::SeriesInfo>> ListSeries(
