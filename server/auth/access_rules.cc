@@ -43,6 +43,9 @@ const absl::flat_hash_map<std::string, MethodRule>& Rules() {
        {Access::kReadTrial, {"trial_id"}, false}},
       {"/metrics.v1.QueryService/QuerySeries",
        {Access::kReadTrial, {"trial_id"}, false}},
+      // Every trial named: a reporter may summarize its own trial only.
+      {"/metrics.v1.QueryService/SummarizeSeries",
+       {Access::kReadTrial, {"trial_id"}, false}},
       {"/metrics.v1.QueryService/FollowSeries",
        {Access::kReadTrial, {"trial_id"}, false}},
       {"/metrics.v1.QueryService/ExportSamples",

@@ -247,7 +247,7 @@ TEST_F(AuthMatrixTest, EveryGrpcMethodAnswersAsItsRuleSays) {
       ++cells;
     }
   }
-  EXPECT_EQ(cells, 17 * 9);
+  EXPECT_EQ(cells, 18 * 9);
 }
 
 TEST_F(AuthMatrixTest, EveryRestRouteAnswersAsItsRuleSays) {
@@ -268,6 +268,10 @@ TEST_F(AuthMatrixTest, EveryRestRouteAnswersAsItsRuleSays) {
     for (const Route::Segment& segment : route.segments) {
       absl::StrAppend(&path, "/",
                       segment.variable ? absl::StrCat(kTrial) : segment.text);
+    }
+    // Summaries name their trials in the query string.
+    if (route.method->name() == "SummarizeSeries") {
+      absl::StrAppend(&path, "?trialId=", kTrial);
     }
     std::unique_ptr<Message> request = RequestFor(route.method, kTrial);
     // A body naming the trial where the rule looks (the path does too).
@@ -307,7 +311,7 @@ TEST_F(AuthMatrixTest, EveryRestRouteAnswersAsItsRuleSays) {
     }
   }
   // Every annotated route but UpdateTrial's (the stream has none).
-  EXPECT_EQ(routes, 15);
+  EXPECT_EQ(routes, 16);
   EXPECT_EQ(cells, routes * 9);
 }
 
@@ -332,6 +336,26 @@ TEST_F(AuthMatrixTest, UpdateTrialIsForAdminsOnly) {
       CallGeneric(channel, kUpdate, request, (*callers_)[5].authorization,
                   absl::Seconds(5));
   EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+// A summary of several trials is allowed only where every one is: a viewer
+// compares any runs, a reporter none beside its own.
+TEST_F(AuthMatrixTest, ASummaryOfSeveralTrialsIsCheckedOnEachOfThem) {
+  const std::string path = absl::StrCat("/api/v1/metrics/system/summary?trialId=", kTrial,
+                                        "&trialId=", kOtherTrial);
+  for (const Caller& caller : *callers_) {
+    if (!caller.principal) continue;
+    const std::string header = absl::StrCat("Authorization: ", caller.authorization, "\r\n");
+    absl::StatusOr<::metrics::test_util::HttpResult> both =
+        HttpCall(server_->http_port(), "GET", path, "", absl::Seconds(5), header);
+    ASSERT_TRUE(both.ok()) << caller.name << ": " << both.status();
+    const bool reporter = caller.principal->role == TokenRole::kReporter;
+    EXPECT_EQ(both->status, reporter ? 403 : 200) << caller.name << ": " << both->body;
+    if (reporter) {
+      EXPECT_THAT(both->body, ::testing::HasSubstr("may not call QueryService.SummarizeSeries for trial"))
+          << caller.name;
+    }
+  }
 }
 
 TEST_F(AuthMatrixTest, HealthIsOpenAndMetricsNeedAReader) {

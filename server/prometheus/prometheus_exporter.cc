@@ -57,6 +57,8 @@ void WriteServiceStatistics(const PrometheusExportInput& in, PrometheusText& out
                 in.statistics->query_series_seconds().Snapshot());
   out.Histogram("metricsd_query_seconds", {{"rpc", "ListSeries"}},
                 in.statistics->list_series_seconds().Snapshot());
+  out.Histogram("metricsd_query_seconds", {{"rpc", "SummarizeSeries"}},
+                in.statistics->summarize_series_seconds().Snapshot());
 
   if (const storage::ReadRoutingStatistics& r = in.reads; r.standby) {
     out.Family("metricsd_standby_reads_total", "counter",

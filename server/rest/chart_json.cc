@@ -77,7 +77,12 @@ void AppendSeries(std::string& out, const v1::Series& s) {
     out += ",\"lastTime\":";
     common::AppendJsonString(out, common::Rfc3339(common::TimeFromProto(s.last_time())));
   }
-  absl::StrAppend(&out, ",\"sampleCount\":", s.sample_count(), "}");
+  absl::StrAppend(&out, ",\"sampleCount\":", s.sample_count());
+  if (s.trial_id() != 0) {  // a summary's
+    absl::StrAppend(&out, ",\"trialId\":", s.trial_id(), ",\"gpuCount\":",
+                    s.gpu_count(), ",\"agentCount\":", s.agent_count());
+  }
+  out += '}';
 }
 
 // A value to 6 significant digits, shortest form ("37.5234", "1e+06");
@@ -183,6 +188,10 @@ void AppendChartJson(std::string& out, const v1::QuerySeriesResponse& answer) {
     AppendSeries(out, b.series());
     out += ",\"resolutionMs\":";
     AppendMillis(out, b.resolution_us());
+    if (b.origin_us() != 0) {
+      out += ",\"originMs\":";
+      AppendMillis(out, b.origin_us());
+    }
     if (chart) {
       AppendChartViewSeries(out, b);
       out += '}';

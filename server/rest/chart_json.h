@@ -1,5 +1,5 @@
-// The REST gateway's JSON for chart data (QuerySeries and FollowSeries
-// answers), written by hand because it is large and on the Web UI's hot
+// The REST gateway's JSON for chart data (QuerySeries, SummarizeSeries and
+// FollowSeries answers), written by hand because it is large and on the Web UI's hot
 // path: columns as JSON arrays, times as milliseconds since the epoch
 // (fractions for sub-millisecond raw points) so a browser plots them
 // without parsing. Field names are the proto's in lowerCamelCase, with
@@ -20,7 +20,9 @@
 // instead of "firstBucketMs"; lastSampleMs is the newest sample in the
 // answer's buckets. Either view carries "rawExpired": true when raw points
 // were wanted but retention removed them (the finest stored buckets answer
-// instead). Values have 6 significant digits (the page
+// instead). SummarizeSeries' answers (the same message) add "trialId",
+// "gpuCount" and "agentCount" to each series, and "originMs" beside
+// "resolutionMs" in relative time. Values have 6 significant digits (the page
 // shows 3; a spike of 100 still reads 100).
 // bench/chart_json_bench compares it with protobuf's JSON printer.
 //

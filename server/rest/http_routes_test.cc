@@ -39,7 +39,7 @@ std::string MethodOf(const RouteTable& routes, absl::string_view verb,
 
 TEST(HttpRoutesTest, EveryAnnotatedMethodHasItsDesignedPath) {
   const RouteTable routes = Routes();
-  EXPECT_EQ(routes.routes().size(), 13u);  // all but the bidirectional stream
+  EXPECT_EQ(routes.routes().size(), 14u);  // all but the bidirectional stream
   EXPECT_EQ(MethodOf(routes, "POST", "/api/v1/trials"),
             "metrics.v1.TrialService.CreateTrial");
   EXPECT_EQ(MethodOf(routes, "GET", "/api/v1/trials"),
@@ -60,6 +60,8 @@ TEST(HttpRoutesTest, EveryAnnotatedMethodHasItsDesignedPath) {
             "metrics.v1.QueryService.ExportSamples");
   EXPECT_EQ(MethodOf(routes, "GET", "/api/v1/trials/7/metrics/system/trace"),
             "metrics.v1.QueryService.ExportTrace");
+  EXPECT_EQ(MethodOf(routes, "GET", "/api/v1/metrics/system/summary"),
+            "metrics.v1.QueryService.SummarizeSeries");
   EXPECT_EQ(MethodOf(routes, "GET", "/api/v1/trials/7/profiler/metrics"),
             "determined.api.v1.Determined.GetTrialProfilerMetrics");
   EXPECT_EQ(

@@ -173,6 +173,31 @@ absl::Status CheckView(v1::QuerySeriesRequest::View view) {
       "view: ", static_cast<int>(view), " is not FULL or CHART"));
 }
 
+namespace {
+
+void SeriesDataToProto(const query::SeriesData& data,
+                       v1::QuerySeriesRequest::View view, v1::SeriesBuckets* out) {
+  SeriesToProto(data.series, out->mutable_series());
+  out->set_resolution_us(data.resolution_us);
+  out->mutable_bucket_start_us()->Assign(data.bucket_start_us.begin(),
+                                         data.bucket_start_us.end());
+  out->mutable_min()->Assign(data.min.begin(), data.min.end());
+  out->mutable_max()->Assign(data.max.begin(), data.max.end());
+  out->mutable_mean()->Assign(data.mean.begin(), data.mean.end());
+  out->mutable_last_time_us()->Assign(data.last_time_us.begin(),
+                                      data.last_time_us.end());
+  if (view == v1::QuerySeriesRequest::CHART) return;
+  out->mutable_count()->Assign(data.count.begin(), data.count.end());
+  out->mutable_first_time_us()->Assign(data.first_time_us.begin(),
+                                       data.first_time_us.end());
+  out->mutable_first_value()->Assign(data.first_value.begin(),
+                                     data.first_value.end());
+  out->mutable_last_value()->Assign(data.last_value.begin(),
+                                    data.last_value.end());
+}
+
+}  // namespace
+
 void QueryResultToProto(const query::QueryResult& result,
                         v1::QuerySeriesRequest::View view,
                         v1::QuerySeriesResponse* proto) {
@@ -183,24 +208,52 @@ void QueryResultToProto(const query::QueryResult& result,
     MicrosToProto(result.end_us, proto->mutable_end());
   }
   for (const query::SeriesData& data : result.series) {
+    SeriesDataToProto(data, view, proto->add_series());
+  }
+}
+
+query::SummaryRequest SummaryFromProto(const v1::SummarizeSeriesRequest& proto) {
+  query::SummaryRequest request;
+  request.trial_ids.assign(proto.trial_id().begin(), proto.trial_id().end());
+  request.by_agent = proto.group() == v1::SummarizeSeriesRequest::AGENT;
+  request.names.assign(proto.name().begin(), proto.name().end());
+  request.agent_ids.assign(proto.agent_id().begin(), proto.agent_id().end());
+  if (proto.has_gpu_index()) request.gpu_index = proto.gpu_index();
+  if (proto.has_start()) request.start = TimeFromProto(proto.start());
+  if (proto.has_end()) request.end = TimeFromProto(proto.end());
+  request.relative = proto.relative();
+  if (proto.has_offset_start_ms()) {
+    request.offset_start = absl::Milliseconds(proto.offset_start_ms());
+  }
+  if (proto.has_offset_end_ms()) {
+    request.offset_end = absl::Milliseconds(proto.offset_end_ms());
+  }
+  if (proto.has_max_points()) request.max_points = proto.max_points();
+  return request;
+}
+
+absl::Status CheckGroup(v1::SummarizeSeriesRequest::Group group) {
+  if (v1::SummarizeSeriesRequest::Group_IsValid(group)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("group: ", static_cast<int>(group), " is neither TRIAL nor AGENT"));
+}
+
+void SummaryToProto(const query::SummaryResult& result,
+                    v1::QuerySeriesRequest::View view,
+                    v1::QuerySeriesResponse* proto) {
+  proto->set_view(view);
+  proto->set_raw_expired(result.raw_expired);
+  if (result.end_us > result.start_us) {
+    MicrosToProto(result.start_us, proto->mutable_start());
+    MicrosToProto(result.end_us, proto->mutable_end());
+  }
+  for (const query::SummarySeries& s : result.series) {
     v1::SeriesBuckets* out = proto->add_series();
-    SeriesToProto(data.series, out->mutable_series());
-    out->set_resolution_us(data.resolution_us);
-    out->mutable_bucket_start_us()->Assign(data.bucket_start_us.begin(),
-                                           data.bucket_start_us.end());
-    out->mutable_min()->Assign(data.min.begin(), data.min.end());
-    out->mutable_max()->Assign(data.max.begin(), data.max.end());
-    out->mutable_mean()->Assign(data.mean.begin(), data.mean.end());
-    out->mutable_last_time_us()->Assign(data.last_time_us.begin(),
-                                        data.last_time_us.end());
-    if (view == v1::QuerySeriesRequest::CHART) continue;
-    out->mutable_count()->Assign(data.count.begin(), data.count.end());
-    out->mutable_first_time_us()->Assign(data.first_time_us.begin(),
-                                         data.first_time_us.end());
-    out->mutable_first_value()->Assign(data.first_value.begin(),
-                                       data.first_value.end());
-    out->mutable_last_value()->Assign(data.last_value.begin(),
-                                      data.last_value.end());
+    SeriesDataToProto(s.data, view, out);
+    out->mutable_series()->set_trial_id(s.trial_id);
+    out->mutable_series()->set_gpu_count(s.gpu_count);
+    out->mutable_series()->set_agent_count(s.agent_count);
+    out->set_origin_us(s.origin_us);
   }
 }
 

@@ -12,6 +12,7 @@
 #include "proto/metrics/v1/ingest.pb.h"
 #include "proto/metrics/v1/query.pb.h"
 #include "query/query_engine.h"
+#include "query/summary.h"
 #include "proto/metrics/v1/trials.pb.h"
 #include "storage/metric_store.h"
 
@@ -43,6 +44,15 @@ absl::Status CheckView(v1::QuerySeriesRequest::View view);
 void QueryResultToProto(const query::QueryResult& result,
                         v1::QuerySeriesRequest::View view,
                         v1::QuerySeriesResponse* proto);
+
+query::SummaryRequest SummaryFromProto(const v1::SummarizeSeriesRequest& proto);
+
+// INVALID_ARGUMENT naming the field for a group neither TRIAL nor AGENT.
+absl::Status CheckGroup(v1::SummarizeSeriesRequest::Group group);
+
+void SummaryToProto(const query::SummaryResult& result,
+                    v1::QuerySeriesRequest::View view,
+                    v1::QuerySeriesResponse* proto);
 
 // nullopt for STATE_UNSPECIFIED or an unknown value.
 std::optional<storage::TrialState> TrialStateFromProto(v1::Trial::State state);

@@ -63,6 +63,26 @@ grpc::ServerUnaryReactor* QueryService::QuerySeries(
       &statistics_->query_series_seconds());
 }
 
+grpc::ServerUnaryReactor* QueryService::SummarizeSeries(
+    grpc::CallbackServerContext* context,
+    const v1::SummarizeSeriesRequest* request, v1::QuerySeriesResponse* response) {
+  return RunOnExecutor(
+      context, executor_,
+      Guarded(guard_, context, Method("SummarizeSeries"), request,
+              [engine = engine_, summary = SummaryFromProto(*request),
+               view = request->view(), group = request->group(),
+               response](absl::Time deadline) -> absl::Status {
+                if (absl::Status valid = CheckView(view); !valid.ok()) return valid;
+                if (absl::Status valid = CheckGroup(group); !valid.ok()) return valid;
+                absl::StatusOr<query::SummaryResult> result =
+                    query::Summarize(*engine, summary, deadline);
+                if (!result.ok()) return result.status();
+                SummaryToProto(*result, view, response);
+                return absl::OkStatus();
+              }),
+      &statistics_->summarize_series_seconds());
+}
+
 grpc::ServerWriteReactor<v1::QuerySeriesResponse>* QueryService::FollowSeries(
     grpc::CallbackServerContext* context,
     const v1::QuerySeriesRequest* request) {

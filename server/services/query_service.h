@@ -1,5 +1,5 @@
-// metrics.v1.QueryService: ListSeries and QuerySeries (unary, run on the
-// blocking executor), FollowSeries (one FollowReactor per call), and the
+// metrics.v1.QueryService: ListSeries, QuerySeries and SummarizeSeries
+// (unary, run on the blocking executor), FollowSeries (one FollowReactor per call), and the
 // exports ExportSamples and ExportTrace (one ExportReactor per call, each on
 // a thread of its own; kMaxExports at once, RESOURCE_EXHAUSTED beyond).
 //
@@ -51,6 +51,10 @@ class QueryService final : public v1::QueryService::CallbackService {
   grpc::ServerUnaryReactor* QuerySeries(
       grpc::CallbackServerContext* context,
       const v1::QuerySeriesRequest* request,
+      v1::QuerySeriesResponse* response) override;
+  grpc::ServerUnaryReactor* SummarizeSeries(
+      grpc::CallbackServerContext* context,
+      const v1::SummarizeSeriesRequest* request,
       v1::QuerySeriesResponse* response) override;
   grpc::ServerWriteReactor<v1::QuerySeriesResponse>* FollowSeries(
       grpc::CallbackServerContext* context,

@@ -42,6 +42,10 @@ class ServiceStatistics {
 
   common::Histogram& list_series_seconds() { return list_series_seconds_; }
   common::Histogram& query_series_seconds() { return query_series_seconds_; }
+  common::Histogram& summarize_series_seconds() { return summarize_series_seconds_; }
+  const common::Histogram& summarize_series_seconds() const {
+    return summarize_series_seconds_;
+  }
   const common::Histogram& list_series_seconds() const {
     return list_series_seconds_;
   }
@@ -54,6 +58,7 @@ class ServiceStatistics {
   std::atomic<int64_t> follow_streams_{0};
   common::Histogram list_series_seconds_{common::Histogram::LatencyBounds()};
   common::Histogram query_series_seconds_{common::Histogram::LatencyBounds()};
+  common::Histogram summarize_series_seconds_{common::Histogram::LatencyBounds()};
 };
 
 }  // namespace metrics::server

@@ -24,11 +24,13 @@ bool SetAt(Message& message, absl::Span<const std::string> path,
   if (field == nullptr) return false;
   const auto* reflection = message.GetReflection();
   if (path.size() == 1) {
-    if (field->cpp_type() != FieldDescriptor::CPPTYPE_INT32 ||
-        field->is_repeated()) {
-      return false;
+    if (field->cpp_type() != FieldDescriptor::CPPTYPE_INT32) return false;
+    if (field->is_repeated()) {  // a list of trials: this one alone
+      reflection->ClearField(&message, field);
+      reflection->AddInt32(&message, field, value);
+    } else {
+      reflection->SetInt32(&message, field, value);
     }
-    reflection->SetInt32(&message, field, value);
     return true;
   }
   if (field->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) return false;
