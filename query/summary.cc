@@ -22,6 +22,9 @@ using storage::SeriesInfo;
 constexpr int64_t kFinestStoredUs =
     int64_t{storage::kRollupWidthsSeconds[0]} * 1000000;
 
+// Past any run (and far from overflowing microseconds since the epoch).
+constexpr absl::Duration kLongestOffset = absl::Hours(24 * 366 * 100);
+
 absl::Status Validate(const SummaryRequest& r, int max_max_points) {
   if (r.trial_ids.empty()) {
     return absl::InvalidArgumentError("trial_id: name at least one trial");
@@ -52,6 +55,13 @@ absl::Status Validate(const SummaryRequest& r, int max_max_points) {
     return absl::InvalidArgumentError(absl::StrCat(
         r.offset_start ? "offset_start" : "offset_end",
         ": offsets need relative time"));
+  }
+  for (const auto& [field, offset] :
+       {std::pair("offset_start", r.offset_start), std::pair("offset_end", r.offset_end)}) {
+    if (offset && *offset > kLongestOffset) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": ", absl::FormatDuration(*offset), " is longer than any run"));
+    }
   }
   if (r.offset_start && *r.offset_start < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
