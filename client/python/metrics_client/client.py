@@ -227,7 +227,8 @@ class Client:
     def _select(request, names, agent_id, gpu_uuid, start, end) -> None:
         request.name.extend([names] if isinstance(names, str) else names or [])
         request.agent_id.extend([agent_id] if isinstance(agent_id, str) else agent_id or [])
-        request.gpu_uuid.extend([gpu_uuid] if isinstance(gpu_uuid, str) else gpu_uuid or [])
+        if gpu_uuid is not None:
+            request.gpu_uuid.extend([gpu_uuid] if isinstance(gpu_uuid, str) else gpu_uuid)
         for field, value in (("start", start), ("end", end)):
             ts = _timestamp(field, value)
             if ts is not None:
@@ -272,6 +273,66 @@ class Client:
                                                     s.max, s.mean)])
                 for s in response.series]
         return _dataframe(data) if as_dataframe else data
+
+    def compare(self, trial_ids: Sequence[int], names: Optional[Iterable[str]] = None,
+                by: str = "trial", relative: bool = True, gpu_index: Optional[int] = None,
+                agent_id: Union[None, str, Sequence[str]] = None,
+                start: TimeArg = None, end: TimeArg = None,
+                offset_start: Optional[float] = None, offset_end: Optional[float] = None,
+                max_points: Optional[int] = None):
+        """Several runs (up to 8) side by side, or every node of one: each
+        metric pooled across GPUs (and agents) into one series per trial
+        (by="trial") or per agent (by="agent"), bucket by bucket on one
+        grid: GET /api/v1/metrics/system/summary (docs/api.md). A bucket's
+        min and max are those of every sample pooled, so one GPU's stall
+        shows in the min.
+
+        Args:
+            trial_ids: the trials, each one the token may read.
+            relative: time since each trial's first sample (the default,
+                to compare runs); False for wall-clock time.
+            offset_start, offset_end: the relative window in seconds from
+                each start; start, end: the wall-clock one (as query()).
+            gpu_index: only this GPU of each agent instead of all.
+            names, agent_id, max_points: as for query().
+
+        Returns a pandas DataFrame, one row per trial, agent, metric and
+        bucket: trial_id, time (the bucket's start, UTC), offset (its time
+        into the run, a Timedelta; NaT in wall-clock time), agent_id ("" for
+        a trial's summary), name, unit, gpu_count (GPU series pooled; 0 for
+        an agent-wide metric), agent_count, count, min, max, mean.
+        """
+        if by not in ("trial", "agent"):
+            raise ValueError("by: must be 'trial' or 'agent', not %r" % (by,))
+        request = query_pb2.SummarizeSeriesRequest(
+            group=query_pb2.SummarizeSeriesRequest.AGENT if by == "agent"
+            else query_pb2.SummarizeSeriesRequest.TRIAL,
+            relative=bool(relative))
+        request.trial_id.extend([trial_ids] if isinstance(trial_ids, int) else trial_ids)
+        self._select(request, names, agent_id, None, start, end)
+        for field, seconds in (("offset_start_ms", offset_start), ("offset_end_ms", offset_end)):
+            if seconds is not None:
+                setattr(request, field, int(round(float(seconds) * 1000)))
+        if gpu_index is not None:
+            request.gpu_index = gpu_index
+        if max_points is not None:
+            request.max_points = max_points
+        response = self._call(self._query.SummarizeSeries, request)
+        pandas = _pandas("compare()")
+        rows = []
+        for s in response.series:
+            for start_us, count, lo, hi, mean in zip(s.bucket_start_us, s.count, s.min, s.max,
+                                                     s.mean):
+                rows.append((s.series.trial_id, start_us,
+                             start_us - s.origin_us if relative else None,
+                             s.series.agent_id, s.series.name, s.series.unit,
+                             s.series.gpu_count, s.series.agent_count, count, lo, hi, mean))
+        frame = pandas.DataFrame.from_records(rows, columns=(
+            "trial_id", "time", "offset", "agent_id", "name", "unit", "gpu_count",
+            "agent_count", "count", "min", "max", "mean"))
+        frame["time"] = pandas.to_datetime(frame["time"], unit="us", utc=True)
+        frame["offset"] = pandas.to_timedelta(frame["offset"], unit="us")
+        return frame
 
     def export(self, trial_id: int, path=None, names: Optional[Iterable[str]] = None,
                agent_id: Union[None, str, Sequence[str]] = None,
