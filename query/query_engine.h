@@ -100,6 +100,7 @@ class QueryEngine {
       : reads_(reads), options_(options) {}
 
   const QueryOptions& options() const { return options_; }
+  storage::ChartReads& reads() const { return *reads_; }
 
   // Every series of the trial with its extent and count. NOT_FOUND for an
   // unknown trial.

@@ -6,6 +6,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -96,6 +97,7 @@ absl::Status Validate(const SummaryRequest& r, int max_max_points) {
 struct Extent {
   std::optional<int64_t> first_us, last_us;
   std::optional<int64_t> selected_first_us, selected_last_us;
+  std::vector<SeriesInfo> selected;  // with the GPU index chosen, if any
 };
 
 void Widen(std::optional<int64_t>& first, std::optional<int64_t>& last,
@@ -113,81 +115,160 @@ struct Pool {
   std::set<std::string> agents;
 };
 
-void Pour(RollupStats& into, char& filled, const SeriesData& s, size_t i) {
+// Adds a bucket of one series to a pooled bucket (series pooled have
+// samples at any times: first and last go by time, not by arrival).
+void Pour(RollupStats& into, char& filled, const RollupStats& b) {
   if (!filled) {
-    into = RollupStats{s.count[i], s.sum[i],          s.min[i],
-                       s.max[i],   s.first_time_us[i], s.first_value[i],
-                       s.last_time_us[i], s.last_value[i]};
+    into = b;
     filled = true;
     return;
   }
-  into.count += s.count[i];
-  into.sum += s.sum[i];
-  into.min = std::min(into.min, s.min[i]);
-  into.max = std::max(into.max, s.max[i]);
-  if (s.first_time_us[i] < into.first_time_us) {
-    into.first_time_us = s.first_time_us[i];
-    into.first_value = s.first_value[i];
+  into.count += b.count;
+  into.sum += b.sum;
+  into.min = std::min(into.min, b.min);
+  into.max = std::max(into.max, b.max);
+  if (b.first_time_us < into.first_time_us) {
+    into.first_time_us = b.first_time_us;
+    into.first_value = b.first_value;
   }
-  if (s.last_time_us[i] > into.last_time_us) {
-    into.last_time_us = s.last_time_us[i];
-    into.last_value = s.last_value[i];
+  if (b.last_time_us > into.last_time_us) {
+    into.last_time_us = b.last_time_us;
+    into.last_value = b.last_value;
   }
 }
 
-// One trial's answer pooled into its summary series, appended to `out`.
-void PoolTrial(const SummaryRequest& request, int32_t trial_id,
-               const QueryResult& answer, const Plan& grid, int64_t origin_us,
-               std::vector<SummarySeries>& out) {
-  const size_t slots =
-      static_cast<size_t>((grid.read_to_us - grid.read_from_us) / grid.bucket_us);
-  std::map<std::tuple<std::string, std::string, std::string>, Pool> pools;
-  for (const SeriesData& s : answer.series) {
-    const SeriesInfo& info = s.series;
-    const bool gpu = !info.gpu_uuid.empty();
-    if (gpu && request.gpu_index && info.gpu_index != *request.gpu_index) {
-      continue;
+// One trial's summary series being pooled: the selected series of the
+// trial, each mapped to its pool, and the pools on the trial's grid.
+class TrialPools : public storage::RollupSink {
+ public:
+  TrialPools(const SummaryRequest& request, const std::vector<SeriesInfo>& selected,
+             const Plan& grid)
+      : grid_(grid),
+        slots_(static_cast<size_t>((grid.read_to_us - grid.read_from_us) / grid.bucket_us)) {
+    std::map<std::tuple<std::string, std::string, std::string>, size_t> index;
+    for (const SeriesInfo& s : selected) {
+      const auto [it, added] = index.emplace(
+          std::tuple(request.by_agent ? s.agent_id : "", s.name, s.unit), keys_.size());
+      if (added) keys_.push_back(it->first);
+      pool_of_[s.agent_id][s.series_id] = it->second;
     }
-    Pool& pool = pools[{request.by_agent ? info.agent_id : "", info.name,
-                        info.unit}];
-    if (pool.buckets.empty()) {
-      pool.buckets.resize(slots);
-      pool.filled.resize(slots);
+    pools_.resize(keys_.size());
+    Restart();
+    for (const SeriesInfo& s : selected) {
+      Pool& pool = pools_[pool_of_[s.agent_id][s.series_id]];
+      pool.agents.insert(s.agent_id);
+      if (!s.gpu_uuid.empty()) pool.gpus.insert(absl::StrCat(s.agent_id, "/", s.gpu_uuid));
     }
-    pool.agents.insert(info.agent_id);
-    if (gpu) pool.gpus.insert(absl::StrCat(info.agent_id, "/", info.gpu_uuid));
+  }
+
+  void Restart() override {
+    for (Pool& pool : pools_) {
+      pool.buckets.assign(slots_, RollupStats());
+      pool.filled.assign(slots_, 0);
+    }
+  }
+
+  void Take(const storage::RollupRow& row) override {
+    const auto agent = pool_of_.find(row.agent_id);
+    if (agent == pool_of_.end()) return;
+    const int64_t slot = Slot(storage::AlignDown(row.bucket_start_us, grid_.bucket_us));
+    if (slot < 0) return;
+    for (const auto& [id, stats] : row.stats) {
+      const auto it = agent->second.find(id);
+      if (it == agent->second.end()) continue;
+      Pool& pool = pools_[it->second];
+      Pour(pool.buckets[slot], pool.filled[slot], stats);
+    }
+  }
+
+  // A chart answer's series (one of `selected`) poured in.
+  void Take(const SeriesData& s) {
+    const auto agent = pool_of_.find(s.series.agent_id);
+    if (agent == pool_of_.end()) return;
+    const auto it = agent->second.find(s.series.series_id);
+    if (it == agent->second.end()) return;
+    Pool& pool = pools_[it->second];
     for (size_t i = 0; i < s.bucket_start_us.size(); ++i) {
-      const int64_t slot = (s.bucket_start_us[i] - grid.read_from_us) / grid.bucket_us;
-      if (slot < 0 || static_cast<size_t>(slot) >= slots) continue;
-      Pour(pool.buckets[slot], pool.filled[slot], s, i);
+      const int64_t slot = Slot(s.bucket_start_us[i]);
+      if (slot < 0) continue;
+      Pour(pool.buckets[slot], pool.filled[slot],
+           RollupStats{s.count[i], s.sum[i], s.min[i], s.max[i], s.first_time_us[i],
+                       s.first_value[i], s.last_time_us[i], s.last_value[i]});
     }
   }
-  for (auto& [key, pool] : pools) {
-    SummarySeries& summary = out.emplace_back();
-    summary.trial_id = trial_id;
-    summary.gpu_count = static_cast<int>(pool.gpus.size());
-    summary.agent_count = static_cast<int>(pool.agents.size());
-    summary.origin_us = origin_us;
-    SeriesData& data = summary.data;
-    std::tie(data.series.agent_id, data.series.name, data.series.unit) = key;
-    data.resolution_us = grid.bucket_us;
-    for (size_t slot = 0; slot < slots; ++slot) {
-      if (!pool.filled[slot]) continue;
-      const RollupStats& b = pool.buckets[slot];
-      data.bucket_start_us.push_back(grid.read_from_us +
-                                     static_cast<int64_t>(slot) * grid.bucket_us);
-      data.count.push_back(b.count);
-      data.sum.push_back(b.sum);
-      data.min.push_back(b.min);
-      data.max.push_back(b.max);
-      data.mean.push_back(b.sum / static_cast<double>(b.count));
-      data.first_time_us.push_back(b.first_time_us);
-      data.first_value.push_back(b.first_value);
-      data.last_time_us.push_back(b.last_time_us);
-      data.last_value.push_back(b.last_value);
+
+  // The summary series with at least one bucket, appended to `out`.
+  void AppendTo(int32_t trial_id, int64_t origin_us, std::vector<SummarySeries>& out) const {
+    for (size_t p = 0; p < pools_.size(); ++p) {
+      const Pool& pool = pools_[p];
+      SummarySeries summary;
+      summary.trial_id = trial_id;
+      summary.gpu_count = static_cast<int>(pool.gpus.size());
+      summary.agent_count = static_cast<int>(pool.agents.size());
+      summary.origin_us = origin_us;
+      SeriesData& data = summary.data;
+      std::tie(data.series.agent_id, data.series.name, data.series.unit) = keys_[p];
+      data.resolution_us = grid_.bucket_us;
+      for (size_t slot = 0; slot < slots_; ++slot) {
+        if (!pool.filled[slot]) continue;
+        const RollupStats& b = pool.buckets[slot];
+        data.bucket_start_us.push_back(grid_.read_from_us +
+                                       static_cast<int64_t>(slot) * grid_.bucket_us);
+        data.count.push_back(b.count);
+        data.sum.push_back(b.sum);
+        data.min.push_back(b.min);
+        data.max.push_back(b.max);
+        data.mean.push_back(b.sum / static_cast<double>(b.count));
+        data.first_time_us.push_back(b.first_time_us);
+        data.first_value.push_back(b.first_value);
+        data.last_time_us.push_back(b.last_time_us);
+        data.last_value.push_back(b.last_value);
+      }
+      if (!data.bucket_start_us.empty()) out.push_back(std::move(summary));
     }
-    if (data.bucket_start_us.empty()) out.pop_back();
   }
+
+ private:
+  int64_t Slot(int64_t bucket_start_us) const {
+    const int64_t slot = (bucket_start_us - grid_.read_from_us) / grid_.bucket_us;
+    return slot >= 0 && static_cast<size_t>(slot) < slots_ ? slot : -1;
+  }
+
+  const Plan grid_;
+  const size_t slots_;
+  std::vector<std::tuple<std::string, std::string, std::string>> keys_;  // by pool
+  std::vector<Pool> pools_;
+  // agent -> series id -> pool
+  absl::flat_hash_map<std::string, absl::flat_hash_map<int64_t, size_t>> pool_of_;
+};
+
+// One trial pooled into `out`: from the stored rollups directly where the
+// width is a stored one's multiple (no per-series answer is built), else
+// from the chart query's answer (raw samples bucketed).
+absl::Status SummarizeTrial(QueryEngine& engine, const SummaryRequest& request,
+                            const QueryRequest& query, const std::vector<SeriesInfo>& selected,
+                            int64_t origin_us, absl::Time deadline,
+                            std::vector<SummarySeries>& out) {
+  const Plan plan = PlanAtResolution(absl::ToUnixMicros(*query.start),
+                                     absl::ToUnixMicros(*query.end), *query.resolution_us);
+  TrialPools pools(request, selected, plan);
+  if (plan.stored_width_s > 0) {
+    std::vector<std::string> agents;
+    absl::flat_hash_set<absl::string_view> seen;
+    std::vector<int64_t> ids;
+    for (const SeriesInfo& s : selected) {
+      if (seen.insert(s.agent_id).second) agents.push_back(s.agent_id);
+      ids.push_back(s.series_id);
+    }
+    RETURN_IF_ERROR(engine.reads().ReadRollups(query.trial_id, agents, plan.stored_width_s,
+                                               ids, plan.read_from_us, plan.read_to_us,
+                                               deadline, pools));
+  } else {
+    ASSIGN_OR_RETURN(QueryResult answer, engine.Query(query, deadline));
+    for (const SeriesData& s : answer.series) pools.Take(s);
+  }
+  pools.AppendTo(query.trial_id, origin_us, out);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -208,9 +289,12 @@ absl::StatusOr<SummaryResult> Summarize(QueryEngine& engine,
                      engine.ListSeries(request.trial_ids[t], deadline));
     for (const SeriesInfo& s : series) {
       Widen(extents[t].first_us, extents[t].last_us, s);
-      if (IsSelected(selection, s)) {
-        Widen(extents[t].selected_first_us, extents[t].selected_last_us, s);
+      if (!IsSelected(selection, s)) continue;
+      if (!s.gpu_uuid.empty() && request.gpu_index && s.gpu_index != *request.gpu_index) {
+        continue;
       }
+      Widen(extents[t].selected_first_us, extents[t].selected_last_us, s);
+      extents[t].selected.push_back(s);
     }
   }
 
@@ -277,18 +361,14 @@ absl::StatusOr<SummaryResult> Summarize(QueryEngine& engine,
         origin = storage::AlignDown(*extents[t].first_us, width);
         from = origin + result.start_us;
       }
+      if (extents[t].selected.empty()) continue;
       QueryRequest query = selection;
       query.trial_id = request.trial_ids[t];
       query.start = absl::FromUnixMicros(from);
       query.end = absl::FromUnixMicros(to);
       query.resolution_us = width;
-      absl::StatusOr<QueryResult> answer = engine.Query(query, deadline);
-      if (!answer.ok()) {
-        failed = answer.status();
-        break;
-      }
-      PoolTrial(request, query.trial_id, *answer, PlanAtResolution(from, to, width),
-                origin, result.series);
+      failed = SummarizeTrial(engine, request, query, extents[t].selected, origin, deadline,
+                              result.series);
     }
     if (failed.ok()) return result;
     // Raw samples too dense to read, or expired: the finest stored
