@@ -7,6 +7,9 @@
 // window starts at its own start, aligned down to that width, so bucket k
 // of every trial is the same time into its run.
 //
+// Stored rows of a trial of many agents are read in two halves at once, on
+// the calling thread and one more.
+//
 // Thread-safety: thread-safe (the engine is).
 #ifndef METRICS_QUERY_SUMMARY_H_
 #define METRICS_QUERY_SUMMARY_H_
