@@ -102,6 +102,38 @@ TEST(ChartJsonTest, TheChartViewIsCompact) {
 // A mean whose bucket's sum overflowed is infinite (two samples of 1.6e308
 // do it); JSON has no infinity or NaN, so such a value is null, a gap, and
 // the answer still parses (found by fuzz/chart_json_fuzz).
+// A summary's series say what they pool, and in relative time their origin;
+// a chart answer's do not carry those fields.
+TEST(ChartJsonTest, ASummarysSeriesNameTheirTrialAndOrigin) {
+  v1::QuerySeriesResponse answer;
+  answer.set_view(v1::QuerySeriesRequest::CHART);
+  v1::SeriesBuckets* s = answer.add_series();
+  s->mutable_series()->set_name("gpu_util");
+  s->mutable_series()->set_trial_id(7);
+  s->mutable_series()->set_gpu_count(16);
+  s->mutable_series()->set_agent_count(2);
+  s->set_origin_us(1705610860000000);
+  s->set_resolution_us(10000000);
+  s->add_bucket_start_us(1705610860000000);
+  s->add_min(0);
+  s->add_max(100);
+  s->add_mean(50);
+  s->add_last_time_us(1705610861000000);
+  std::string json;
+  AppendChartJson(json, answer);
+  EXPECT_THAT(json, HasSubstr("\"sampleCount\":0,\"trialId\":7,\"gpuCount\":16,\"agentCount\":2}"));
+  EXPECT_THAT(json, HasSubstr("\"resolutionMs\":10000,\"originMs\":1705610860000,"));
+  google::protobuf::Struct parsed;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok());
+
+  s->mutable_series()->set_trial_id(0);
+  s->set_origin_us(0);
+  json.clear();
+  AppendChartJson(json, answer);
+  EXPECT_THAT(json, Not(HasSubstr("trialId")));
+  EXPECT_THAT(json, Not(HasSubstr("originMs")));
+}
+
 TEST(ChartJsonTest, ValuesThatAreNotFiniteAreNull) {
   v1::QuerySeriesResponse answer;
   v1::SeriesBuckets* s = answer.add_series();
