@@ -99,6 +99,28 @@ export function querySeries(trialId, query, signal) {
   return request(`/api/v1/trials/${trialId}/metrics/system?${chartQuery(query)}`, { signal });
 }
 
+// Summaries of up to 8 trials (GET /api/v1/metrics/system/summary, CHART
+// view): each metric pooled across GPUs into one line per trial (group
+// TRIAL) or per agent (AGENT); in relative time the window is offsets from
+// each trial's start and each series carries originMs.
+export function summarize({ trialIds, group = 'TRIAL', names = [], gpuIndex, relative = false,
+  startMs, endMs, maxPoints }, signal) {
+  const params = new URLSearchParams({ view: 'CHART', group });
+  for (const id of trialIds) params.append('trialId', String(id));
+  for (const name of names) params.append('name', name);
+  if (gpuIndex !== undefined && gpuIndex !== '') params.append('gpuIndex', String(gpuIndex));
+  if (relative) {
+    params.append('relative', 'true');
+    if (startMs !== undefined) params.append('offsetStartMs', String(Math.max(0, Math.round(startMs))));
+    if (endMs !== undefined) params.append('offsetEndMs', String(Math.round(endMs)));
+  } else {
+    if (startMs !== undefined) params.append('start', new Date(startMs).toISOString());
+    if (endMs !== undefined) params.append('end', new Date(endMs).toISOString());
+  }
+  if (maxPoints !== undefined) params.append('maxPoints', String(maxPoints));
+  return request(`/api/v1/metrics/system/summary?${params}`, { signal });
+}
+
 // Follows chart data: calls onResult with each message (the current answer,
 // then the buckets that changed) until the stream ends, which it does when
 // the trial ends. Rejects with ApiError on failure; abort with `signal`.

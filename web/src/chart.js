@@ -13,8 +13,8 @@
 
 import { departures, typicalSpreads } from './extremes.js';
 import { seriesLabel } from './families.js';
-import { byteTickSteps, formatRange, formatResolution, formatTicks, formatTime, formatTimeTicks,
-  formatValue } from './format.js';
+import { byteTickSteps, formatDuration, formatRange, formatResolution, formatTicks, formatTime,
+  formatTimeTicks, formatValue } from './format.js';
 
 // A colour per GPU index (and per line of other charts), so GPU 3 keeps its
 // colour in every chart and when it is the only one selected.
@@ -35,7 +35,7 @@ function withAlpha(hex, alpha) {
 }
 
 function seriesKey(s) {
-  return `${s.agentId}\u0000${s.gpuUuid}\u0000${s.name}`;
+  return `${s.trialId || ''}\u0000${s.agentId}\u0000${s.gpuUuid}\u0000${s.name}`;
 }
 
 // The y range: percentages keep 0–100 %; anything else fits its data with
@@ -92,9 +92,16 @@ export class FamilyChart {
   // `element` is emptied and filled; onZoom(startMs, endMs) on a drag;
   // `gpus` maps a GPU UUID to its index; onHighlight(gpuUuid or null) when
   // a GPU's legend entry is hovered or clicked (the owner highlights it in
-  // every chart with setHighlight).
-  constructor(element, family, { onZoom, syncKey, gpus = new Map(), onHighlight = () => {} }) {
+  // every chart with setHighlight). Summaries (summary_view.js): lineLabel
+  // (series -> {text, title}) names the lines, onPick(series) is called on
+  // a click of a line's legend entry instead of highlighting it, and
+  // relativeTime puts times since the run's start on the x axis.
+  constructor(element, family, { onZoom, syncKey, gpus = new Map(), onHighlight = () => {},
+    lineLabel = null, onPick = null, relativeTime = false }) {
     this.family = family;
+    this.lineLabel = lineLabel;
+    this.onPick = onPick;
+    this.relativeTime = relativeTime;
     this.onZoom = onZoom;
     this.syncKey = syncKey;
     this.gpus = gpus;
@@ -200,9 +207,10 @@ export class FamilyChart {
     this.element.dataset.references = this.references
       .map((v) => formatValue(v, this.unit)).join(', ');
     const lines = source
-      .map((l) => ({ ...l, key: seriesKey(l.series), label: seriesLabel(this.family, l.series, this.gpus) }))
+      .map((l) => ({ ...l, key: seriesKey(l.series),
+        label: this.lineLabel ? this.lineLabel(l.series) : seriesLabel(this.family, l.series, this.gpus) }))
       .sort((a, b) => (this.gpuIndex(a.series) ?? -1) - (this.gpuIndex(b.series) ?? -1) ||
-        a.label.text.localeCompare(b.label.text));
+        a.label.text.localeCompare(b.label.text, 'en', { numeric: true }));
     let points = 0;
     const times = new Set();
     for (const line of lines) {
@@ -273,7 +281,8 @@ export class FamilyChart {
     this.body.innerHTML = '';
     const unit = this.unit;
     const format = (v) => formatValue(v, unit);
-    const series = [{ value: (u, v) => (v === null ? '–' : formatTime(v * 1000)) }];
+    const when = (ms) => (this.relativeTime ? `+${formatDuration(ms)}` : formatTime(ms));
+    const series = [{ value: (u, v) => (v === null ? '–' : when(v * 1000)) }];
     const many = lines.length > MANY_LINES;
     const range = (low, high) => formatRange(low, high, unit);
     const bands = [];
@@ -309,7 +318,7 @@ export class FamilyChart {
       bands,
       scales: {
         x: {
-          time: true,
+          time: !this.relativeTime,
           // A lone point (a fresh trial's first seconds, an agent that died
           // early): a minute either side. uPlot widens it to 1000 days (its
           // one day, taken as milliseconds) before asking here.
@@ -326,8 +335,9 @@ export class FamilyChart {
       axes: [
         {
           space: TICK_SPACE_PX,
-          values: (u, splits, axis, space, incr) =>
-            formatTimeTicks(splits.map((s) => s * 1000), incr * 1000),
+          values: (u, splits, axis, space, incr) => (this.relativeTime
+            ? splits.map((s) => formatDuration(s * 1000))
+            : formatTimeTicks(splits.map((s) => s * 1000), incr * 1000)),
         },
         {
           size: VALUE_AXIS_PX,
@@ -464,6 +474,10 @@ export class FamilyChart {
       row.addEventListener('mouseleave', () => this.announce(this.sticky));
       row.addEventListener('click', (e) => {
         e.stopPropagation();
+        if (this.onPick) {
+          this.onPick(line.series);
+          return;
+        }
         this.sticky = this.sticky === target ? null : target;
         this.announce(this.sticky);
       }, true);

@@ -1,5 +1,6 @@
 // The page's router: "#/" is the trial list, "#/trials/<id>" a trial's
-// profiler view. Each view returns a function that stops what it started
+// profiler view ("?agent=<id>" picks the agent shown), "#/trials/<id>/nodes"
+// every agent of a trial at once, "#/compare?trials=7,9" runs compared. Each view returns a function that stops what it started
 // (a follow stream) when the page moves on. A 401 from any call shows the
 // sign-in form in place of the view; signing in shows the view again.
 
@@ -7,6 +8,7 @@ import { getConfig } from './api.js';
 import { ProfilerView } from './profiler_view.js';
 import { takeTokenFromAddress, token, signOut } from './session.js';
 import { showSignIn } from './sign_in.js';
+import { SummaryView } from './summary_view.js';
 import { showTrialList } from './trial_list.js';
 
 const root = document.getElementById('app');
@@ -18,9 +20,20 @@ async function route() {
   closeView();
   closeView = () => {};
   if (config === null) config = await getConfig();
-  const match = location.hash.match(/^#\/trials\/(\d+)$/);
-  if (match) {
-    const view = new ProfilerView(root, Number(match[1]), config);
+  const match = location.hash.match(/^#\/trials\/(\d+)(?:\?agent=([^&]*))?$/);
+  const nodes = location.hash.match(/^#\/trials\/(\d+)\/nodes$/);
+  const compare = location.hash.match(/^#\/compare\?trials=([\d,]*)$/);
+  if (nodes || compare) {
+    const ids = nodes ? [Number(nodes[1])]
+      : [...new Set(compare[1].split(',').filter(Boolean).map(Number))];
+    const view = new SummaryView(root, nodes ? 'nodes' : 'compare', ids);
+    window.profiler = view;
+    closeView = () => view.close();
+    crumb.textContent = nodes ? `› Trial ${ids[0]} › All agents` : `› Compare ${ids.join(', ')}`;
+    await view.start();
+  } else if (match) {
+    const agent = match[2] === undefined ? undefined : decodeURIComponent(match[2]);
+    const view = new ProfilerView(root, Number(match[1]), config, agent);
     // For the browser test and for looking at the charts from the console.
     window.profiler = view;
     closeView = () => view.close();

@@ -36,9 +36,11 @@ function option(value, text, title = '') {
 }
 
 export class ProfilerView {
-  constructor(root, trialId, config) {
+  // `agent`: the agent to show first (else the first by name).
+  constructor(root, trialId, config, agent) {
     this.root = root;
     this.trialId = trialId;
+    this.initialAgent = agent;
     this.config = config;
     this.charts = new Map();  // family id -> FamilyChart
     this.zoom = null;  // {startMs, endMs} while zoomed in
@@ -70,7 +72,8 @@ export class ProfilerView {
     if (this.closed) return;
     this.series = listed.series || [];
     this.renderFrame();
-    this.pickAgent(this.agents()[0]);
+    this.pickAgent(this.agents().includes(this.initialAgent) ? this.initialAgent
+      : this.agents()[0]);
     this.pollActivity();
   }
 
@@ -134,7 +137,12 @@ export class ProfilerView {
     this.liveText.id = 'live';
     this.agentStatus = document.createElement('span');
     this.agentStatus.id = 'agent-status';
-    controls.append(agentLabel, gpuLabel, this.resetButton, this.windowText, downloads,
+    this.nodesLink = document.createElement('a');
+    this.nodesLink.id = 'all-agents';
+    this.nodesLink.href = `#/trials/${this.trialId}/nodes`;
+    this.nodesLink.textContent = 'All agents';
+    this.nodesLink.title = 'Every agent of this trial at once, one line each';
+    controls.append(agentLabel, this.nodesLink, gpuLabel, this.resetButton, this.windowText, downloads,
       this.agentStatus, this.liveText);
     if (this.config.grafanaUrl) {
       const link = document.createElement('a');

@@ -1,11 +1,13 @@
 // The trial list: every trial with its state, newest first, 50 a page,
 // each linking to its profiler view, with when its agents last reported
 // and how many of an ACTIVE trial's agents are stale (quiet longer than
-// the server's --stale-after).
+// the server's --stale-after). Ticking up to 8 trials and "Compare" opens
+// them side by side (summary_view.js).
 
 import { listTrials } from './api.js';
 import { formatDuration, formatTime } from './format.js';
 import { showError } from './messages.js';
+import { MAX_COMPARED } from './summary_view.js';
 
 // "3 agents", "1 of 3 agents stale", or empty for a trial without samples.
 function agentsText(agents) {
@@ -24,6 +26,7 @@ function row(trial) {
   const created = Date.parse(trial.createdAt);
   const ended = trial.endedAt ? Date.parse(trial.endedAt) : null;
   const cells = [
+    `<input type="checkbox" class="compare" value="${trial.id}" aria-label="Compare trial ${trial.id}">`,
     `<a href="#/trials/${trial.id}">Trial ${trial.id}</a>`,
     `<span class="state state-${trial.state.toLowerCase()}">${trial.state}</span>`,
     formatTime(created),
@@ -59,12 +62,27 @@ export async function showTrialList(root) {
   root.innerHTML = '<h1>Trials</h1>';
   const table = document.createElement('table');
   table.className = 'trials';
-  table.innerHTML = '<thead><tr><th>Trial</th><th>State</th><th>Started</th>' +
+  table.innerHTML = '<thead><tr><th></th><th>Trial</th><th>State</th><th>Started</th>' +
     '<th>Ended</th><th>Duration</th><th>Agents</th><th>Last sample</th></tr></thead>';
   const body = document.createElement('tbody');
   trials.forEach((t) => body.append(row(t)));
   table.append(body);
-  root.append(table);
+  const compare = document.createElement('button');
+  compare.id = 'compare';
+  const ticked = () => [...body.querySelectorAll('input.compare:checked')].map((c) => c.value);
+  const update = () => {
+    const n = ticked().length;
+    compare.textContent = n ? `Compare ${n} trial${n === 1 ? '' : 's'}` : 'Compare';
+    compare.disabled = n === 0 || n > MAX_COMPARED;
+    compare.title = n > MAX_COMPARED ? `At most ${MAX_COMPARED} trials at once`
+      : 'Tick trials to lay their charts over each other';
+  };
+  body.addEventListener('change', update);
+  compare.addEventListener('click', () => {
+    location.hash = `#/compare?trials=${ticked().join(',')}`;
+  });
+  update();
+  root.append(compare, table);
 
   let last = trials[trials.length - 1].id;
   if (trials.length === 50) {

@@ -67,6 +67,12 @@ const GIB = 2 ** 30;
 // an inventory each: gpu-node has NVML, cpu-node says why it has not. GPU 1's
 // memory is full for one sample (the spike of the memory-used share).
 const GPU_TRIAL = 46;
+// COMPLETED: two hours of four 2-GPU nodes at one sample a minute; node-2's
+// GPU 1 stalls (0 %) for one sample.
+const NODES_TRIAL = 47;
+const NODES = ['node-0', 'node-1', 'node-2', 'node-3'];
+const NODES_INSTANTS = 120;
+const NODES_STALL = 60;
 const GPU_INSTANTS = DAY_MS / STEP_MS;
 const GPU_SPIKE = 700;
 const GPU_TOTAL = 80 * GIB;
@@ -265,6 +271,24 @@ async function seedNvml(server, startMs) {
   await server.call('PATCH', `/api/v1/trials/${GPU_TRIAL}`, { state: 'COMPLETED' });
 }
 
+async function seedNodes(server, startMs) {
+  await server.call('POST', '/api/v1/trials', { id: NODES_TRIAL });
+  for (const [n, agent] of NODES.entries()) {
+    const reports = [];
+    for (let k = 0; k < NODES_INSTANTS; k++) {
+      const gpu = (g) => (n === 2 && g === 1 && k === NODES_STALL ? 0 : 70 + 10 * noise(k, 4 * n + g));
+      reports.push({ time: new Date(startMs + k * STEP_MS + n * 1000).toISOString(),
+        values: [40 + 10 * noise(k, 30 + n), gpu(0), gpu(1)] });
+    }
+    await server.call('POST', `/api/v1/trials/${NODES_TRIAL}/metrics/system`, {
+      batch: { agentId: agent, reports, series: [SERIES[CPU_SERIES],
+        { name: 'gpu_util', gpuUuid: `GPU-${agent}-0`, unit: 'percent' },
+        { name: 'gpu_util', gpuUuid: `GPU-${agent}-1`, unit: 'percent' }] },
+    });
+  }
+  await server.call('PATCH', `/api/v1/trials/${NODES_TRIAL}`, { state: 'COMPLETED' });
+}
+
 async function seed(server, startMs) {
   await server.call('POST', '/api/v1/trials', { id: DONE_TRIAL });
   await server.call('POST', '/api/v1/trials', { id: RUN_TRIAL });
@@ -279,6 +303,7 @@ async function seed(server, startMs) {
   await sendReports(server, FRESH_TRIAL, now - 29000, 30, 1000, (k) => valuesAt(k * 37));
   await seedExtremes(server, startMs);
   await seedNvml(server, startMs);
+  await seedNodes(server, startMs);
   await server.call('POST', '/api/v1/trials', { id: STALE_TRIAL });
   for (const [agent, ageMs] of [['agent-gone', 3600000], ['agent-live', 0]]) {
     await server.call('POST', `/api/v1/trials/${STALE_TRIAL}/metrics/system`, {
@@ -388,7 +413,7 @@ describe('profiler page', { timeout: 180000 }, () => {
       /Trial 41\s+COMPLETED/);
     const ids = await page.locator('tr[data-trial-id]').evaluateAll(
       (rows) => rows.map((r) => Number(r.dataset.trialId)));
-    assert.deepEqual(ids, [GPU_TRIAL, EXTREMES_TRIAL, FRESH_TRIAL, STALE_TRIAL, RUN_TRIAL,
+    assert.deepEqual(ids, [NODES_TRIAL, GPU_TRIAL, EXTREMES_TRIAL, FRESH_TRIAL, STALE_TRIAL, RUN_TRIAL,
       DONE_TRIAL]);  // newest first
     // How many of an ACTIVE trial's agents are stale, and the last sample.
     assert.match(await running.innerText(), /\b1 agent\s+[A-Z][a-z]{2} \d+, \d\d:\d\d:\d\d/);
@@ -833,6 +858,80 @@ describe('profiler page', { timeout: 180000 }, () => {
     assert.equal(await page.locator('details.family-group').evaluate((d) => d.open), false);
     await page.locator('details.family-group summary').click();
     assert.equal(await page.locator('details.family-group').evaluate((d) => d.open), true);
+  });
+
+  it('shows every agent of a trial at once, a stalled GPU in its node\'s minimum, a click opening the node', async () => {
+    await page.evaluate((id) => { location.hash = `#/trials/${id}`; }, NODES_TRIAL);
+    await page.locator('#all-agents').click();
+    await page.waitForFunction((id) => location.hash === `#/trials/${id}/nodes`, NODES_TRIAL);
+    for (const family of ['gpu_util', 'cpu']) {
+      await page.locator(`section[data-family="${family}"][data-state="ready"]`).waitFor({ timeout: 15000 });
+    }
+    const lines = await page.evaluate(() => {
+      const chart = window.profiler.charts.get('gpu_util');
+      return chart.shown.map((line, i) => ({ label: line.label.text,
+        lowest: Math.min(...chart.plot.data[3 + 3 * i].filter((v) => v !== null)) }));
+    });
+    assert.deepEqual(lines.map((l) => l.label), NODES);
+    for (const line of lines) {
+      assert.equal(line.lowest === 0, line.label === 'node-2', JSON.stringify(line));
+    }
+    // The stall is a whisker leaving node-2's line.
+    assert.ok(Number(await page.locator('section[data-family="gpu_util"]')
+      .getAttribute('data-extremes')) >= 1);
+    await page.screenshot({ path: path.join(artifactDir, 'all_agents.png') });
+    // One GPU of each node: GPU 0 never stalled.
+    await page.selectOption('#gpu-index', '0');
+    await page.waitForFunction(() => {
+      const chart = window.profiler.charts.get('gpu_util');
+      return chart.element.dataset.state === 'ready' &&
+        Math.min(...chart.plot.data[3 + 6].filter((v) => v !== null)) > 0;
+    }, null, { timeout: 15000 });
+    await page.locator('section[data-family="gpu_util"] .u-legend .u-series[data-series="node-1"]').click();
+    await page.waitForFunction((id) => location.hash === `#/trials/${id}?agent=node-1`, NODES_TRIAL);
+    await page.waitForFunction(() => window.profiler.agent === 'node-1' &&
+      document.querySelector('#agent').value === 'node-1');
+  });
+
+  it('compares runs chosen in the trial list, relative to their starts or on wall-clock time', async () => {
+    await page.evaluate(() => { location.hash = '#/'; });
+    await page.locator(`tr[data-trial-id="${EXTREMES_TRIAL}"] input.compare`).check();
+    await page.locator(`tr[data-trial-id="${RUN_TRIAL}"] input.compare`).check();
+    assert.equal(await page.locator('#compare').innerText(), 'Compare 2 trials');
+    await page.locator('#compare').click();
+    await page.waitForFunction((ids) => location.hash === `#/compare?trials=${ids}`,
+      `${EXTREMES_TRIAL},${RUN_TRIAL}`);
+    const ready = () => page.locator('section[data-family="gpu_util"][data-state="ready"]')
+      .waitFor({ timeout: 15000 });
+    await ready();
+    const facts = () => page.evaluate(() => {
+      const chart = window.profiler.charts.get('gpu_util');
+      return { labels: chart.shown.map((l) => l.label.text), xs: chart.plot.data[0],
+        resolutionMs: chart.resolutionMs,
+        lowest: chart.shown.map((_, i) => Math.min(...chart.plot.data[3 + 3 * i].filter((v) => v !== null))),
+        highest: chart.shown.map((_, i) => Math.max(...chart.plot.data[2 + 3 * i].filter((v) => v !== null))) };
+    });
+    let f = await facts();
+    assert.deepEqual(f.labels, [`Trial ${RUN_TRIAL}`, `Trial ${EXTREMES_TRIAL}`]);
+    assert.equal(f.xs[0], 0);  // both from their starts
+    assert.ok(f.xs[f.xs.length - 1] < 8 * 86400, f.xs[f.xs.length - 1]);
+    // Planted in trial 45 on single GPUs of eight: they stay in the band.
+    assert.equal(f.lowest[1], 0);
+    assert.equal(f.highest[1], 100);
+    assert.equal(f.highest[0], 100);  // trial 42's one-sample spike
+    await page.screenshot({ path: path.join(artifactDir, 'compare_runs.png') });
+
+    const week = f.resolutionMs;
+    await dragAcross(page, 'gpu_util', 0.2, 0.3);
+    await page.waitForFunction((r) => window.profiler.charts.get('gpu_util').resolutionMs < r
+      && window.profiler.charts.get('gpu_util').element.dataset.state === 'ready', week);
+    f = await facts();
+    assert.equal(f.labels.length, 2);  // every trial refetched
+    await page.locator('#reset-zoom').click();
+    await page.selectOption('#time-axis', 'wall');
+    await page.waitForFunction(() => window.profiler.charts.get('gpu_util').plot &&
+      window.profiler.charts.get('gpu_util').plot.data[0][0] > 1.7e9);
+    await ready();
   });
 
   it('charts a window whose raw rows retention removed from buckets, and says so', async () => {
