@@ -4,12 +4,17 @@
 // about 15 million values) and a 5-minute trial of the same shape. Headless
 // Chromium (Debian's, through playwright-core, as the browser test) loads
 // each trial's profiler view once to warm up, then `--loads` times, timing
-// navigation to every chart drawn. Prints a table, then one JSON object as
-// the last line: {"week_load_p50_ms", "five_min_load_p50_ms", "ratio",
-// "week_bytes"} (week_bytes: the API answers one week load moved, follow
-// stream excluded).
+// navigation to every chart drawn. Then the summary views against their
+// baselines, in the same run: a trial of `--nodes` agents (16) of the same
+// shape, its all-agents view against one agent's view of it; and `--compare`
+// (8) week-long trials compared against one of them alone. Prints a table,
+// then one JSON object as the last line: {"week_load_p50_ms",
+// "five_min_load_p50_ms", "ratio", "week_bytes", "nodes_ratio",
+// "compare_ratio", and each view's p50} (week_bytes: the API answers one
+// week load moved, follow stream excluded).
 //
 // Usage: node page_bench.js METRICSD PAGE_SEED [--loads=N] [--days=D]
+//   [--nodes=N] [--compare=N] (0 leaves that part out)
 
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -31,8 +36,12 @@ if (!metricsdPath || !seedPath) {
 }
 const LOADS = flag('loads', 10);
 const DAYS = flag('days', 7);
+const NODES = flag('nodes', 16);
+const COMPARED = flag('compare', 8);
 const WEEK_TRIAL = 1;
 const FIVE_MIN_TRIAL = 2;
+const NODES_TRIAL = 3;
+const OTHER_WEEKS = 10;  // trials 10, 11, ...: compared with the week trial
 const webRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'web');
 
 function percentile(values, p) {
@@ -65,17 +74,18 @@ async function startMetricsd(db) {
   return { proc, exited, ...ports };
 }
 
-function seed(grpcPort, trial, seconds) {
+function seed(grpcPort, trial, seconds, agents = 1) {
   const t0 = Date.now();
   execFileSync(seedPath, [`--target=127.0.0.1:${grpcPort}`, `--trial=${trial}`,
-    `--seconds=${seconds}`], { stdio: 'inherit' });
+    `--seconds=${seconds}`, `--agents=${agents}`], { stdio: 'inherit' });
   const s = (Date.now() - t0) / 1000;
-  console.log(`  trial ${trial}: ${seconds} s at 1 Hz, ${seconds * 25} values, loaded in ${s.toFixed(1)} s`);
+  console.log(`  trial ${trial}: ${agents} agent(s), ${seconds} s at 1 Hz, ` +
+    `${agents * seconds * 25} values, loaded in ${s.toFixed(1)} s`);
 }
 
 // One load of a trial's view: from navigation to every chart drawn. Returns
 // {ms, bytes, charts}.
-async function loadOnce(page, base, trial) {
+async function loadOnce(page, base, view) {
   await page.goto('about:blank');
   let bytes = 0;
   const pending = [];
@@ -85,7 +95,7 @@ async function loadOnce(page, base, trial) {
   };
   page.on('requestfinished', onFinished);
   const t0 = performance.now();
-  await page.goto(`${base}/#/trials/${trial}`);
+  await page.goto(`${base}/${typeof view === 'number' ? `#/trials/${view}` : view}`);
   const charts = await page.waitForFunction(() => {
     const sections = [...document.querySelectorAll('section.chart')];
     return window.profiler && window.profiler.charts.size > 0 &&
@@ -110,6 +120,9 @@ async function main() {
     console.log('seeding through gRPC ingest ...');
     seed(server.grpc, WEEK_TRIAL, DAYS * 86400);
     seed(server.grpc, FIVE_MIN_TRIAL, 300);
+    if (NODES > 0) seed(server.grpc, NODES_TRIAL, DAYS * 86400, NODES);
+    const others = Array.from({ length: Math.max(0, COMPARED - 1) }, (_, i) => OTHER_WEEKS + i);
+    for (const trial of others) seed(server.grpc, trial, DAYS * 86400);
     context = await chromium.launchPersistentContext(userDataDir, {
       executablePath: '/usr/bin/chromium',
       headless: true,
@@ -119,7 +132,15 @@ async function main() {
     });
     const page = context.pages()[0] || await context.newPage();
     const results = {};
-    for (const [name, trial] of [['week', WEEK_TRIAL], ['five_min', FIVE_MIN_TRIAL]]) {
+    // Each summary view beside its baseline, loads alternated.
+    const views = [['week', WEEK_TRIAL], ['five_min', FIVE_MIN_TRIAL]];
+    if (NODES > 0) {
+      views.push(['one_agent', NODES_TRIAL], ['all_agents', `#/trials/${NODES_TRIAL}/nodes`]);
+    }
+    if (COMPARED > 1) {
+      views.push(['compare', `#/compare?trials=${[WEEK_TRIAL, ...others].join(',')}`]);
+    }
+    for (const [name, trial] of views) {
       await loadOnce(page, base, trial);  // warm-up
       const runs = [];
       for (let i = 0; i < LOADS; i++) runs.push(await loadOnce(page, base, trial));
@@ -133,14 +154,25 @@ async function main() {
         `${percentile(ms, 0.95).toFixed(0).padStart(8)} ${Math.max(...ms).toFixed(0).padStart(8)} ` +
         `${String(runs[0].charts).padStart(8)} ${String(runs[0].bytes).padStart(11)}`);
     }
-    const week = percentile(results.week.map((r) => r.ms), 0.5);
-    const fiveMin = percentile(results.five_min.map((r) => r.ms), 0.5);
-    console.log(JSON.stringify({
+    const p50 = (name) => percentile(results[name].map((r) => r.ms), 0.5);
+    const week = p50('week');
+    const fiveMin = p50('five_min');
+    const summary = {
       week_load_p50_ms: Math.round(week),
       five_min_load_p50_ms: Math.round(fiveMin),
       ratio: Number((week / fiveMin).toFixed(2)),
       week_bytes: results.week[0].bytes,
-    }));
+    };
+    if (results.all_agents) {
+      summary.one_agent_p50_ms = Math.round(p50('one_agent'));
+      summary.all_agents_p50_ms = Math.round(p50('all_agents'));
+      summary.nodes_ratio = Number((p50('all_agents') / p50('one_agent')).toFixed(2));
+    }
+    if (results.compare) {
+      summary.compare_p50_ms = Math.round(p50('compare'));
+      summary.compare_ratio = Number((p50('compare') / week).toFixed(2));
+    }
+    console.log(JSON.stringify(summary));
   } finally {
     if (context) await context.close();
     rmSync(userDataDir, { recursive: true, force: true });
