@@ -38,6 +38,19 @@ bool Selected(const std::vector<std::string>& wanted, const std::string& v) {
 
 }  // namespace
 
+void AppendBucket(SeriesData& out, int64_t bucket_start_us, const RollupStats& s) {
+  out.bucket_start_us.push_back(bucket_start_us);
+  out.count.push_back(s.count);
+  out.sum.push_back(s.sum);
+  out.min.push_back(s.min);
+  out.max.push_back(s.max);
+  out.mean.push_back(s.sum / static_cast<double>(s.count));
+  out.first_time_us.push_back(s.first_time_us);
+  out.first_value.push_back(s.first_value);
+  out.last_time_us.push_back(s.last_time_us);
+  out.last_value.push_back(s.last_value);
+}
+
 absl::Status ValidateWindowAndSelection(const QueryRequest& request) {
   if (request.start && request.end && *request.start >= *request.end) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -87,19 +100,6 @@ absl::StatusOr<Selection> SelectSeries(storage::ChartReads& reads, const QueryRe
 
 namespace {
 
-void Append(SeriesData& out, int64_t bucket_start, const RollupStats& s) {
-  out.bucket_start_us.push_back(bucket_start);
-  out.count.push_back(s.count);
-  out.sum.push_back(s.sum);
-  out.min.push_back(s.min);
-  out.max.push_back(s.max);
-  out.mean.push_back(s.sum / static_cast<double>(s.count));
-  out.first_time_us.push_back(s.first_time_us);
-  out.first_value.push_back(s.first_value);
-  out.last_time_us.push_back(s.last_time_us);
-  out.last_value.push_back(s.last_value);
-}
-
 // Merges stored rollup rows into the answer's buckets as the store hands
 // them over. Rows come ordered by agent and bucket start, so each series'
 // buckets arrive in order: only the bucket being filled is held, and a
@@ -138,7 +138,7 @@ class BucketMerger : public storage::RollupSink {
         open->stats.Merge(stats);
         continue;
       }
-      if (open) Append(out_[it->second], open->start, open->stats);
+      if (open) AppendBucket(out_[it->second], open->start, open->stats);
       open = OpenBucket{bucket, stats};
     }
   }
@@ -146,7 +146,7 @@ class BucketMerger : public storage::RollupSink {
   // Appends the buckets still being filled; call once, after the read.
   void Finish() {
     for (size_t i = 0; i < out_.size(); ++i) {
-      if (open_[i]) Append(out_[i], open_[i]->start, open_[i]->stats);
+      if (open_[i]) AppendBucket(out_[i], open_[i]->start, open_[i]->stats);
     }
   }
 
@@ -200,7 +200,7 @@ void AnswerFromRawSamples(const QueryRequest& request, const Plan& plan,
         if (s.time_us < result.start_us || s.time_us >= result.end_us) continue;
         RollupStats point;
         point.Add(s.time_us, s.value);
-        Append(out, s.time_us, point);
+        AppendBucket(out, s.time_us, point);
       }
       continue;
     }
@@ -209,7 +209,7 @@ void AnswerFromRawSamples(const QueryRequest& request, const Plan& plan,
     for (const storage::Sample& s : samples[i]) {
       bucketed[storage::AlignDown(s.time_us, plan.bucket_us)].Add(s.time_us, s.value);
     }
-    for (const auto& [start, stats] : bucketed) Append(out, start, stats);
+    for (const auto& [start, stats] : bucketed) AppendBucket(out, start, stats);
   }
 }
 

@@ -62,6 +62,9 @@ struct SeriesData {
   std::vector<double> last_value;
 };
 
+// Appends one bucket (its start and stats) to `out`'s columns.
+void AppendBucket(SeriesData& out, int64_t bucket_start_us, const storage::RollupStats& stats);
+
 struct QueryResult {
   // The window answered (after defaults); both 0 when nothing is stored.
   int64_t start_us = 0;

@@ -227,18 +227,8 @@ class TrialPools : public storage::RollupSink {
       data.resolution_us = grid_.bucket_us;
       for (size_t slot = 0; slot < slots_; ++slot) {
         if (!pool.filled[slot]) continue;
-        const RollupStats& b = pool.buckets[slot];
-        data.bucket_start_us.push_back(grid_.read_from_us +
-                                       static_cast<int64_t>(slot) * grid_.bucket_us);
-        data.count.push_back(b.count);
-        data.sum.push_back(b.sum);
-        data.min.push_back(b.min);
-        data.max.push_back(b.max);
-        data.mean.push_back(b.sum / static_cast<double>(b.count));
-        data.first_time_us.push_back(b.first_time_us);
-        data.first_value.push_back(b.first_value);
-        data.last_time_us.push_back(b.last_time_us);
-        data.last_value.push_back(b.last_value);
+        AppendBucket(data, grid_.read_from_us + static_cast<int64_t>(slot) * grid_.bucket_us,
+                     pool.buckets[slot]);
       }
       if (!data.bucket_start_us.empty()) out.push_back(std::move(summary));
     }

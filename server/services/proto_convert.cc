@@ -196,17 +196,23 @@ void SeriesDataToProto(const query::SeriesData& data,
                                     data.last_value.end());
 }
 
+// An answer's view, window (none when empty) and raw_expired.
+void AnswerHeadToProto(v1::QuerySeriesRequest::View view, int64_t start_us, int64_t end_us,
+                       bool raw_expired, v1::QuerySeriesResponse* proto) {
+  proto->set_view(view);
+  proto->set_raw_expired(raw_expired);
+  if (end_us > start_us) {
+    MicrosToProto(start_us, proto->mutable_start());
+    MicrosToProto(end_us, proto->mutable_end());
+  }
+}
+
 }  // namespace
 
 void QueryResultToProto(const query::QueryResult& result,
                         v1::QuerySeriesRequest::View view,
                         v1::QuerySeriesResponse* proto) {
-  proto->set_view(view);
-  proto->set_raw_expired(result.raw_expired);
-  if (result.end_us > result.start_us) {
-    MicrosToProto(result.start_us, proto->mutable_start());
-    MicrosToProto(result.end_us, proto->mutable_end());
-  }
+  AnswerHeadToProto(view, result.start_us, result.end_us, result.raw_expired, proto);
   for (const query::SeriesData& data : result.series) {
     SeriesDataToProto(data, view, proto->add_series());
   }
@@ -241,12 +247,7 @@ absl::Status CheckGroup(v1::SummarizeSeriesRequest::Group group) {
 void SummaryToProto(const query::SummaryResult& result,
                     v1::QuerySeriesRequest::View view,
                     v1::QuerySeriesResponse* proto) {
-  proto->set_view(view);
-  proto->set_raw_expired(result.raw_expired);
-  if (result.end_us > result.start_us) {
-    MicrosToProto(result.start_us, proto->mutable_start());
-    MicrosToProto(result.end_us, proto->mutable_end());
-  }
+  AnswerHeadToProto(view, result.start_us, result.end_us, result.raw_expired, proto);
   for (const query::SummarySeries& s : result.series) {
     v1::SeriesBuckets* out = proto->add_series();
     SeriesDataToProto(s.data, view, out);

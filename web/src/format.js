@@ -201,3 +201,10 @@ export function formatTimeTicks(splitsMs, stepMs) {
     return newDay ? `${clock}\n${day}` : clock;
   });
 }
+
+// A zoom window of at least `minMs`, around the middle of the one dragged.
+export function widenedWindow(startMs, endMs, minMs) {
+  if (endMs - startMs >= minMs) return { startMs, endMs };
+  const start = Math.floor((startMs + endMs) / 2 - minMs / 2);
+  return { startMs: start, endMs: start + minMs };
+}

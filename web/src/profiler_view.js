@@ -10,7 +10,7 @@
 import { downloadExport, followSeries, getTrial, listSeries, querySeries } from './api.js';
 import { FamilyChart, VALUE_AXIS_PX } from './chart.js';
 import { GROUPS, familiesFor, gpuIndexes } from './families.js';
-import { formatDuration, formatHardware, formatTime, formatValue } from './format.js';
+import { formatDuration, formatHardware, formatTime, formatValue, widenedWindow } from './format.js';
 import { sentence, showError } from './messages.js';
 
 const RETRY_MS = 3000;
@@ -428,12 +428,7 @@ export class ProfilerView {
   }
 
   zoomTo(startMs, endMs) {
-    if (endMs - startMs < MIN_WINDOW_MS) {
-      const middle = (startMs + endMs) / 2;
-      startMs = Math.floor(middle - MIN_WINDOW_MS / 2);
-      endMs = startMs + MIN_WINDOW_MS;
-    }
-    this.zoom = { startMs, endMs };
+    this.zoom = widenedWindow(startMs, endMs, MIN_WINDOW_MS);
     this.resetButton.hidden = false;
     this.load();
   }

@@ -10,7 +10,7 @@
 import { summarize } from './api.js';
 import { FamilyChart, VALUE_AXIS_PX } from './chart.js';
 import { displayName, familiesFor } from './families.js';
-import { formatDuration, formatTime } from './format.js';
+import { formatDuration, formatTime, widenedWindow } from './format.js';
 import { sentence, showError } from './messages.js';
 
 export const MAX_COMPARED = 8;
@@ -251,12 +251,7 @@ export class SummaryView {
   }
 
   zoomTo(startMs, endMs) {
-    if (endMs - startMs < MIN_WINDOW_MS) {
-      const middle = (startMs + endMs) / 2;
-      startMs = Math.floor(middle - MIN_WINDOW_MS / 2);
-      endMs = startMs + MIN_WINDOW_MS;
-    }
-    this.zoom = { startMs, endMs };
+    this.zoom = widenedWindow(startMs, endMs, MIN_WINDOW_MS);
     this.resetButton.hidden = false;
     this.load();
   }

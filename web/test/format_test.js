@@ -4,7 +4,7 @@ import { test } from 'node:test';
 
 import {
   byteTickSteps, formatDuration, formatRange, formatResolution, formatTicks, formatTime, formatTimeTicks,
-  formatHardware, formatValue,
+  formatHardware, formatValue, widenedWindow,
 } from '../src/format.js';
 
 test('percent, bytes and bytes/s', () => {
@@ -91,4 +91,9 @@ test('hardware in one line', () => {
     '1 × NVIDIA H100 80GB HBM3 (MIG on 1); 1 × CPU, 4 threads');
   assert.equal(formatHardware({ gpuStatus: 'NVML not available: x' }), '');
   assert.equal(formatHardware(undefined), '');
+});
+
+test('a zoom narrower than the least window widens around its middle', () => {
+  assert.deepEqual(widenedWindow(5000, 9000, 1000), { startMs: 5000, endMs: 9000 });
+  assert.deepEqual(widenedWindow(5000, 5200, 1000), { startMs: 4600, endMs: 5600 });
 });
