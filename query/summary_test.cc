@@ -120,6 +120,14 @@ class SummaryTest : public ::testing::Test {
     Seed(12, kT12, 1, kSeconds / 2);
     ASSERT_OK(S().store->CreateTrial(13, Deadline()));  // no data
   }
+
+  // The store's threads stop before the process's statics go (libpqxx's
+  // among them, which its change listener still reads).
+  static void TearDownTestSuite() {
+    S().engine.reset();
+    S().store.reset();
+    S().db.reset();
+  }
 };
 
 struct Expected {
