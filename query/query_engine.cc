@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/btree_map.h"
@@ -69,6 +70,31 @@ bool IsSelected(const QueryRequest& request, const storage::SeriesInfo& series) 
          Selected(request.gpu_uuids, series.gpu_uuid);
 }
 
+void WidenExtent(std::optional<int64_t>& first_us, std::optional<int64_t>& last_us,
+                 const storage::SeriesInfo& series) {
+  if (!series.first_time_us) return;
+  first_us = std::min(first_us.value_or(*series.first_time_us), *series.first_time_us);
+  last_us = std::max(last_us.value_or(*series.last_time_us), *series.last_time_us);
+}
+
+std::pair<int64_t, int64_t> WindowOf(const std::optional<absl::Time>& start,
+                                     const std::optional<absl::Time>& end,
+                                     std::optional<int64_t> first_us,
+                                     std::optional<int64_t> last_us) {
+  std::pair<int64_t, int64_t> window{0, 0};
+  if (start) {
+    window.first = absl::ToUnixMicros(*start);
+  } else if (first_us) {
+    window.first = *first_us;
+  }
+  if (end) {
+    window.second = absl::ToUnixMicros(*end);
+  } else if (last_us) {
+    window.second = *last_us + 1;
+  }
+  return window;
+}
+
 absl::StatusOr<Selection> SelectSeries(storage::ChartReads& reads, const QueryRequest& request,
                                        absl::Time deadline) {
   RETURN_IF_ERROR(ValidateWindowAndSelection(request));
@@ -79,22 +105,11 @@ absl::StatusOr<Selection> SelectSeries(storage::ChartReads& reads, const QueryRe
   std::optional<int64_t> first, last;
   for (SeriesInfo& s : all) {
     if (!IsSelected(request, s)) continue;
-    if (s.first_time_us) {
-      first = std::min(first.value_or(*s.first_time_us), *s.first_time_us);
-      last = std::max(last.value_or(*s.last_time_us), *s.last_time_us);
-    }
+    WidenExtent(first, last, s);
     selection.series.push_back(std::move(s));
   }
-  if (request.start) {
-    selection.from_us = absl::ToUnixMicros(*request.start);
-  } else if (first) {
-    selection.from_us = *first;
-  }
-  if (request.end) {
-    selection.to_us = absl::ToUnixMicros(*request.end);
-  } else if (last) {
-    selection.to_us = *last + 1;
-  }
+  std::tie(selection.from_us, selection.to_us) =
+      WindowOf(request.start, request.end, first, last);
   return selection;
 }
 

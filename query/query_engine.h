@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -90,6 +91,17 @@ struct Selection {
   int64_t from_us = 0;
   int64_t to_us = 0;
 };
+
+// Widens [first, last] to take in `series`' extent (if it has one).
+void WidenExtent(std::optional<int64_t>& first_us, std::optional<int64_t>& last_us,
+                 const storage::SeriesInfo& series);
+
+// The window [from, to) a request asks for: its bounds where set, else the
+// extent [first, last + 1); 0 for an end with neither.
+std::pair<int64_t, int64_t> WindowOf(const std::optional<absl::Time>& start,
+                                     const std::optional<absl::Time>& end,
+                                     std::optional<int64_t> first_us,
+                                     std::optional<int64_t> last_us);
 
 // Checks the request (ValidateWindowAndSelection), then lists the trial's
 // series (NOT_FOUND for an unknown trial) and selects.

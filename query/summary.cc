@@ -97,20 +97,12 @@ absl::Status Validate(const SummaryRequest& r, int max_max_points) {
   return ValidateWindowAndSelection(selection);
 }
 
-// A trial's stored extent: of all its series (its start, for relative
-// time) and of the selected ones (the wall-clock window's default).
+// A trial's stored extent (its start, for relative time) and the series
+// the request selects of it.
 struct Extent {
   std::optional<int64_t> first_us, last_us;
-  std::optional<int64_t> selected_first_us, selected_last_us;
   std::vector<SeriesInfo> selected;  // with the GPU index chosen, if any
 };
-
-void Widen(std::optional<int64_t>& first, std::optional<int64_t>& last,
-           const SeriesInfo& s) {
-  if (!s.first_time_us) return;
-  first = std::min(first.value_or(*s.first_time_us), *s.first_time_us);
-  last = std::max(last.value_or(*s.last_time_us), *s.last_time_us);
-}
 
 // The pooled buckets of one summary series, on the trial's grid.
 struct Pool {
@@ -308,23 +300,23 @@ absl::StatusOr<SummaryResult> Summarize(QueryEngine& engine,
   selection.agent_ids = request.agent_ids;
 
   std::vector<Extent> extents(request.trial_ids.size());
+  // The selected series' extent across the trials: the wall-clock default.
+  std::optional<int64_t> selected_first_us, selected_last_us;
   for (size_t t = 0; t < request.trial_ids.size(); ++t) {
     ASSIGN_OR_RETURN(std::vector<SeriesInfo> series,
                      engine.ListSeries(request.trial_ids[t], deadline));
     for (const SeriesInfo& s : series) {
-      Widen(extents[t].first_us, extents[t].last_us, s);
+      WidenExtent(extents[t].first_us, extents[t].last_us, s);
       if (!IsSelected(selection, s)) continue;
       if (!s.gpu_uuid.empty() && request.gpu_index && s.gpu_index != *request.gpu_index) {
         continue;
       }
-      Widen(extents[t].selected_first_us, extents[t].selected_last_us, s);
+      WidenExtent(selected_first_us, selected_last_us, s);
       extents[t].selected.push_back(s);
     }
   }
 
   SummaryResult result;
-  // Each trial's window before alignment: [from, to) in wall-clock time.
-  std::vector<std::optional<std::pair<int64_t, int64_t>>> windows(extents.size());
   if (request.relative) {
     int64_t longest = 0;
     for (const Extent& e : extents) {
@@ -336,31 +328,9 @@ absl::StatusOr<SummaryResult> Summarize(QueryEngine& engine,
     result.end_us = request.offset_end
                         ? absl::ToInt64Microseconds(*request.offset_end)
                         : longest;
-    for (size_t t = 0; t < extents.size(); ++t) {
-      if (!extents[t].first_us) continue;
-      windows[t] = {*extents[t].first_us + result.start_us,
-                    *extents[t].first_us + result.end_us};
-    }
   } else {
-    std::optional<int64_t> first, last;
-    for (const Extent& e : extents) {
-      if (!e.selected_first_us) continue;
-      first = std::min(first.value_or(*e.selected_first_us), *e.selected_first_us);
-      last = std::max(last.value_or(*e.selected_last_us), *e.selected_last_us);
-    }
-    if (request.start) {
-      result.start_us = absl::ToUnixMicros(*request.start);
-    } else if (first) {
-      result.start_us = *first;
-    }
-    if (request.end) {
-      result.end_us = absl::ToUnixMicros(*request.end);
-    } else if (last) {
-      result.end_us = *last + 1;
-    }
-    for (size_t t = 0; t < extents.size(); ++t) {
-      windows[t] = {result.start_us, result.end_us};
-    }
+    std::tie(result.start_us, result.end_us) =
+        WindowOf(request.start, request.end, selected_first_us, selected_last_us);
   }
   if (result.start_us >= result.end_us) {  // nothing stored
     result.start_us = result.end_us = 0;
@@ -375,17 +345,17 @@ absl::StatusOr<SummaryResult> Summarize(QueryEngine& engine,
     result.series.clear();
     result.resolution_us = width;
     absl::Status failed;
-    for (size_t t = 0; t < windows.size() && failed.ok(); ++t) {
-      if (!windows[t]) continue;
+    for (size_t t = 0; t < extents.size() && failed.ok(); ++t) {
+      if (extents[t].selected.empty() || !extents[t].first_us) continue;
       int64_t origin = 0;
-      int64_t from = windows[t]->first, to = windows[t]->second;
+      int64_t from = result.start_us, to = result.end_us;
       if (request.relative) {
         // Aligning moves the start back by less than a bucket: the window
         // still ends where the run's offset_end is.
         origin = storage::AlignDown(*extents[t].first_us, width);
         from = origin + result.start_us;
+        to = *extents[t].first_us + result.end_us;
       }
-      if (extents[t].selected.empty()) continue;
       QueryRequest query = selection;
       query.trial_id = request.trial_ids[t];
       query.start = absl::FromUnixMicros(from);
