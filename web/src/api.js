@@ -100,14 +100,13 @@ export function querySeries(trialId, query, signal) {
 }
 
 // Summaries of up to 8 trials (GET /api/v1/metrics/system/summary, CHART
-// view): each metric pooled across GPUs into one line per trial (group
+// view), every metric: each pooled across GPUs into one line per trial (group
 // TRIAL) or per agent (AGENT); in relative time the window is offsets from
 // each trial's start and each series carries originMs.
-export function summarize({ trialIds, group = 'TRIAL', names = [], gpuIndex, relative = false,
+export function summarize({ trialIds, group = 'TRIAL', gpuIndex, relative = false,
   startMs, endMs, maxPoints }, signal) {
   const params = new URLSearchParams({ view: 'CHART', group });
   for (const id of trialIds) params.append('trialId', String(id));
-  for (const name of names) params.append('name', name);
   if (gpuIndex !== undefined && gpuIndex !== '') params.append('gpuIndex', String(gpuIndex));
   if (relative) {
     params.append('relative', 'true');

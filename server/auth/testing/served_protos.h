@@ -32,7 +32,8 @@ std::unique_ptr<google::protobuf::Message> NewRequest(
     const google::protobuf::MethodDescriptor* method);
 
 // Sets the int32 at the dotted `path` (adding one element to repeated
-// messages on the way; a repeated int32 becomes that one value). False when the path names no such field.
+// messages on the way; a repeated int32 becomes that one value). False when
+// the path names no such field.
 bool SetInt32At(google::protobuf::Message& message, absl::string_view path,
                 int32_t value);
 
