@@ -1,7 +1,8 @@
 // The page's router: "#/" is the trial list, "#/trials/<id>" a trial's
 // profiler view ("?agent=<id>" picks the agent shown), "#/trials/<id>/nodes"
-// every agent of a trial at once, "#/compare?trials=7,9" runs compared. Each view returns a function that stops what it started
-// (a follow stream) when the page moves on. A 401 from any call shows the
+// every agent of a trial at once, "#/compare?trials=7,9" runs compared.
+// Each view returns a function that stops what it started (a follow
+// stream) when the page moves on. A 401 from any call shows the
 // sign-in form in place of the view; signing in shows the view again.
 
 import { getConfig } from './api.js';
@@ -32,7 +33,12 @@ async function route() {
     crumb.textContent = nodes ? `› Trial ${ids[0]} › All agents` : `› Compare ${ids.join(', ')}`;
     await view.start();
   } else if (match) {
-    const agent = match[2] === undefined ? undefined : decodeURIComponent(match[2]);
+    let agent;
+    try {
+      agent = match[2] === undefined ? undefined : decodeURIComponent(match[2]);
+    } catch (e) {
+      agent = undefined;  // not percent-encoding: the first agent, as without one
+    }
     const view = new ProfilerView(root, Number(match[1]), config, agent);
     // For the browser test and for looking at the charts from the console.
     window.profiler = view;

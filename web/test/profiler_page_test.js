@@ -891,6 +891,13 @@ describe('profiler page', { timeout: 180000 }, () => {
     await page.waitForFunction((id) => location.hash === `#/trials/${id}?agent=node-1`, NODES_TRIAL);
     await page.waitForFunction(() => window.profiler.agent === 'node-1' &&
       document.querySelector('#agent').value === 'node-1');
+    // An agent that is not percent-encoding, or not of the trial: the first.
+    for (const agent of ['%E0%A4', 'node-9']) {
+      await page.evaluate(([id, a]) => { location.hash = `#/trials/${id}?agent=${a}`; },
+        [NODES_TRIAL, agent]);
+      await page.waitForFunction(() => window.profiler.agent === 'node-0' &&
+        document.querySelector('#agent').value === 'node-0');
+    }
   });
 
   it('compares runs chosen in the trial list, relative to their starts or on wall-clock time', async () => {
