@@ -32,28 +32,32 @@ void Measure(pqxx::nontransaction& tx, const std::string& table,
 
 }  // namespace
 
-absl::StatusOr<StorageSizes> MeasureStorage(const std::string& url) {
+absl::StatusOr<StorageSizes> MeasureStorage(const std::string& url,
+                                            Baseline measure_baseline) {
   return GuardPg("measuring storage", [&]() -> absl::StatusOr<StorageSizes> {
     pqxx::connection conn(url);
     pqxx::nontransaction tx(conn);
     const std::string baseline = kBaseline;
+    const bool with_baseline = measure_baseline == Baseline::kMeasure;
     tx.exec(absl::StrCat("DROP TABLE IF EXISTS ", baseline));
-    // The layout as it was before migration 0004: the row with its values
-    // as jsonb (as metrics_unpacked gives them), never compressed
-    // (EXTERNAL), under the primary key of then.
-    tx.exec(absl::StrCat("CREATE TABLE ", baseline,
-                         " (LIKE metrics_profiling INCLUDING DEFAULTS)"));
-    tx.exec(absl::StrCat("ALTER TABLE ", baseline,
-                         " DROP COLUMN packed_values, "
-                         "ALTER COLUMN metrics SET NOT NULL, "
-                         "ALTER COLUMN metrics SET STORAGE EXTERNAL, "
-                         "ADD PRIMARY KEY (trial_id, metric_group, agent_id, "
-                         "end_time, id, partition_type)"));
-    tx.exec(absl::StrCat(
-        "INSERT INTO ", baseline,
-        " SELECT trial_id, id, partition_type, metric_group, agent_id, "
-        "end_time, total_batches, metrics FROM metrics_unpacked "
-        "WHERE partition_type = 'PROFILING'"));
+    if (with_baseline) {
+      // The layout as it was before migration 0004: the row with its values
+      // as jsonb (as metrics_unpacked gives them), never compressed
+      // (EXTERNAL), under the primary key of then.
+      tx.exec(absl::StrCat("CREATE TABLE ", baseline,
+                           " (LIKE metrics_profiling INCLUDING DEFAULTS)"));
+      tx.exec(absl::StrCat("ALTER TABLE ", baseline,
+                           " DROP COLUMN packed_values, "
+                           "ALTER COLUMN metrics SET NOT NULL, "
+                           "ALTER COLUMN metrics SET STORAGE EXTERNAL, "
+                           "ADD PRIMARY KEY (trial_id, metric_group, agent_id, "
+                           "end_time, id, partition_type)"));
+      tx.exec(absl::StrCat(
+          "INSERT INTO ", baseline,
+          " SELECT trial_id, id, partition_type, metric_group, agent_id, "
+          "end_time, total_batches, metrics FROM metrics_unpacked "
+          "WHERE partition_type = 'PROFILING'"));
+    }
     tx.exec("VACUUM ANALYZE");
     StorageSizes sizes;
     sizes.raw_rows = Scalar(tx, "SELECT count(*) FROM metrics_profiling");
@@ -62,8 +66,10 @@ absl::StatusOr<StorageSizes> MeasureStorage(const std::string& url) {
             "pg_column_size(metrics))) FROM metrics_profiling");
     Measure(tx, "metrics_profiling", sizes.raw_heap, sizes.raw_toast,
             sizes.raw_indexes);
-    Measure(tx, baseline, sizes.baseline_heap, sizes.baseline_toast,
-            sizes.baseline_indexes);
+    if (with_baseline) {
+      Measure(tx, baseline, sizes.baseline_heap, sizes.baseline_toast,
+              sizes.baseline_indexes);
+    }
     sizes.rollups =
         Scalar(tx, "SELECT pg_total_relation_size('system_rollups')");
     sizes.rollup_indexes =
@@ -79,7 +85,7 @@ absl::StatusOr<StorageSizes> MeasureStorage(const std::string& url) {
         "SELECT pg_total_relation_size('series') + "
         "pg_total_relation_size('trial_series_counts') + "
         "pg_total_relation_size('ingest_positions')");
-    tx.exec(absl::StrCat("DROP TABLE ", baseline));
+    if (with_baseline) tx.exec(absl::StrCat("DROP TABLE ", baseline));
     return sizes;
   });
 }

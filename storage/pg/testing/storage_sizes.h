@@ -38,10 +38,16 @@ struct StorageSizes {
   int64_t baseline_indexes = 0;
 };
 
+enum class Baseline {
+  kMeasure,  // copy the raw rows into the baseline table and measure it
+  kSkip,     // leave the baseline_* fields 0 (a copy of millions of rows costs minutes)
+};
+
 // Vacuums and analyses the database, copies the profiling partition's rows
-// into the baseline table (made and vacuumed here, dropped after) and
-// measures both.
-absl::StatusOr<StorageSizes> MeasureStorage(const std::string& url);
+// into the baseline table (made and vacuumed here, dropped after) unless
+// told to skip it, and measures both.
+absl::StatusOr<StorageSizes> MeasureStorage(
+    const std::string& url, Baseline baseline = Baseline::kMeasure);
 
 }  // namespace metrics::storage::pg::test_util
 
