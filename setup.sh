@@ -35,6 +35,9 @@ packages=(
   openssl
   # promtool (in Debian's prometheus package) checks GET /metrics in the tests.
   prometheus
+  # The peers benchmark (bench/peers.sh) measures the service against it and
+  # Prometheus on the same data.
+  victoria-metrics
   # The tests check docker-compose's load balancer configuration with it.
   haproxy
   # The profiler page's browser test runs Debian's Chromium (never a
@@ -62,6 +65,16 @@ else
   export DEBIAN_FRONTEND=noninteractive
   "${sudo_cmd[@]}" apt-get update -q
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # Debian starts the daemons of these two on install; the tests and the
+  # benchmarks run the programs themselves, so a service this run installed
+  # is stopped and disabled (one that was there before is left alone).
+  if [ -d /run/systemd/system ]; then
+    for p in prometheus victoria-metrics; do
+      if [[ " ${missing[*]} " == *" $p "* ]]; then
+        "${sudo_cmd[@]}" systemctl disable --now "$p" || true
+      fi
+    done
+  fi
 fi
 
 # Each stamp is a copy of the lock file npm last installed from.
