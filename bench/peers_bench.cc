@@ -45,6 +45,9 @@
 ABSL_FLAG(int, days, 7,
           "Days of data (at least 1); bytes are measured after the first day "
           "too.");
+ABSL_FLAG(std::vector<std::string>, systems,
+          std::vector<std::string>({"ours", "prometheus", "victoriametrics"}),
+          "The systems to run (the ratios need ours and the peer).");
 ABSL_FLAG(int, repeats, 20, "Timed runs of each chart query, after a warm-up.");
 ABSL_FLAG(std::string, work_dir, "",
           "Where the peers keep their data; default a new directory under "
@@ -63,6 +66,7 @@ constexpr int kWindows = 3;
 
 // What one system measured.
 struct Figures {
+  std::string key;   // in the JSON: "ours", "prometheus", "victoriametrics"
   std::string name;
   double bytes_per_sample_1d = 0, bytes_per_sample = 0;
   double ingest_cpu_us_per_sample = 0, ingest_cpu_us_per_sample_1d = 0;
@@ -170,7 +174,7 @@ Kept SpikesInOurAnswer(const v1::QuerySeriesResponse& response,
 }
 
 Figures RunOurs(const PeerData& data, const Windows& windows) {
-  Figures f{"ours (metricsd + PostgreSQL)"};
+  Figures f{"ours", "ours (metricsd + PostgreSQL)"};
   auto db = ValueOrExit(test_util::TestDatabase::Create());
   const std::string data_directory = ValueOrExit(storage::pg::test_util::QueryScalar(
       db->url(), "SELECT current_setting('data_directory')"));
@@ -415,7 +419,7 @@ absl::Status RunPromtool(const fs::path& openmetrics, const fs::path& out,
 
 Figures RunPrometheus(const PeerData& data, const Windows& windows,
                       const fs::path& work) {
-  Figures f{"Prometheus 2.42 (promtool blocks)"};
+  Figures f{"prometheus", "Prometheus 2.42 (promtool blocks)"};
   const int64_t first_day = std::min(data.reports(), kDay);
   std::printf("Prometheus: writing OpenMetrics, running promtool ...\n");
   std::fflush(stdout);
@@ -483,13 +487,15 @@ void ImportToVictoriaMetrics(int port, pid_t pid, const PeerData& data, int64_t 
   for (int steady = 0; steady < 3;) {
     absl::SleepFor(absl::Seconds(1));
     const std::string page = ValueOrExit(PeerRequest(port, "GET", "/metrics"));
-    steady = MetricValue(page, "vm_active_merges") <= 0 ? steady + 1 : 0;
+    const bool merging = MetricValue(page, "vm_active_merges") > 0 ||
+                         MetricValue(page, "vm_active_force_merges") > 0;
+    steady = merging ? 0 : steady + 1;
   }
 }
 
 Figures RunVictoriaMetrics(const PeerData& data, const Windows& windows,
                            const fs::path& work) {
-  Figures f{"VictoriaMetrics 1.79 (/api/v1/import)"};
+  Figures f{"victoriametrics", "VictoriaMetrics 1.79 (/api/v1/import)"};
   const int port = ValueOrExit(FreePort());
   const fs::path dir = work / "victoria-metrics";
   auto vm = ValueOrExit(Subprocess::Start(
@@ -550,12 +556,21 @@ int Run() {
   }
   fs::create_directories(work);
 
-  std::printf("ours: loading through gRPC ingest ...\n");
-  std::fflush(stdout);
   std::vector<Figures> all;
-  all.push_back(RunOurs(data, windows));
-  all.push_back(RunPrometheus(data, windows, work));
-  all.push_back(RunVictoriaMetrics(data, windows, work));
+  for (const std::string& system : absl::GetFlag(FLAGS_systems)) {
+    if (system == "ours") {
+      std::printf("ours: loading through gRPC ingest ...\n");
+      std::fflush(stdout);
+      all.push_back(RunOurs(data, windows));
+    } else if (system == "prometheus") {
+      all.push_back(RunPrometheus(data, windows, work));
+    } else if (system == "victoriametrics") {
+      all.push_back(RunVictoriaMetrics(data, windows, work));
+    } else {
+      std::fprintf(stderr, "bench: --systems: unknown system \"%s\"\n", system.c_str());
+      return 1;
+    }
+  }
   if (own_work) fs::remove_all(work);
 
   const double samples = static_cast<double>(reports) * data.series().size();
@@ -577,43 +592,46 @@ int Run() {
                                         : absl::StrCat(f.spikes_kept_plain, "/", spikes)
                                               .c_str());
   }
-  std::printf("\n  load wall time (not comparable: promtool writes blocks offline): "
-              "ours %.0f s, Prometheus %.0f s, VictoriaMetrics %.0f s\n",
-              all[0].load_s, all[1].load_s, all[2].load_s);
+  std::printf("\n  load wall time (promtool's, writing blocks offline, is not comparable):");
+  for (const Figures& f : all) std::printf(" %s %.0f s", f.key.c_str(), f.load_s);
+  std::printf("\n");
 
   std::string json = absl::StrFormat("{\"samples\":%.0f,\"spikes\":%d", samples, spikes);
-  const char* keys[] = {"ours", "prometheus", "victoriametrics"};
-  for (int i = 0; i < 3; ++i) {
-    const Figures& f = all[i];
+  for (const Figures& f : all) {
+    const char* key = f.key.c_str();
     absl::StrAppendFormat(
         &json,
         ",\"%s_bytes_per_sample\":%.3f,\"%s_bytes_per_sample_1d\":%.3f,"
         "\"%s_ingest_cpu_us_per_sample\":%.3f,\"%s_ingest_cpu_us_per_sample_1d\":%.3f",
-        keys[i], f.bytes_per_sample, keys[i], f.bytes_per_sample_1d, keys[i],
-        f.ingest_cpu_us_per_sample, keys[i], f.ingest_cpu_us_per_sample_1d);
-    absl::StrAppendFormat(&json, ",\"%s_spikes_exact_7d\":%d", keys[i], f.spikes_exact[2]);
+        key, f.bytes_per_sample, key, f.bytes_per_sample_1d, key,
+        f.ingest_cpu_us_per_sample, key, f.ingest_cpu_us_per_sample_1d);
+    absl::StrAppendFormat(&json, ",\"%s_spikes_exact_7d\":%d", key, f.spikes_exact[2]);
     for (int w = 0; w < kWindows; ++w) {
       absl::StrAppendFormat(&json, ",\"%s_query_p50_ms_%s\":%.2f,\"%s_spikes_%s\":%d",
-                            keys[i], kWindowNames[w], f.p50_ms[w], keys[i],
+                            key, kWindowNames[w], f.p50_ms[w], key,
                             kWindowNames[w], f.spikes_kept[w]);
     }
     if (f.spikes_kept_plain >= 0) {
-      absl::StrAppendFormat(&json, ",\"%s_spikes_plain_7d\":%d", keys[i],
+      absl::StrAppendFormat(&json, ",\"%s_spikes_plain_7d\":%d", key,
                             f.spikes_kept_plain);
     }
   }
-  const char* short_keys[] = {"", "prometheus", "victoriametrics"};
-  for (int i = 1; i < 3; ++i) {
+  const Figures* ours = nullptr;
+  for (const Figures& f : all) {
+    if (f.key == "ours") ours = &f;
+  }
+  for (const Figures& peer : all) {
+    if (ours == nullptr || &peer == ours) continue;
+    const char* key = peer.key.c_str();
     absl::StrAppendFormat(
         &json,
         ",\"bytes_ratio_vs_%s\":%.2f,\"query_ratio_1h_vs_%s\":%.2f,"
         "\"query_ratio_1d_vs_%s\":%.2f,\"query_ratio_7d_vs_%s\":%.2f,"
         "\"ingest_cpu_ratio_vs_%s\":%.2f",
-        short_keys[i], all[0].bytes_per_sample / all[i].bytes_per_sample,
-        short_keys[i], all[0].p50_ms[0] / all[i].p50_ms[0], short_keys[i],
-        all[0].p50_ms[1] / all[i].p50_ms[1], short_keys[i],
-        all[0].p50_ms[2] / all[i].p50_ms[2], short_keys[i],
-        all[0].ingest_cpu_us_per_sample / all[i].ingest_cpu_us_per_sample);
+        key, ours->bytes_per_sample / peer.bytes_per_sample, key,
+        ours->p50_ms[0] / peer.p50_ms[0], key, ours->p50_ms[1] / peer.p50_ms[1], key,
+        ours->p50_ms[2] / peer.p50_ms[2], key,
+        ours->ingest_cpu_us_per_sample / peer.ingest_cpu_us_per_sample);
   }
   json += "}";
   std::printf("%s\n", json.c_str());
