@@ -67,7 +67,8 @@ else
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
   # Debian starts the daemons of these two on install; the tests and the
   # benchmarks run the programs themselves, so a service this run installed
-  # is stopped and disabled (one that was there before is left alone).
+  # is stopped and disabled (one that was there before is left alone). A
+  # failure here leaves a daemon running, no reason to stop the setup.
   if [ -d /run/systemd/system ]; then
     for p in prometheus victoria-metrics; do
       if [[ " ${missing[*]} " == *" $p "* ]]; then
