@@ -40,6 +40,14 @@ double TicksToSeconds(const std::vector<std::string>& fields) {
   return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
+// User and system time getrusage reports for `who`.
+double RusageCpuSeconds(int who) {
+  rusage usage{};
+  ::getrusage(who, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 }  // namespace
 
 double ProcessCpuSeconds(pid_t pid) { return TicksToSeconds(StatFields(pid)); }
@@ -60,12 +68,9 @@ double ProcessTreeCpuSeconds(pid_t root) {
   return seconds;
 }
 
-double SelfCpuSeconds() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
+double SelfCpuSeconds() { return RusageCpuSeconds(RUSAGE_SELF); }
+
+double ChildrenCpuSeconds() { return RusageCpuSeconds(RUSAGE_CHILDREN); }
 
 pid_t PostmasterPid(const std::string& data_directory) {
   std::ifstream file(data_directory + "/postmaster.pid");

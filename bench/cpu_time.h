@@ -26,6 +26,9 @@ double ProcessTreeCpuSeconds(pid_t root);
 // This process's own use, all threads.
 double SelfCpuSeconds();
 
+// That of the children this process has reaped (a finished Subprocess).
+double ChildrenCpuSeconds();
+
 // The postmaster of the cluster in `data_directory` (the first line of its
 // postmaster.pid); 0 when that cannot be read.
 pid_t PostmasterPid(const std::string& data_directory);

@@ -14,7 +14,6 @@
 #include <grpcpp/create_channel.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <cmath>
@@ -117,13 +116,6 @@ int64_t DirectoryBytes(const fs::path& dir) {
     if (entry.is_regular_file()) bytes += static_cast<int64_t>(entry.file_size());
   }
   return bytes;
-}
-
-double ChildrenCpuSeconds() {
-  rusage usage{};
-  ::getrusage(RUSAGE_CHILDREN, &usage);
-  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 // The windows, each ending at `end_s` (a second past the last sample).
