@@ -1,18 +1,13 @@
 #include "tests/testing/replicated_cluster.h"
 
-#include <pwd.h>
-#include <stdlib.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "storage/pg/testing/pg_checks.h"
-#include "tests/testing/subprocess.h"
+#include "tests/testing/pg_programs.h"
 
 namespace metrics::test_util {
 namespace {
@@ -22,38 +17,13 @@ namespace {
 constexpr int kPrimaryPort = 5432;
 constexpr int kStandbyPort = 5433;
 
-absl::StatusOr<std::string> RunForOutput(std::vector<std::string> argv) {
-  const std::string what = argv[0];
-  ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> p, Subprocess::Start(std::move(argv)));
-  ASSIGN_OR_RETURN(int code, p->Wait(absl::Seconds(120)));
-  if (code != 0) {
-    return absl::InternalError(absl::StrCat(what, " exited with ", code, ": ",
-                                            p->stderr_text()));
-  }
-  return p->stdout_text();
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ReplicatedCluster>> ReplicatedCluster::Create() {
-  char dir_template[] = "/tmp/metrics-replicated-XXXXXX";
-  if (::mkdtemp(dir_template) == nullptr) {
-    return absl::InternalError("mkdtemp failed");
-  }
-  std::unique_ptr<ReplicatedCluster> cluster(new ReplicatedCluster(dir_template));
-  ASSIGN_OR_RETURN(std::string bindir, RunForOutput({"pg_config", "--bindir"}));
-  cluster->bindir_ = std::string(absl::StripAsciiWhitespace(bindir));
-  if (::geteuid() == 0) {
-    const passwd* postgres = ::getpwnam("postgres");
-    if (postgres == nullptr) {
-      return absl::FailedPreconditionError(
-          "running as root, and there is no \"postgres\" user to run "
-          "PostgreSQL as (the postgresql package makes it)");
-    }
-    if (::chown(dir_template, postgres->pw_uid, postgres->pw_gid) != 0) {
-      return absl::InternalError(absl::StrCat("chown ", dir_template, " failed"));
-    }
-  }
+  ASSIGN_OR_RETURN(PgPrograms programs, PgPrograms::Find());
+  ASSIGN_OR_RETURN(std::string folder, programs.MakeFolder("metrics-replicated"));
+  std::unique_ptr<ReplicatedCluster> cluster(
+      new ReplicatedCluster(std::move(folder), std::move(programs)));
   const std::string& dir = cluster->dir_;
   RETURN_IF_ERROR(cluster->Run(
       "initdb", {"-D", dir + "/primary", "-U", "postgres", "-A", "trust",
@@ -132,11 +102,7 @@ absl::Status ReplicatedCluster::Start(Server server) {
 
 absl::Status ReplicatedCluster::Run(const std::string& program,
                                     std::vector<std::string> args) const {
-  std::vector<std::string> argv;
-  if (::geteuid() == 0) argv = {"runuser", "-u", "postgres", "--"};
-  argv.push_back(absl::StrCat(bindir_, "/", program));
-  argv.insert(argv.end(), args.begin(), args.end());
-  return RunForOutput(std::move(argv)).status();
+  return programs_.Run(program, std::move(args));
 }
 
 }  // namespace metrics::test_util

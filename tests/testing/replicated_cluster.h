@@ -2,9 +2,7 @@
 // for one test: initdb in a temporary folder, the primary started there,
 // pg_basebackup -R for the standby (which then streams from the primary),
 // both listening only on Unix sockets in that folder, stopped and removed
-// when the object dies. The binaries are those `pg_config --bindir` names.
-// When this process is root they run as the "postgres" user, as initdb
-// refuses root.
+// when the object dies (PgPrograms runs the binaries).
 //
 // Usage:
 //   ASSERT_OK_AND_ASSIGN(auto cluster, ReplicatedCluster::Create());
@@ -24,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "tests/testing/pg_programs.h"
 
 namespace metrics::test_util {
 
@@ -50,13 +49,14 @@ class ReplicatedCluster {
   absl::Status Start(Server server);
 
  private:
-  explicit ReplicatedCluster(std::string dir) : dir_(std::move(dir)) {}
-  // Runs a PostgreSQL program of bindir_ (as "postgres" when root).
+  ReplicatedCluster(std::string dir, PgPrograms programs)
+      : dir_(std::move(dir)), programs_(std::move(programs)) {}
+  // Runs a PostgreSQL program (PgPrograms::Run).
   absl::Status Run(const std::string& program, std::vector<std::string> args) const;
   std::string DataDir(Server server) const;
 
   std::string dir_;  // the temporary folder, sockets included
-  std::string bindir_;
+  PgPrograms programs_;
   bool up_[2] = {false, false};  // by Server
 };
 
