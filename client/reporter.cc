@@ -37,8 +37,9 @@ constexpr absl::Duration kUnreachableAfter = absl::Seconds(2);
 
 // Statuses that resending cannot fix: the trial is unknown or finished, the
 // stream was malformed, or we may not send at all. A sequence gap
-// (FAILED_PRECONDITION) means the server lost batches it had acknowledged
-// or another client uses the stream id; resending would not help either.
+// (FAILED_PRECONDITION) on an open stream means another client uses the
+// stream id; resending would not help either. (A server that lost batches
+// it had acknowledged says so at the opening: FollowARestoredServer.)
 bool IsPermanent(grpc::StatusCode code) {
   switch (code) {
     case grpc::StatusCode::INVALID_ARGUMENT:
@@ -168,6 +169,9 @@ class Reporter::Impl {
   void OnResponse(const v1::StreamSystemMetricsResponse& response)
       ABSL_LOCKS_EXCLUDED(mu_);
   void Acknowledge(int64_t sequence) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // At a stream's opening, when the server has fewer batches than it
+  // acknowledged: the held batches follow its position.
+  void FollowARestoredServer(int64_t server_has) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Fail(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Emit(std::string event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EmitQueued() ABSL_LOCKS_EXCLUDED(mu_);
@@ -366,6 +370,30 @@ void Reporter::Impl::Acknowledge(int64_t sequence) {
   }
 }
 
+void Reporter::Impl::FollowARestoredServer(int64_t server_has) {
+  const int64_t first_held = unacked_.empty() ? next_sequence_ : unacked_.front().sequence;
+  if (server_has >= first_held - 1) return;
+  // The server has fewer batches than it acknowledged: its database was
+  // restored from a backup (docs/operating.md, "Backup and restore"). The
+  // batches after its position that this reporter no longer holds are lost;
+  // the ones it holds follow the position, renumbered, so the stream goes on
+  // without a gap.
+  const int64_t lost = first_held - 1 - server_has;
+  int64_t sequence = server_has;
+  for (UnackedBatch& b : unacked_) {
+    auto renumbered = std::make_shared<Request>(*b.request);
+    renumbered->mutable_batch()->set_sequence(++sequence);
+    b.sequence = sequence;
+    b.request = std::move(renumbered);
+  }
+  next_sequence_ = sequence + 1;
+  Emit(absl::StrCat("stream ", options_.stream_id, ": the server has batches up to ",
+                    server_has, " only, though it had acknowledged up to ",
+                    first_held - 1, " (was its database restored from a backup?); ",
+                    lost, " acknowledged batches are lost; going on from batch ",
+                    server_has + 1));
+}
+
 void Reporter::Impl::OnResponse(const v1::StreamSystemMetricsResponse& response) {
   {
     absl::MutexLock lock(&mu_);
@@ -422,6 +450,7 @@ grpc::Status Reporter::Impl::RunStream(grpc::ClientContext& context) {
           position.acked_sequence(), " but this reporter sent only ",
           next_sequence_ - 1, "; another client uses the stream id")));
     } else {
+      FollowARestoredServer(position.acked_sequence());
       Acknowledge(position.acked_sequence());
     }
     write_index_ = 0;  // resend every unacknowledged batch, in order

@@ -196,6 +196,56 @@ TEST_F(ReporterTest, AResumingReporterContinuesTheStreamAnotherLeft) {
   EXPECT_EQ(StoredValues(10), 3);
 }
 
+TEST_F(ReporterTest, AServerRestoredFromABackupIsFollowedFromItsPosition) {
+  CreateTrial(11);
+  // Two servers on the database; the reporter uses the first while it
+  // lives, then the second.
+  ASSERT_OK_AND_ASSIGN(auto first, server_->StartReplica());
+  ASSERT_OK_AND_ASSIGN(auto second, server_->StartReplica());
+  ReporterOptions options = Options(
+      11, absl::StrCat("ipv4:", first->grpc_target(), ",", second->grpc_target()));
+  options.stream_id = "restored-stream";
+  options.max_batch_samples = 1;  // a batch a sample
+  absl::Mutex mu;
+  std::vector<std::string> events;
+  options.on_event = [&](absl::string_view e) {
+    absl::MutexLock lock(&mu);
+    events.emplace_back(e);
+  };
+  ASSERT_OK_AND_ASSIGN(auto reporter, Reporter::Create(options));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK(reporter->Record(kStart + absl::Seconds(i), {{"memory_free", 1.0 * i, "bytes"}}));
+  }
+  ASSERT_OK(reporter->Flush(absl::Now() + absl::Seconds(30)));
+  ASSERT_EQ(StoredValues(11), 3);
+
+  // The database goes back to when it had batch 1 of the stream, as a
+  // restore from a backup takes it, and the server the reporter used goes.
+  absl::StatusOr<std::string> gone = storage::pg::test_util::QueryScalar(
+      server_->database_url(),
+      "WITH gone AS (DELETE FROM metrics WHERE trial_id = 11 AND end_time > "
+      "(SELECT min(end_time) FROM metrics WHERE trial_id = 11) RETURNING 1) "
+      "SELECT count(*) FROM gone");
+  ASSERT_OK(gone);
+  EXPECT_EQ(*gone, "2");
+  absl::StatusOr<std::string> back = storage::pg::test_util::QueryScalar(
+      server_->database_url(),
+      "WITH back AS (UPDATE ingest_positions SET last_sequence = 1 "
+      "WHERE trial_id = 11 RETURNING 1) SELECT count(*) FROM back");
+  ASSERT_OK(back);
+  EXPECT_EQ(*back, "1");
+  first.reset();
+
+  ASSERT_OK(reporter->Record(kStart + absl::Seconds(3), {{"memory_free", 3, "bytes"}}));
+  ASSERT_OK(reporter->Flush(absl::Now() + absl::Seconds(30)));
+  EXPECT_EQ(StoredValues(11), 2);  // batch 1 and the new one; 2 and 3 were lost
+  EXPECT_EQ(reporter->stats().acknowledged, 4);
+  absl::MutexLock lock(&mu);
+  EXPECT_THAT(events, testing::Contains(HasSubstr(
+                          "the server has batches up to 1 only, though it had acknowledged "
+                          "up to 3")));
+}
+
 TEST_F(ReporterTest, NewSeriesPastTheCapAreRefused) {
   ReporterOptions options = Options(9, kUnreachable);
   options.max_series = 2;
