@@ -557,6 +557,7 @@ class Reporter:
                     "sent only %d; another client uses the stream id"
                     % (self.stream_id, acked, self._next_sequence - 1)))
         else:
+            self._follow_a_restored_server(acked)
             self._acknowledge(acked)
         self._write_index = 0  # resend every unacknowledged batch, in order
         self._position_known = True
@@ -565,6 +566,28 @@ class Reporter:
                      "batches to resend", self.server, len(self._unacked))
             self._lost = False
         self._cond.notify_all()
+
+    def _follow_a_restored_server(self, server_has: int) -> None:
+        """At a stream's opening: when the server has fewer batches than it
+        acknowledged, its database was restored from a backup
+        (docs/operating.md, "Backup and restore"). The batches after its
+        position that this reporter no longer holds are lost; the ones it
+        holds follow the position, renumbered, so the stream goes on without
+        a gap."""
+        first_held = self._unacked[0].sequence if self._unacked else self._next_sequence
+        if server_has >= first_held - 1:
+            return
+        sequence = server_has
+        for batch in self._unacked:
+            sequence += 1
+            batch.sequence = sequence
+            batch.request.batch.sequence = sequence
+        self._next_sequence = sequence + 1
+        log.warning("metrics_client: stream %s: the server has batches up to %d "
+                    "only, though it had acknowledged up to %d (was its database "
+                    "restored from a backup?); %d acknowledged batches are lost; "
+                    "going on from batch %d", self.stream_id, server_has,
+                    first_held - 1, first_held - 1 - server_has, server_has + 1)
 
     def _on_response(self, response) -> None:
         with self._cond:

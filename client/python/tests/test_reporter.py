@@ -143,6 +143,30 @@ def test_transient_outage_buffers_and_delivers(metricsd, trial):
     _assert_each_instant_once(metricsd, trial, 100)
 
 
+def test_a_server_restored_from_a_backup_is_followed_from_its_position(
+        metricsd, trial, caplog):
+    r = reporter(metricsd, trial, stream_id="restored-stream")
+    for i in range(3):
+        r.record({"step": float(i)}, time=BASE + i)
+        r.flush(timeout=30)  # a batch each
+    # The database goes back to when it had batch 1 of the stream, as a
+    # restore from a backup takes it, with the server restarted on it.
+    metricsd.stop()
+    metricsd.sql("DELETE FROM metrics WHERE trial_id = %d AND end_time > "
+                 "(SELECT min(end_time) FROM metrics WHERE trial_id = %d)" % (trial, trial))
+    metricsd.sql("UPDATE ingest_positions SET last_sequence = 1 WHERE trial_id = %d" % trial)
+    metricsd.start()
+    with caplog.at_level(logging.WARNING, logger="metrics_client"):
+        r.record({"step": 3.0}, time=BASE + 3)
+        r.flush(timeout=60)
+    stats = r.close()
+    assert stats.acknowledged == 4
+    steps = sorted(v for a, t, g, name, v in metricsd.stored(trial) if name == "step")
+    assert steps == [0.0, 3.0]  # 1 and 2 went with the restore
+    assert "the server has batches up to 1 only, though it had acknowledged up to 3" \
+        in caplog.text
+
+
 def test_an_ended_trial_stops_the_reporter_for_good(metricsd, admin, trial):
     r = reporter(metricsd, trial)
     r.record({"loss": 1.0}, time=BASE)
