@@ -287,8 +287,10 @@ def test_job_process_tree_counts_its_children():
         job = JobSampler(os.getpid(), None)
         time.sleep(0.5)
         values = {name: value for name, value, _ in job.take(0.5)[0]}
-        # The child spun a CPU for half a second: about 100 %.
-        assert 50 < values["process_cpu_util"] < 250
+        # The child spun for the whole half second: about 100 % on an idle
+        # machine, less when other work shares the cores (48 % was seen on
+        # 2 busy cores); the sleeping parent alone counts about 0.
+        assert 10 < values["process_cpu_util"] < 250
         assert values["process_memory_rss"] > 10 << 20
     finally:
         child.wait()
