@@ -75,6 +75,10 @@ absl::Status StatusFromCurrentException(absl::string_view operation) {
   } catch (const pqxx::in_doubt_error& e) {
     return make(absl::StatusCode::kUnknown, e.what());
   } catch (const pqxx::sql_error& e) {
+    if (e.sqlstate() == "53100") {
+      return make(absl::StatusCode::kResourceExhausted,
+                  absl::StrCat(kDiskFull, ": ", e.what()));
+    }
     return make(CodeForSqlState(e.sqlstate()), e.what());
   } catch (const pqxx::usage_error& e) {
     return make(absl::StatusCode::kInternal, e.what());

@@ -22,8 +22,14 @@
 
 namespace metrics::storage::pg {
 
+// What a full disk's error (SQLSTATE 53100, "could not extend file ...: No
+// space left on device") says first, after the operation: an operator's
+// words for it, and what callers look for.
+inline constexpr absl::string_view kDiskFull = "the database server's disk is full";
+
 // Maps the exception being handled to a Status whose message is
-// "<operation>: <PostgreSQL's message on one line>".
+// "<operation>: <PostgreSQL's message on one line>" (for a full disk,
+// "<operation>: <kDiskFull>: <PostgreSQL's message>").
 // REQUIRES: called inside a catch block.
 absl::Status StatusFromCurrentException(absl::string_view operation);
 
