@@ -32,6 +32,7 @@ HttpResponse HttpPaths::PrometheusExport(const HttpRequest& request) const {
   }
   PrometheusExportInput input;
   input.ingest = options_.store->GetIngestStatistics();
+  input.now = absl::Now();
   input.reads = options_.store->GetReadRoutingStatistics();
   input.statistics = options_.statistics;
   input.legacy_calls = options_.legacy_statistics->Calls();
@@ -74,9 +75,23 @@ HttpResponse HttpPaths::Handle(const HttpRequest& request) const {
     const char* reason = options_.unready_reason();
     response.status = reason == nullptr ? 200 : 503;
     response.body = reason == nullptr
-                        ? "{\"status\":\"SERVING\"}"
+                        ? "{\"status\":\"SERVING\""
                         : absl::StrCat("{\"status\":\"NOT_SERVING\",\"reason\":\"",
-                                       reason, "\"}");
+                                       reason, "\"");
+    // Commits refused for now (a full disk): still ready, as queries
+    // answer and every server of the database would refuse the same; the
+    // body says so for whoever looks.
+    if (const storage::IngestStatistics ingest = options_.store->GetIngestStatistics();
+        ingest.stalled_since.has_value()) {
+      absl::StrAppend(
+          &response.body, ",\"ingest\":\"STALLED\",\"ingestStalledSeconds\":",
+          absl::ToInt64Seconds(absl::Now() - *ingest.stalled_since),
+          ",\"ingestReason\":\"",
+          ingest.stalled_on_full_disk ? "the database server's disk is full"
+                                      : "the database refuses commits for now",
+          "\"");
+    }
+    response.body += "}";
     return response;
   }
   if (request.path == "/v1/metrics") {  // OTLP/HTTP, POST only

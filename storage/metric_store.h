@@ -208,6 +208,11 @@ struct IngestStatistics {
   int64_t rejected_batches = 0;   // refused for their content
   int64_t failed_batches = 0;     // not committed (database down, shutdown)
   int64_t queued_values = 0;      // waiting for the writer now
+  // Since when commits have been refused for now and retried (the database
+  // down, its disk full, ...): unset while the writer commits. Cleared by
+  // the next commit that succeeds.
+  std::optional<absl::Time> stalled_since;
+  bool stalled_on_full_disk = false;  // the last refusal was a full disk
   // From a batch's submission to the end of its transaction.
   common::HistogramSnapshot commit_seconds;
 };

@@ -45,6 +45,18 @@ void WriteServiceStatistics(const PrometheusExportInput& in, PrometheusText& out
   out.Family("metricsd_ingest_queue_values", "gauge",
              "Values waiting for the database writer.");
   out.Sample("metricsd_ingest_queue_values", {}, double(s.queued_values));
+  out.Family("metricsd_ingest_stalled_seconds", "gauge",
+             "How long the database has refused commits for now (down, out "
+             "of space, ...) while they are retried; 0 while it commits.");
+  out.Sample("metricsd_ingest_stalled_seconds", {},
+             s.stalled_since.has_value()
+                 ? std::max(0.0, absl::ToDoubleSeconds(in.now - *s.stalled_since))
+                 : 0.0);
+  out.Family("metricsd_database_disk_full", "gauge",
+             "1 while commits are refused because the database server's disk "
+             "is full.");
+  out.Sample("metricsd_database_disk_full", {},
+             s.stalled_since.has_value() && s.stalled_on_full_disk ? 1 : 0);
 
   out.Family("metricsd_open_streams", "gauge", "Streaming calls open now.");
   out.Sample("metricsd_open_streams", {{"rpc", "StreamSystemMetrics"}},

@@ -35,6 +35,7 @@ struct PrometheusExportInput {
   // The cap on exported trial series; `latest` may hold one more, which
   // means some were left out.
   size_t max_latest_series = 0;
+  absl::Time now;  // of the scrape, for ages
 };
 
 std::string RenderPrometheusExport(const PrometheusExportInput& input);

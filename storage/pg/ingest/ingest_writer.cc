@@ -5,11 +5,13 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "storage/pg/connection.h"
+#include "storage/pg/pg_errors.h"
 
 namespace metrics::storage::pg {
 
@@ -162,7 +164,10 @@ class IngestWriter::Lane {
     while (true) {
       absl::StatusOr<std::vector<BatchOutcome>> outcomes = TryOnce(group);
       if (outcomes.ok()) {
-        if (logged) common::LogInfo("ingest lane ", index_, ": committing again");
+        if (logged) {
+          common::LogInfo("ingest lane ", index_, ": committing again");
+          writer_->NoteCommitting(index_);
+        }
         return *std::move(outcomes);
       }
       const absl::Status& error = outcomes.status();
@@ -180,6 +185,7 @@ class IngestWriter::Lane {
                            "; retrying");
         logged = true;
       }
+      writer_->NoteStalled(index_, error);
       if (absl::Now() + backoff > limit) {
         return AllFailed(group.size(),
                          absl::UnavailableError(absl::StrCat(
@@ -207,7 +213,8 @@ class IngestWriter::Lane {
 
 IngestWriter::IngestWriter(IngestWriterOptions options)
     : options_(std::move(options)),
-      lane_values_(static_cast<size_t>(std::max(1, options_.lanes)), 0) {
+      lane_values_(static_cast<size_t>(std::max(1, options_.lanes)), 0),
+      stalls_(static_cast<size_t>(std::max(1, options_.lanes))) {
   for (int i = 0; i < std::max(1, options_.lanes); ++i) {
     lanes_.push_back(std::make_unique<Lane>(this, i));
   }
@@ -306,7 +313,28 @@ IngestStatistics IngestWriter::Statistics() const {
   s.failed_batches = failed_batches_;
   s.queued_values = static_cast<int64_t>(queued_values_.load());
   s.commit_seconds = commit_seconds_.Snapshot();
+  absl::MutexLock lock(&stall_mu_);
+  for (const std::optional<Stall>& stall : stalls_) {
+    if (!stall.has_value()) continue;
+    if (!s.stalled_since.has_value() || stall->since < *s.stalled_since) {
+      s.stalled_since = stall->since;
+    }
+    s.stalled_on_full_disk = s.stalled_on_full_disk || stall->full_disk;
+  }
   return s;
+}
+
+void IngestWriter::NoteStalled(int lane, const absl::Status& error) {
+  const bool full_disk = absl::StrContains(error.message(), kDiskFull);
+  absl::MutexLock lock(&stall_mu_);
+  std::optional<Stall>& stall = stalls_[lane];
+  if (!stall.has_value()) stall = Stall{absl::Now()};
+  stall->full_disk = full_disk;
+}
+
+void IngestWriter::NoteCommitting(int lane) {
+  absl::MutexLock lock(&stall_mu_);
+  stalls_[lane].reset();
 }
 
 void IngestWriter::Shutdown(absl::Time deadline) {

@@ -10,10 +10,11 @@
 //
 // Backpressure: the queue is bounded by the number of values it holds;
 // Submit refuses (RESOURCE_EXHAUSTED) rather than grow it. Failures: a lane
-// reconnects and retries a group while the database is unreachable or a
-// transaction aborts (deadlock, serialization), for up to retry_for; a
-// retried group is safe because the stream positions make already-committed
-// batches duplicates. A group that fails for another reason is split so one
+// reconnects and retries a group while the database is unreachable, out of
+// resources (its disk full) or a transaction aborts (deadlock,
+// serialization), for up to retry_for, and Statistics says since when
+// (stalled_since); a retried group is safe because the stream positions
+// make already-committed batches duplicates. A group that fails for another reason is split so one
 // bad batch cannot fail the others.
 //
 // Thread-safety: thread-safe. Callbacks run on lane threads.
@@ -22,6 +23,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +85,10 @@ class IngestWriter {
       ABSL_LOCKS_EXCLUDED(routes_mu_);
   // Counts a batch's outcome; runs on a lane thread.
   void Count(const BatchOutcome& outcome, size_t values, double seconds);
+  // A lane's commit was refused with `error` and will be retried; or it
+  // commits again.
+  void NoteStalled(int lane, const absl::Status& error) ABSL_LOCKS_EXCLUDED(stall_mu_);
+  void NoteCommitting(int lane) ABSL_LOCKS_EXCLUDED(stall_mu_);
 
   const IngestWriterOptions options_;
   std::atomic<size_t> queued_values_{0};
@@ -97,6 +103,12 @@ class IngestWriter {
   absl::Mutex routes_mu_;
   absl::flat_hash_map<RouteKey, Route> routes_ ABSL_GUARDED_BY(routes_mu_);
   std::vector<size_t> lane_values_ ABSL_GUARDED_BY(routes_mu_);  // in flight
+  mutable absl::Mutex stall_mu_;
+  struct Stall {
+    absl::Time since;
+    bool full_disk = false;
+  };
+  std::vector<std::optional<Stall>> stalls_ ABSL_GUARDED_BY(stall_mu_);  // by lane
   std::vector<std::unique_ptr<Lane>> lanes_;
 };
 
