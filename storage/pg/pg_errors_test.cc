@@ -63,6 +63,17 @@ TEST(PgErrorsTest, SqlStatesMapToTheirCodes) {
   }
 }
 
+TEST(PgErrorsTest, AFullDiskSaysSoFirst) {
+  EXPECT_THAT(Map(pqxx::sql_error(
+                  "ERROR:  could not extend file \"base/16384/16549\": No space left "
+                  "on device\nHINT:  Check free disk space.\n",
+                  "COPY metrics_profiling", "53100")),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       Eq("reading series: the database server's disk is full: ERROR: "
+                          "could not extend file \"base/16384/16549\": No space left on "
+                          "device HINT: Check free disk space.")));
+}
+
 TEST(PgErrorsTest, InDoubtCommitIsUnknown) {
   EXPECT_THAT(Map(pqxx::in_doubt_error("lost connection during commit")),
               StatusIs(absl::StatusCode::kUnknown));
