@@ -4,7 +4,7 @@
 # afterwards): a week of one 8-GPU agent loaded into metricsd, Debian's
 # Prometheus (promtool blocks) and VictoriaMetrics (its import API); bytes a
 # sample, ingest CPU, 1000-point chart queries over an hour, a day and the
-# week, and the planted spikes each answer keeps. About 12 minutes.
+# week, and the planted spikes each answer keeps. About 13 minutes.
 # Arguments go to the benchmark (--days=N, --repeats=N, --work_dir=DIR). The
 # last line is JSON.
 set -euo pipefail
