@@ -2,8 +2,9 @@
 // database's raw partition and rollups go to a tablespace on a 1 MB tmpfs,
 // and an agent streams more than fits. PostgreSQL then fails with "could not
 // extend file ...: No space left on device"; metricsd acknowledges nothing
-// it did not commit, says so in /healthz and /metrics, and when the tmpfs
-// grows, goes on by itself: the agent's every sample is stored once.
+// it did not commit (its retries outlast, the batches fail and come again),
+// says so in /healthz and /metrics, and when the tmpfs grows, goes on by
+// itself and says so: the agent's every sample is stored once.
 // Mounting needs root (as CI runs); elsewhere the test is skipped and says
 // why.
 #include <pwd.h>
@@ -97,7 +98,11 @@ TEST(FullDiskTest, IngestWaitsCommitsNothingTwiceSaysSoAndGoesOnWhenSpaceReturns
   std::string why;
   std::unique_ptr<SmallDisk> disk = SmallDisk::Mount("1m", why);
   if (disk == nullptr) GTEST_SKIP() << why;
-  ASSERT_OK_AND_ASSIGN(auto server, TestServer::Start());
+  server::ServerOptions server_options;
+  // Short, so that the full disk outlasts it: batches fail (UNAVAILABLE) and
+  // come again while the stall goes on.
+  server_options.store.writer.retry_for = absl::Seconds(1);
+  ASSERT_OK_AND_ASSIGN(auto server, TestServer::Start(server_options));
   const std::string url = server->database_url();
   const std::string tablespace = absl::StrCat("metrics_full_disk_", ::getpid());
   ASSERT_OK(pgtest::QueryScalar(url, absl::StrCat("CREATE TABLESPACE ", tablespace,
@@ -149,7 +154,7 @@ TEST(FullDiskTest, IngestWaitsCommitsNothingTwiceSaysSoAndGoesOnWhenSpaceReturns
   ASSERT_OK_AND_ASSIGN(const int64_t stored_when_full, pgtest::CountRawValues(url, 1));
   EXPECT_GE(stored_when_full, acked_when_full * kReportsPerBatch * kRealisticValuesPerReport);
   EXPECT_LT(acked_when_full, kBatches);
-  absl::SleepFor(absl::Seconds(2));
+  absl::SleepFor(absl::Seconds(3));  // past the retry limit
   ASSERT_OK_AND_ASSIGN(const int64_t stored_later, pgtest::CountRawValues(url, 1));
   EXPECT_EQ(stored_later, stored_when_full);
 

@@ -160,13 +160,13 @@ class IngestWriter::Lane {
       const std::vector<PendingBatch*>& group) {
     const absl::Time limit = RetryLimit(absl::Now());
     absl::Duration backoff = absl::Milliseconds(50);
-    bool logged = false;
     while (true) {
       absl::StatusOr<std::vector<BatchOutcome>> outcomes = TryOnce(group);
       if (outcomes.ok()) {
-        if (logged) {
+        if (stalled_) {
           common::LogInfo("ingest lane ", index_, ": committing again");
           writer_->NoteCommitting(index_);
+          stalled_ = false;
         }
         return *std::move(outcomes);
       }
@@ -180,10 +180,10 @@ class IngestWriter::Lane {
         }
         return each;
       }
-      if (!logged) {
+      if (!stalled_) {
         common::LogWarning("ingest lane ", index_, ": ", error.ToString(),
                            "; retrying");
-        logged = true;
+        stalled_ = true;
       }
       writer_->NoteStalled(index_, error);
       if (absl::Now() + backoff > limit) {
@@ -207,6 +207,9 @@ class IngestWriter::Lane {
   absl::Time stop_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   // Used only by the lane's thread.
   std::unique_ptr<pqxx::connection> conn_;
+  // Refused since the last commit that went through, across groups (a group
+  // that fails past the retry limit leaves the stall to the next one).
+  bool stalled_ = false;
   GroupCommitter committer_;
   std::thread thread_;  // last: starts after the members above exist
 };
