@@ -24,7 +24,10 @@ std::string OneLine(absl::string_view text) {
 }
 
 absl::StatusCode CodeForSqlState(absl::string_view state) {
-  if (state == "40001" || state == "40P01") return absl::StatusCode::kAborted;
+  // Serialization failure, deadlock, a lock not taken within lock_timeout.
+  if (state == "40001" || state == "40P01" || state == "55P03") {
+    return absl::StatusCode::kAborted;
+  }
   if (state == "57014") return absl::StatusCode::kDeadlineExceeded;
   if (state == "42501") return absl::StatusCode::kPermissionDenied;
   if (state == "23505") return absl::StatusCode::kAlreadyExists;

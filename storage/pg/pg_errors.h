@@ -3,8 +3,8 @@
 // PostgreSQL runs its body through GuardPg, which catches and maps.
 //
 // Codes: connection lost or refused UNAVAILABLE; too many connections or
-// out of resources RESOURCE_EXHAUSTED; serialization failure or deadlock
-// ABORTED; statement timeout DEADLINE_EXCEEDED; missing table or column
+// out of resources RESOURCE_EXHAUSTED; serialization failure, deadlock or
+// lock timeout ABORTED; statement timeout DEADLINE_EXCEEDED; missing table or column
 // FAILED_PRECONDITION (schema missing or old); insufficient privilege
 // PERMISSION_DENIED; unique violation ALREADY_EXISTS; bad data
 // INVALID_ARGUMENT; commit outcome unknown UNKNOWN; anything else INTERNAL.

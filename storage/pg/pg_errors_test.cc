@@ -48,6 +48,7 @@ TEST(PgErrorsTest, SqlStatesMapToTheirCodes) {
   for (const Case& c : {
            Case{"40001", absl::StatusCode::kAborted},
            Case{"40P01", absl::StatusCode::kAborted},
+           Case{"55P03", absl::StatusCode::kAborted},
            Case{"57014", absl::StatusCode::kDeadlineExceeded},
            Case{"42501", absl::StatusCode::kPermissionDenied},
            Case{"23505", absl::StatusCode::kAlreadyExists},
