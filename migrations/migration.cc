@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace metrics::migrations {
@@ -55,6 +56,81 @@ absl::StatusOr<ParsedName> ParseFileName(absl::string_view file_name) {
   return parsed;
 }
 
+constexpr absl::string_view kDirective = "-- migrate:";
+
+bool IsHex64(absl::string_view text) {
+  return text.size() == 64 &&
+         std::all_of(text.begin(), text.end(), [](char c) {
+           return absl::ascii_isdigit(c) || (c >= 'a' && c <= 'f');
+         });
+}
+
+// A line that is blank or only a comment: what may come before a first step.
+bool IsCommentOrBlank(absl::string_view line) {
+  absl::string_view stripped = absl::StripAsciiWhitespace(line);
+  return stripped.empty() || absl::StartsWith(stripped, "--");
+}
+
+// Cuts an up file at its directive lines (migration.h lists them).
+absl::Status ParseUpFile(absl::string_view file_name, Migration& migration) {
+  std::vector<MigrationStep> steps;
+  bool preamble_has_statement = false;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(migration.up_sql, '\n')) {
+    ++line_number;
+    auto invalid = [&](absl::string_view why) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "migration file \"", file_name, "\" line ", line_number, ": ", why));
+    };
+    if (!absl::StartsWith(line, kDirective)) {
+      if (steps.empty()) {
+        preamble_has_statement |= !IsCommentOrBlank(line);
+      } else {
+        absl::StrAppend(&steps.back().sql, line, "\n");
+      }
+      continue;
+    }
+    absl::string_view rest = line.substr(kDirective.size());
+    const size_t space = rest.find(' ');
+    const absl::string_view word = rest.substr(0, space);
+    const absl::string_view argument = absl::StripAsciiWhitespace(
+        space == absl::string_view::npos ? "" : rest.substr(space));
+    if (word == "accepts-checksum") {
+      if (!IsHex64(argument)) {
+        return invalid("accepts-checksum takes a SHA-256 in 64 lower-case hex digits");
+      }
+      migration.accepted_checksums.emplace_back(argument);
+      continue;
+    }
+    MigrationStep step;
+    if (word == "step") {
+      step.kind = MigrationStep::Kind::kTransaction;
+    } else if (word == "step-outside-transaction") {
+      step.kind = MigrationStep::Kind::kOutsideTransaction;
+    } else if (word == "step-repeated") {
+      step.kind = MigrationStep::Kind::kRepeated;
+    } else {
+      return invalid(absl::StrCat(
+          "unknown directive \"", word,
+          "\" (expected step, step-outside-transaction, step-repeated or "
+          "accepts-checksum)"));
+    }
+    if (argument.empty()) return invalid("a step needs a description");
+    if (steps.empty() && preamble_has_statement) {
+      return invalid("statements come before the first step");
+    }
+    step.description = std::string(argument);
+    steps.push_back(std::move(step));
+  }
+  if (steps.empty()) {
+    MigrationStep whole;
+    whole.sql = migration.up_sql;
+    steps.push_back(std::move(whole));
+  }
+  migration.up_steps = std::move(steps);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string MigrationLabel(int version, absl::string_view name) {
@@ -94,6 +170,17 @@ absl::StatusOr<std::vector<Migration>> BuildMigrations(
           "migration file \"", file.file_name, "\": version ", parsed->version,
           " is used by another file too"));
     }
+    if (!parsed->up) {
+      int line_number = 0;
+      for (absl::string_view line : absl::StrSplit(file.contents, '\n')) {
+        ++line_number;
+        if (absl::StartsWith(line, kDirective)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "migration file \"", file.file_name, "\" line ", line_number,
+              ": a down file runs in one transaction and takes no directives"));
+        }
+      }
+    }
     seen = file.file_name;
     pair.migration.version = parsed->version;
     pair.migration.name = parsed->name;
@@ -110,6 +197,10 @@ absl::StatusOr<std::vector<Migration>> BuildMigrations(
           pair.up_file.empty() ? ".up.sql" : ".down.sql", " partner"));
     }
     pair.migration.checksum = Sha256Hex(pair.migration.up_sql);
+    if (absl::Status parsed = ParseUpFile(pair.up_file, pair.migration);
+        !parsed.ok()) {
+      return parsed;
+    }
     migrations.push_back(std::move(pair.migration));
   }
   return migrations;
