@@ -1,14 +1,25 @@
 // Applies and reverts numbered migrations on a PostgreSQL database and
-// reports which are applied. Each migration runs in its own transaction
-// together with its row in schema_migrations (version, name, checksum, time
-// applied), so a failed migration leaves nothing behind. Up and Down hold a
-// session-level advisory lock (kMigrationLockKey) for the whole run: a
-// second runner waits, then finds nothing left to do.
+// reports which are applied. A migration without steps runs in one
+// transaction together with its row in schema_migrations (version, name,
+// checksum, time applied), so a failed migration leaves nothing behind. A
+// migration cut into steps (migration.h) records each step done in
+// schema_migration_steps, in the step's own transaction where it has one, and
+// a later Up resumes at the first step not done; an index build interrupted
+// halfway leaves an invalid index, which the resumed step drops and builds
+// again. Up and Down hold a session-level advisory lock (kMigrationLockKey)
+// for the whole run: a second runner waits, then finds nothing left to do.
+//
+// Steps in a transaction wait at most `lock_timeout` for each lock, so that
+// the platform's writes never queue long behind a schema change waiting for
+// its lock; on timeout the step is rolled back and tried again, with
+// backoff, for up to `lock_wait_limit`.
 //
 // Before changing anything, the migrator compares what the database recorded
 // with the migrations it was given and refuses (FAILED_PRECONDITION, naming
-// the migration) when a recorded checksum differs from the file's, or when the
-// database has a migration applied that the files do not have.
+// the migration) when a recorded checksum differs from the file's (and from
+// the earlier texts the file accepts), when steps were done from another text
+// of the file, or when the database has a migration applied that the files
+// do not have.
 //
 // Usage:
 //   ASSIGN_OR_RETURN(auto migrator, Migrator::Create({.database_url = url}));
@@ -48,6 +59,9 @@ struct MigrationState {
   State state = State::kPending;
   std::optional<absl::Time> applied_at;      // when recorded
   std::optional<absl::Duration> took;        // for migrations run just now
+  // For a pending migration cut into steps: how many are done, of how many.
+  int steps_done = 0;
+  int steps = 1;
 };
 
 absl::string_view StateName(MigrationState::State state);
@@ -62,6 +76,12 @@ struct MigratorOptions {
   // Called before each migration is applied or reverted, and when the run
   // must wait for another runner's lock. Optional; runs on the caller's thread.
   std::function<void(absl::string_view event)> on_progress;
+  // The longest a step in a transaction waits for one lock before it is
+  // rolled back and tried again: how long the platform's writes may queue
+  // behind it.
+  absl::Duration lock_timeout = absl::Milliseconds(200);
+  // How long such retries go on before Up gives up (ABORTED).
+  absl::Duration lock_wait_limit = absl::Minutes(10);
 };
 
 class Migrator {
@@ -83,6 +103,7 @@ class Migrator {
 
   // Reverts applied migrations newer than `to`, newest first. Default: only
   // the newest one; `to` = 0 reverts all. Returns the ones reverted.
+  // FAILED_PRECONDITION while a migration is partly applied.
   virtual absl::StatusOr<std::vector<MigrationState>> Down(
       std::optional<int> to = std::nullopt) = 0;
 };
