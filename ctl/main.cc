@@ -76,10 +76,10 @@ Exit status: 0 success, 1 failure, 2 bad usage.
 
 constexpr char kMigrateHelp[] = R"(Usage: metricsctl migrate <up|down|status> [options]
 
-Manages the database schema. Each migration runs in its own transaction under
-a PostgreSQL advisory lock, so concurrent runs (two operators, or several
-metricsd --migrate) apply each migration exactly once: the later run waits,
-then finds nothing to do. A database whose recorded migration differs from
+Manages the database schema. Each migration runs in its own transaction, or
+in resumable steps that let writes go on, under a PostgreSQL advisory lock,
+so concurrent runs (two operators, or several metricsd --migrate) apply each
+migration exactly once: the later run waits, then finds nothing to do. A database whose recorded migration differs from
 the file of the same number is refused.
 
   up [--to N]     apply pending migrations, all or up to version N
@@ -89,11 +89,22 @@ the file of the same number is refused.
 Run "metricsctl --help" for the options that select the database.
 )";
 
-constexpr char kUpHelp[] = R"(Usage: metricsctl migrate up [--to N] [--database-url URL] [--migrations-dir DIR]
+constexpr char kUpHelp[] = R"(Usage: metricsctl migrate up [--to N] [--lock-timeout DURATION] [--database-url URL] [--migrations-dir DIR]
 
-Applies pending migrations in version order, each in its own transaction,
-printing each as it goes. With --to N, stops after version N. Does nothing
-(and says so) when the schema is current.
+Applies pending migrations in version order, printing each as it goes. With
+--to N, stops after version N. Does nothing (and says so) when the schema is
+current.
+
+A migration runs in one transaction, or, where it changes a large table, in
+steps that let the platform's writes go on (docs/operating.md, "Upgrades"):
+indexes built concurrently, checks validated after they are in force. A run
+that stopped halfway (an error, a kill, a lost connection) resumes at the step
+it stopped in; "migrate status" shows such a migration as partial.
+
+  --lock-timeout DURATION   the longest a step waits for a lock before it
+                            steps back and tries again, so writes queued
+                            behind it wait no longer (default 200ms); it
+                            gives up after 10 minutes of retries
 )";
 
 constexpr char kDownHelp[] = R"(Usage: metricsctl migrate down [--to N] [--database-url URL] [--migrations-dir DIR]
@@ -107,8 +118,8 @@ migrations and every row in them.
 constexpr char kStatusHelp[] = R"(Usage: metricsctl migrate status [--database-url URL] [--migrations-dir DIR]
 
 Prints a table of every migration: version, name, state (applied, pending,
-CHANGED: its file differs from what was applied, UNKNOWN: applied but not in
-the files) and when it was applied. Exits 1 if any is CHANGED or UNKNOWN.
+partial: some of its steps done, CHANGED: its file differs from what was
+applied, UNKNOWN: applied but not in the files) and when it was applied. Exits 1 if any is CHANGED or UNKNOWN.
 )";
 
 constexpr char kRollupsHelp[] = R"(Usage: metricsctl rollups rebuild --trial N [--database-url URL]
@@ -159,6 +170,7 @@ struct Args {
   std::optional<std::string> ttl;
   std::optional<std::string> name;
   std::optional<std::string> raw_retention;
+  std::optional<absl::Duration> lock_timeout;
   bool dry_run = false;
   bool help = false;
 };
@@ -226,6 +238,17 @@ constexpr ValueOption kValueOptions[] = {
        return ParseCount("--chunk-rows", v, 1, 100000,
                          "a number from 1 to 100000", a.chunk_rows);
      }},
+    {"--lock-timeout",
+     [](const std::string& v, Args& a) {
+       absl::Duration d;
+       if (!absl::ParseDuration(v, &d) || d < absl::Milliseconds(1) ||
+           d > absl::Hours(1)) {
+         return absl::StrCat("--lock-timeout ", v,
+                             ": must be a duration from 1ms to 1h (\"200ms\")");
+       }
+       a.lock_timeout = d;
+       return std::string();
+     }},
     {"--to",
      [](const std::string& v, Args& a) {
        return ParseCount("--to", v, 0, std::numeric_limits<int>::max(),
@@ -290,10 +313,15 @@ void PrintStatusTable(const std::vector<MigrationState>& states) {
         s.applied_at.has_value()
             ? absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", *s.applied_at,
                                absl::UTCTimeZone())
+        : s.steps_done > 0
+            ? absl::StrCat(s.steps_done, " of ", s.steps, " steps done")
             : "-";
+    const std::string state =
+        s.state == MigrationState::State::kPending && s.steps_done > 0
+            ? "partial"
+            : std::string(StateName(s.state));
     std::printf("%-8s %-32s %-8s %s\n", absl::StrFormat("%04d", s.version).c_str(),
-                s.name.c_str(), std::string(StateName(s.state)).c_str(),
-                when.c_str());
+                s.name.c_str(), state.c_str(), when.c_str());
     switch (s.state) {
       case MigrationState::State::kApplied:
         ++applied;
@@ -450,6 +478,9 @@ int Migrate(const Args& args) {
   if (sub == "status" && args.to.has_value()) {
     return UsageError("--to does not apply to \"migrate status\"");
   }
+  if (sub != "up" && args.lock_timeout.has_value()) {
+    return UsageError(absl::StrCat("--lock-timeout applies to \"migrate up\" only"));
+  }
 
   MigratorOptions options;
   options.database_url = common::ResolveDatabaseUrl(args.database_url);
@@ -462,6 +493,7 @@ int Migrate(const Args& args) {
   options.on_progress = [](absl::string_view event) {
     std::cout << event << "..." << std::endl;
   };
+  if (args.lock_timeout.has_value()) options.lock_timeout = *args.lock_timeout;
   absl::StatusOr<std::unique_ptr<Migrator>> migrator =
       Migrator::Create(std::move(options));
   if (!migrator.ok()) return Fail(migrator.status());
