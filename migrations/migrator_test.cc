@@ -568,6 +568,17 @@ TEST_F(MigratorTest, HelpAndUsageErrors) {
   Run bad_to = Metricsctl({"migrate", "up", "--to", "x"});
   EXPECT_EQ(bad_to.code, 2);
   EXPECT_THAT(bad_to.err, HasSubstr("--to x"));
+  Run bad_timeout = Metricsctl({"migrate", "up", "--lock-timeout=5"});
+  EXPECT_EQ(bad_timeout.code, 2);
+  EXPECT_THAT(bad_timeout.err,
+              HasSubstr("--lock-timeout 5: must be a duration from 1ms to 1h"));
+  Run timeout_elsewhere =
+      Metricsctl({"migrate", "status", "--lock-timeout=1s"});
+  EXPECT_EQ(timeout_elsewhere.code, 2);
+  EXPECT_THAT(timeout_elsewhere.err,
+              HasSubstr("--lock-timeout applies to \"migrate up\" only"));
+  EXPECT_THAT(Metricsctl({"migrate", "up", "--help"}).out,
+              HasSubstr("--lock-timeout DURATION"));
   EXPECT_THAT(Query("SELECT to_regclass('schema_migrations')"), IsEmpty());
 }
 
