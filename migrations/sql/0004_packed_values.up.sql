@@ -1,16 +1,30 @@
--- System rows get small (issue 19): a report's values move from jsonb keyed
--- by name and GPU UUID (about 1.3 KB for an 8-GPU agent) to `packed_values`,
--- keyed by series registry id with each value in as few bytes as its
--- precision allows (storage/packed_report.h: about 130 bytes). `metrics` is
--- NULL in such rows; exactly one of the two is set. Rows written before keep
--- their jsonb and are read as before. Generic readers read every row the
--- same way through the view metrics_unpacked, which gives `metrics` as jsonb
--- in the old shape, names and GPU UUIDs looked up in the series registry.
+-- System rows get small: a report's values move from jsonb keyed by name
+-- and GPU UUID (about 1.3 KB for an 8-GPU agent) to `packed_values`, keyed by
+-- series registry id with each value in as few bytes as its precision allows
+-- (storage/packed_report.h: about 130 bytes). `metrics` is NULL in such rows;
+-- exactly one of the two is set. Rows written before keep their jsonb and are
+-- read as before. Generic readers read every row the same way through the
+-- view metrics_unpacked, which gives `metrics` as jsonb in the old shape,
+-- names and GPU UUIDs looked up in the series registry.
+--
+-- `metrics` is the platform's table, with every job's training metrics: the
+-- steps below run while it is written to (docs/operating.md, "Upgrades").
+-- No step rewrites rows or holds a lock that blocks writes for longer than a
+-- catalog change; an index is built concurrently and the check validated
+-- after it is in force.
+--
+-- The text this one replaced did the same in one transaction.
+-- migrate:accepts-checksum fe0845eeb29af0cd45b2ade39ef206acc95ceee7fd23280a0c8eae7d8bd3f343
+
+-- migrate:step add packed_values and its check, in force for new rows
 ALTER TABLE metrics
   ADD COLUMN packed_values bytea,
   ALTER COLUMN metrics DROP NOT NULL,
   ADD CONSTRAINT metrics_values_check
-    CHECK ((metrics IS NULL) <> (packed_values IS NULL));
+    CHECK ((metrics IS NULL) <> (packed_values IS NULL)) NOT VALID;
+
+-- migrate:step-outside-transaction check the rows already there
+ALTER TABLE metrics VALIDATE CONSTRAINT metrics_values_check;
 
 -- The primary key (trial_id, metric_group, agent_id, end_time, id,
 -- partition_type) cost 135 bytes a system row, more than its packed values;
@@ -20,20 +34,30 @@ ALTER TABLE metrics
 -- other groups. The narrow one keys an agent by the hash of its id (4 bytes
 -- instead of a host name of 20-30; readers also compare the id itself) and
 -- leaves out `id`: about 32 bytes a row. Reads order by (end_time, id), an
--- incremental sort of the rare rows with equal times.
-ALTER TABLE metrics DROP CONSTRAINT metrics_pkey;
-CREATE UNIQUE INDEX metrics_training_key ON metrics_training
+-- incremental sort of the rare rows with equal times. The indexes are built
+-- beside the key, which goes last.
+-- migrate:step-outside-transaction index metrics_training
+CREATE UNIQUE INDEX CONCURRENTLY metrics_training_key ON metrics_training
   (trial_id, metric_group, agent_id, end_time, id, partition_type);
-CREATE UNIQUE INDEX metrics_validation_key ON metrics_validation
+
+-- migrate:step-outside-transaction index metrics_validation
+CREATE UNIQUE INDEX CONCURRENTLY metrics_validation_key ON metrics_validation
   (trial_id, metric_group, agent_id, end_time, id, partition_type);
-CREATE UNIQUE INDEX metrics_generic_key ON metrics_generic
+
+-- migrate:step-outside-transaction index metrics_generic
+CREATE UNIQUE INDEX CONCURRENTLY metrics_generic_key ON metrics_generic
   (trial_id, metric_group, agent_id, end_time, id, partition_type);
-CREATE INDEX metrics_profiling_system_idx ON metrics_profiling
+
+-- migrate:step-outside-transaction index system rows of metrics_profiling
+CREATE INDEX CONCURRENTLY metrics_profiling_system_idx ON metrics_profiling
   (trial_id, hashtext(agent_id), end_time) WHERE metric_group = 'system';
-CREATE INDEX metrics_profiling_other_idx ON metrics_profiling
+
+-- migrate:step-outside-transaction index other rows of metrics_profiling
+CREATE INDEX CONCURRENTLY metrics_profiling_other_idx ON metrics_profiling
   (trial_id, metric_group, agent_id, end_time, id)
   WHERE metric_group <> 'system';
 
+-- migrate:step functions, view and tables of packed values
 -- The values of a packed_values column as (series_id, value) rows: the
 -- decoder of storage/packed_report.cc and storage/value_codec.cc in SQL,
 -- giving the same doubles bit for bit (decimal digits divided by an exact
@@ -150,3 +174,6 @@ CREATE TABLE raw_retention (
 -- Closed buckets are never updated again: fill their pages. The live
 -- bucket's updates find room in the last pages, where new rows go.
 ALTER TABLE system_rollups SET (fillfactor = 100);
+
+-- migrate:step drop the old primary key
+ALTER TABLE metrics DROP CONSTRAINT metrics_pkey;
