@@ -44,7 +44,9 @@ constexpr char kMainHelp[] = R"(Usage: metricsctl [options] <command> [command o
 The operator's tool for the profiling metrics service.
 
 Commands:
-  migrate up [--to N]     apply pending migrations, all or up to version N
+  migrate up [--to N] [--lock-timeout D]
+                          apply pending migrations, all or up to version N;
+                          online where a table is large (docs: "Upgrades")
   migrate down [--to N]   revert the newest migration, or all newer than N
                           (--to 0 reverts every migration)
   migrate status          list applied and pending migrations
