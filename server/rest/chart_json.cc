@@ -3,7 +3,7 @@
 #include <cmath>
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
+#include <charconv>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -85,17 +85,23 @@ void AppendSeries(std::string& out, const v1::Series& s) {
   out += '}';
 }
 
-// A value to 6 significant digits, shortest form ("37.5234", "1e+06");
-// non-finite values as null.
+}  // namespace
+
 void AppendRounded(std::string& out, double v) {
   if (!std::isfinite(v)) {
     out += "null";
     return;
   }
+  // printf's "%.6g", as the standard defines it, without printf's cost
+  // (arbitrary-precision division): a third of metricsd's CPU for a
+  // summary of 16 agents was there.
   char text[32];
-  const int n = std::snprintf(text, sizeof text, "%.6g", v);
-  out.append(text, n);
+  const std::to_chars_result r =
+      std::to_chars(text, text + sizeof text, v, std::chars_format::general, 6);
+  out.append(text, r.ptr);
 }
+
+namespace {
 
 // How many grid steps of `resolution_us` the bucket starts span, or -1
 // when they are not ascending on the grid (never from the engine; the

@@ -38,6 +38,10 @@ namespace metrics::server {
 
 void AppendChartJson(std::string& out, const v1::QuerySeriesResponse& answer);
 
+// A CHART view's value: printf's "%.6g" ("37.5234", "1e+06"); a value that
+// is not finite as null.
+void AppendRounded(std::string& out, double v);
+
 }  // namespace metrics::server
 
 #endif  // METRICS_SERVER_REST_CHART_JSON_H_

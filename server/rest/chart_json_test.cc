@@ -4,8 +4,13 @@
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <limits>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -132,6 +137,30 @@ TEST(ChartJsonTest, ASummarysSeriesNameTheirTrialAndOrigin) {
   AppendChartJson(json, answer);
   EXPECT_THAT(json, Not(HasSubstr("trialId")));
   EXPECT_THAT(json, Not(HasSubstr("originMs")));
+}
+
+// The rounding is printf's "%.6g" to the character: at powers of ten, at
+// the switch to exponents, at halves, for tiny and huge values.
+TEST(ChartJsonTest, RoundedValuesArePrintfs6SignificantDigits) {
+  std::vector<double> values = {0.0, -0.0, 1.0, 100.0, 999999.5, 1e6, 1e-4, 1e-5,
+                                123456.5, 0.1 + 0.2, 5e-324, 1.7976931348623157e308,
+                                -37.52345, 2.5e-7};
+  std::mt19937_64 random(7);
+  for (int i = 0; i < 100000; ++i) {
+    uint64_t bits = random();
+    double v;
+    std::memcpy(&v, &bits, sizeof v);
+    if (std::isfinite(v)) values.push_back(v);
+    values.push_back(std::ldexp(static_cast<double>(random() % 2000000) - 1000000,
+                                static_cast<int>(random() % 80) - 60));
+  }
+  for (double v : values) {
+    char expected[64];
+    std::snprintf(expected, sizeof expected, "%.6g", v);
+    std::string got;
+    AppendRounded(got, v);
+    ASSERT_EQ(got, expected) << std::hexfloat << v;
+  }
 }
 
 TEST(ChartJsonTest, ValuesThatAreNotFiniteAreNull) {
