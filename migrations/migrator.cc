@@ -307,7 +307,9 @@ absl::Status PgMigrator::RunInTransaction(const Migration& m, int step,
   const std::string set_lock_timeout = absl::StrCat(
       "SET LOCAL lock_timeout = ",
       std::max<int64_t>(1, absl::ToInt64Milliseconds(options_.lock_timeout)));
-  const absl::Time waiting_since = absl::Now();
+  // Since when the step has found its locks taken; a repeated step's rounds
+  // that go through end the wait.
+  std::optional<absl::Time> waiting_since;
   absl::Duration backoff = absl::Milliseconds(100);
   int64_t rows_so_far = 0;
   absl::Time last_report = absl::Now();
@@ -326,6 +328,7 @@ absl::Status PgMigrator::RunInTransaction(const Migration& m, int step,
     });
     if (status.ok()) {
       if (done) return absl::OkStatus();
+      waiting_since.reset();
       backoff = absl::Milliseconds(100);
       if (absl::Now() - last_report >= absl::Seconds(1)) {
         Progress(absl::StrCat(who, ": ", rows_so_far, " rows so far"));
@@ -335,7 +338,8 @@ absl::Status PgMigrator::RunInTransaction(const Migration& m, int step,
     }
     // ABORTED: a lock not taken within lock_timeout, or a deadlock.
     if (status.code() != absl::StatusCode::kAborted) return status;
-    if (absl::Now() - waiting_since + backoff > options_.lock_wait_limit) {
+    if (!waiting_since.has_value()) waiting_since = absl::Now();
+    if (absl::Now() - *waiting_since + backoff > options_.lock_wait_limit) {
       return absl::AbortedError(absl::StrCat(
           operation, ": other sessions kept conflicting locks for ",
           absl::FormatDuration(options_.lock_wait_limit),
