@@ -81,8 +81,9 @@ constexpr char kMigrateHelp[] = R"(Usage: metricsctl migrate <up|down|status> [o
 Manages the database schema. Each migration runs in its own transaction, or
 in resumable steps that let writes go on, under a PostgreSQL advisory lock,
 so concurrent runs (two operators, or several metricsd --migrate) apply each
-migration exactly once: the later run waits, then finds nothing to do. A database whose recorded migration differs from
-the file of the same number is refused.
+migration exactly once: the later run waits, then finds nothing to do. A
+database whose recorded migration differs from the file of the same number is
+refused.
 
   up [--to N]     apply pending migrations, all or up to version N
   down [--to N]   revert the newest migration, or all newer than N (--to 0: all)
@@ -121,7 +122,8 @@ constexpr char kStatusHelp[] = R"(Usage: metricsctl migrate status [--database-u
 
 Prints a table of every migration: version, name, state (applied, pending,
 partial: some of its steps done, CHANGED: its file differs from what was
-applied, UNKNOWN: applied but not in the files) and when it was applied. Exits 1 if any is CHANGED or UNKNOWN.
+applied, UNKNOWN: applied but not in the files) and when it was applied.
+Exits 1 if any is CHANGED or UNKNOWN.
 )";
 
 constexpr char kRollupsHelp[] = R"(Usage: metricsctl rollups rebuild --trial N [--database-url URL]
@@ -481,7 +483,7 @@ int Migrate(const Args& args) {
     return UsageError("--to does not apply to \"migrate status\"");
   }
   if (sub != "up" && args.lock_timeout.has_value()) {
-    return UsageError(absl::StrCat("--lock-timeout applies to \"migrate up\" only"));
+    return UsageError("--lock-timeout applies to \"migrate up\" only");
   }
 
   MigratorOptions options;

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -160,7 +161,7 @@ TEST(OnlineMigrationTest, MigrationOf0004LetsWritesGoOnAndResumesAfterAKill) {
   });
   Writer system(db->url(), [](pqxx::connection& conn, int n) {
     pqxx::work tx(conn);
-    tx.exec_params(
+    tx.exec(
         "INSERT INTO metrics (trial_id, partition_type, metric_group, "
         "agent_id, end_time, metrics) VALUES (100, 'PROFILING', 'system', "
         "'live', now(), '{\"cpu_util\": 12.5}')");
