@@ -187,7 +187,11 @@ TEST(OnlineMigrationTest, MigrationOf0004LetsWritesGoOnAndResumesAfterAKill) {
                           "SELECT pid FROM pg_stat_activity WHERE query LIKE "
                           "'%CONCURRENTLY metrics_profiling_system_idx%' "
                           "AND application_name = 'metricsctl'");
-          return !backend.empty();
+          // Past the build's first transaction, which commits the index
+          // (invalid) to the catalog: a kill before it leaves no index.
+          return !backend.empty() &&
+                 Query(db->url(), "SELECT count(*) FROM pg_index WHERE indexrelid = "
+                                  "to_regclass('metrics_profiling_system_idx')") == "1";
         },
         absl::Seconds(120)))
         << "metricsctl did not reach the index build: "
