@@ -786,6 +786,80 @@ TEST_F(PgMetricStoreTest, ManySmallBatchesQueuedAtOnceMakeGroupsOfBoundedSize) {
   EXPECT_OK(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
 }
 
+TEST_F(PgMetricStoreTest, ABusyLaneWaitsForItsGroupToFillWhileBatchesArrive) {
+  // Agents' one-report batches arriving 50 ms apart: a lane that lingers
+  // until its group is full commits them together, not the first at once.
+  store_->Shutdown(Deadline());
+  PgMetricStoreOptions options;
+  options.writer.lanes = 1;
+  options.writer.max_group_batches = 10;
+  options.writer.linger_after_batches = 1;
+  options.writer.group_linger = absl::Seconds(20);
+  options.writer.linger_idle = absl::Seconds(1);
+  store_ = NewStore(options);
+  MakeTrial(7);
+  constexpr int kAgents = 10;
+  absl::BlockingCounter outstanding(kAgents);
+  std::vector<BatchOutcome> outcomes(kAgents);
+  const absl::Time start = absl::Now();
+  for (int a = 0; a < kAgents; ++a) {
+    if (a > 0) absl::SleepFor(absl::Milliseconds(50));
+    ASSERT_OK(store_->SubmitBatch(Batch(7, 1, absl::StrCat("agent-", a)),
+                                  [&, a](BatchOutcome o) {
+                                    outcomes[a] = std::move(o);
+                                    outstanding.DecrementCount();
+                                  }));
+  }
+  outstanding.Wait();
+  // Full at the tenth batch: committed then, not at the linger's bound.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  for (const BatchOutcome& o : outcomes) {
+    EXPECT_EQ(o.kind, BatchOutcome::Kind::kStored) << o.status;
+  }
+  EXPECT_EQ(Scalar("SELECT count(DISTINCT xmin::text) FROM metrics "
+                   "WHERE trial_id = 7"),
+            "1");
+  EXPECT_OK(test_util::CheckRollupsMatchRawRows(SharedDatabase()->url(), 7));
+}
+
+TEST_F(PgMetricStoreTest, ALaneCommitsAtOnceWhenQuietOrWhenNothingMoreArrives) {
+  // A lane lingers only when it finds `linger_after_batches` queued, and
+  // stops once nothing arrives for `linger_idle`: a sender that waits for
+  // its acknowledgements before sending more is not held for the linger.
+  const auto restart = [&](size_t linger_after, absl::Duration idle) {
+    store_->Shutdown(Deadline());
+    PgMetricStoreOptions options;
+    options.writer.lanes = 1;
+    options.writer.linger_after_batches = linger_after;
+    options.writer.group_linger = absl::Seconds(60);
+    options.writer.linger_idle = idle;
+    store_ = NewStore(options);
+  };
+  // Quiet: one batch, below the lane's threshold; the linger and its idle
+  // bound (a minute each) would hold it past Submit's wait.
+  restart(/*linger_after=*/8, /*idle=*/absl::Seconds(60));
+  MakeTrial(7);
+  absl::Time start = absl::Now();
+  EXPECT_EQ(Submit(Batch(7, 1)).kind, BatchOutcome::Kind::kStored);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+
+  // Busy, then nothing more: three batches at once, each lingering lane
+  // gives up 200 ms after the last arrival.
+  restart(/*linger_after=*/1, /*idle=*/absl::Milliseconds(200));
+  absl::BlockingCounter outstanding(3);
+  start = absl::Now();
+  for (int a = 0; a < 3; ++a) {
+    ASSERT_OK(store_->SubmitBatch(Batch(7, 1, absl::StrCat("busy-", a)),
+                                  [&](BatchOutcome o) {
+                                    EXPECT_EQ(o.kind, BatchOutcome::Kind::kStored)
+                                        << o.status;
+                                    outstanding.DecrementCount();
+                                  }));
+  }
+  outstanding.Wait();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
 TEST_F(PgMetricStoreTest, BatchesWaitingWithPackedLabelsStoreTheSeriesTheyDeclared) {
   // Past the third batch waiting, each keeps its labels packed until its
   // group commits; each agent declares a UUID of its own, runs of the same

@@ -60,6 +60,9 @@ class IngestWriter::Lane {
   bool Push(std::unique_ptr<PendingBatch>& batch) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     if (stopping_) return false;
+    queued_values_ += batch->batch.ValueCount();
+    queued_buckets_ += batch->rollup_buckets;
+    ++pushed_;
     queue_.push_back(std::move(batch));
     return true;
   }
@@ -80,11 +83,42 @@ class IngestWriter::Lane {
     return !queue_.empty() || stopping_;
   }
 
+  // The queue holds a whole group (or more), or the lane is stopping.
+  bool GroupFullOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const IngestWriterOptions& o = writer_->options_;
+    return stopping_ || queue_.size() >= o.max_group_batches ||
+           queued_values_ >= o.max_group_values ||
+           queued_buckets_ >= o.max_group_rollup_buckets;
+  }
+
+  // Waits for a busy lane's group to fill (IngestWriterOptions::
+  // group_linger). The wait wakes once a `linger_idle`, not at each
+  // arrival: waking the lane's thread per batch would cost what the
+  // larger group saves.
+  void LingerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const IngestWriterOptions& o = writer_->options_;
+    if (o.group_linger <= absl::ZeroDuration() ||
+        queue_.size() < o.linger_after_batches) {
+      return;
+    }
+    const absl::Time until = absl::Now() + o.group_linger;
+    for (absl::Time now = absl::Now(); now < until; now = absl::Now()) {
+      const uint64_t seen = pushed_;
+      if (mu_.AwaitWithDeadline(
+              absl::Condition(this, &Lane::GroupFullOrStopping),
+              std::min(until, now + o.linger_idle))) {
+        return;
+      }
+      if (pushed_ == seen) return;  // nothing came: its senders wait for us
+    }
+  }
+
   // Takes whole batches up to the group size; empty when stopping and done.
   std::vector<std::unique_ptr<PendingBatch>> TakeGroup(bool& past_deadline)
       ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(this, &Lane::HasWorkOrStopping));
+    LingerLocked();
     past_deadline = stopping_ && absl::Now() >= stop_deadline_;
     std::vector<std::unique_ptr<PendingBatch>> group;
     size_t values = 0, buckets = 0;
@@ -99,6 +133,8 @@ class IngestWriter::Lane {
       }
       values += n;
       buckets += b;
+      queued_values_ -= n;
+      queued_buckets_ -= b;
       group.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
@@ -203,6 +239,10 @@ class IngestWriter::Lane {
   const int index_;
   absl::Mutex mu_;
   std::deque<std::unique_ptr<PendingBatch>> queue_ ABSL_GUARDED_BY(mu_);
+  // What queue_ holds, and how many batches ever came (to see arrivals).
+  size_t queued_values_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t queued_buckets_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t pushed_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time stop_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   // Used only by the lane's thread.

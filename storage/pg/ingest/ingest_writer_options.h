@@ -40,6 +40,18 @@ struct IngestWriterOptions {
   // it, a batch is likely in the next group, and packing would cost for
   // nothing.
   size_t pack_labels_after_batches = 100;
+  // A lane that finds at least `linger_after_batches` batches queued when
+  // it takes a group (a busy server: thousands of agents each sending a
+  // report a second) waits up to `group_linger` for the group to fill,
+  // while batches keep arriving (none for `linger_idle` ends the wait:
+  // senders waiting for this group's acknowledgements send nothing more).
+  // Fewer, larger commits cost far less per batch: each commit's statements,
+  // round trips, COPY start and WAL flush (docs/benchmarks.md, "Groups that
+  // fill"). A quiet server's lane finds fewer batches and commits at once,
+  // so its latency is unchanged. A zero `group_linger` turns it off.
+  size_t linger_after_batches = 8;
+  absl::Duration group_linger = absl::Milliseconds(20);
+  absl::Duration linger_idle = absl::Milliseconds(2);
   // How long to keep retrying a group while the database is unreachable.
   absl::Duration retry_for = absl::Seconds(30);
   int max_series_per_trial = 10000;
