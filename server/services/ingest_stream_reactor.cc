@@ -323,7 +323,7 @@ void IngestStreamReactor::ProgressLocked(Actions& actions) {
   if (!reading_ && !reads_done_ && opened_ &&
       inflight_ < options_.max_inflight) {
     reading_ = true;
-    actions.read = true;
+    actions.read = request_;
   }
   if (reads_done_ && inflight_ == 0 && !opening_ && !writing_) {
     FinishLocked(absl::OkStatus(), actions);
@@ -343,7 +343,7 @@ bool IngestStreamReactor::Gone() {
 
 void IngestStreamReactor::Run(Actions actions) {
   if (actions.write) StartWrite(&response_);
-  if (actions.read) StartRead(request_);
+  if (actions.read != nullptr) StartRead(actions.read);
   if (actions.finish.has_value()) Finish(std::move(*actions.finish));
 }
 

@@ -63,7 +63,9 @@ class IngestStreamReactor
  private:
   // gRPC operations decided under mu_, started after it is released.
   struct Actions {
-    bool read = false;
+    // The message to read into, taken under mu_: HandleBatch replaces
+    // request_ under mu_ once that read is done, on another thread.
+    v1::StreamSystemMetricsRequest* read = nullptr;
     bool write = false;
     std::optional<grpc::Status> finish;
   };
@@ -112,7 +114,7 @@ class IngestStreamReactor
   // allocation per report and field) and dropped whole once converted;
   // owned by gRPC between StartRead and OnReadDone.
   google::protobuf::Arena arena_;
-  v1::StreamSystemMetricsRequest* request_;
+  v1::StreamSystemMetricsRequest* request_ ABSL_GUARDED_BY(mu_);
   // Owned by gRPC between StartWrite and OnWriteDone.
   v1::StreamSystemMetricsResponse response_;
 
