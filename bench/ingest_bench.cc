@@ -97,16 +97,33 @@ double Percentile(std::vector<double> values, double p) {
   return values[index];
 }
 
-// Acknowledgement latencies of the measured part of a fan-in step.
+// Acknowledgement latencies of the measured part of a fan-in step, also by
+// the second their report was sent in: whether a step never catches up
+// after its start or falls behind now and then shows there.
 class Recorder {
  public:
   void Enable() {
     absl::MutexLock lock(&mu_);
     enabled_ = true;
+    enabled_at_ = absl::Now();
   }
-  void Record(double ms) {
+  void Record(absl::Time sent, double ms) {
     absl::MutexLock lock(&mu_);
-    if (enabled_) ms_.push_back(ms);
+    if (!enabled_) return;
+    ms_.push_back(ms);
+    const auto second = static_cast<size_t>(
+        std::max<int64_t>(0, absl::ToInt64Seconds(sent - enabled_at_)));
+    if (by_second_.size() <= second) by_second_.resize(second + 1);
+    by_second_[second].push_back(ms);
+  }
+  // The p99 of the reports sent in each measured second.
+  std::vector<double> P99BySecond() {
+    absl::MutexLock lock(&mu_);
+    std::vector<double> p99;
+    for (const std::vector<double>& ms : by_second_) {
+      p99.push_back(Percentile(ms, 0.99));
+    }
+    return p99;
   }
   size_t Count() {
     absl::MutexLock lock(&mu_);
@@ -120,7 +137,9 @@ class Recorder {
  private:
   absl::Mutex mu_;
   bool enabled_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time enabled_at_ ABSL_GUARDED_BY(mu_);
   std::vector<double> ms_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<double>> by_second_ ABSL_GUARDED_BY(mu_);
 };
 
 // One agent of the fan-in run: a stream that sends one report when asked
@@ -197,7 +216,7 @@ class FanInStream : public grpc::ClientBidiReactor<
       }
       for (auto it = sent_.begin();
            it != sent_.end() && it->first <= response_.acked_sequence();) {
-        recorder_->Record(absl::ToDoubleMilliseconds(now - it->second));
+        recorder_->Record(it->second, absl::ToDoubleMilliseconds(now - it->second));
         it = sent_.erase(it);
       }
     }
@@ -265,6 +284,7 @@ struct FanInResult {
   int streams = 0;
   size_t acks = 0;
   double p50_ms = 0, p99_ms = 0, max_ms = 0;
+  std::vector<double> p99_ms_by_second;  // by the second of sending
   int failed = 0;  // streams that failed, or had a batch refused
   int64_t skipped = 0;
   int64_t rejected = 0;
@@ -393,6 +413,7 @@ FanInResult RunFanIn(const std::vector<std::string>& targets,
   }
   sampling = false;
   sampler.join();
+  result.p99_ms_by_second = recorder.P99BySecond();
   std::vector<double> ms = recorder.Take();
   result.acks = ms.size();
   result.p50_ms = Percentile(ms, 0.50);
@@ -794,6 +815,9 @@ int Run() {
                 static_cast<long long>(r.rejected),
                 static_cast<long long>(r.skipped), r.rss_mb,
                 r.cpu_us_metricsd, r.cpu_us_postgres, r.cpu_us_client);
+    std::printf("  %8s p99 ms of the reports sent in each measured second:", "");
+    for (double p99 : r.p99_ms_by_second) std::printf(" %.0f", p99);
+    std::printf("\n");
     std::fflush(stdout);
     peak_rss = std::max(peak_rss, r.rss_mb);
     if (r.p99_ms < 1000 && r.failed == 0 && r.acks > 0) {
