@@ -843,7 +843,7 @@ TEST_F(PgMetricStoreTest, ALaneCommitsAtOnceWhenQuietOrWhenNothingMoreArrives) {
   EXPECT_EQ(Submit(Batch(7, 1)).kind, BatchOutcome::Kind::kStored);
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
 
-  // Busy, then nothing more: three batches at once, each lingering lane
+  // Busy, then nothing more: three batches at once; the lingering lane
   // gives up 200 ms after the last arrival.
   restart(/*linger_after=*/1, /*idle=*/absl::Milliseconds(200));
   absl::BlockingCounter outstanding(3);
