@@ -4,6 +4,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "client/proc_stats.h"
 #include "client/small_file.h"
 
 namespace metrics::client {
@@ -57,13 +58,13 @@ absl::StatusOr<int64_t> ParseMemTotalBytes(absl::string_view text) {
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     absl::string_view key, value;
     if (!KeyValue(line, key, value) || key != "MemTotal") continue;
-    int64_t kib = 0;
-    if (!absl::ConsumeSuffix(&value, " kB") || !absl::SimpleAtoi(value, &kib) ||
-        kib < 0) {
+    int64_t bytes = 0;
+    if (!absl::ConsumeSuffix(&value, " kB") ||
+        !KibibytesToBytes(value, &bytes)) {
       return absl::InvalidArgumentError(
           "/proc/meminfo: MemTotal is not a number of kB");
     }
-    return kib * 1024;
+    return bytes;
   }
   return absl::InvalidArgumentError("/proc/meminfo: no MemTotal line");
 }

@@ -40,6 +40,8 @@ TEST(HostInventoryTest, ArmCpuInfoWithoutPackages) {
   EXPECT_THAT(ParseCpuInfo(""), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(ParseMemTotalBytes("MemTotal: lots\n"),
               StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParseMemTotalBytes("MemTotal: 555555555532768000 kB\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // Whatever NVML or /proc answer, the inventory carries printable text within

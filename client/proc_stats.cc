@@ -73,15 +73,25 @@ absl::StatusOr<int64_t> ParseMemAvailableBytes(absl::string_view text) {
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     if (!absl::ConsumePrefix(&line, "MemAvailable:")) continue;
     std::vector<absl::string_view> f = Fields(line);
-    int64_t kib = 0;
-    if (f.size() != 2 || f[1] != "kB" || !absl::SimpleAtoi(f[0], &kib)) {
+    int64_t bytes = 0;
+    if (f.size() != 2 || f[1] != "kB" || !KibibytesToBytes(f[0], &bytes)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "/proc/meminfo: MemAvailable is not \"<number> kB\": \"", line, "\""));
     }
-    return kib * 1024;
+    return bytes;
   }
   return absl::InvalidArgumentError(
       "/proc/meminfo: no MemAvailable line (Linux 3.14 or later has it)");
+}
+
+bool KibibytesToBytes(absl::string_view kib_text, int64_t* bytes) {
+  int64_t kib = 0;
+  if (!absl::SimpleAtoi(kib_text, &kib) || kib < 0 ||
+      kib > std::numeric_limits<int64_t>::max() / 1024) {
+    return false;
+  }
+  *bytes = kib * 1024;
+  return true;
 }
 
 absl::StatusOr<absl::flat_hash_map<std::string, DiskCounters>> ParseDiskStats(

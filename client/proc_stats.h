@@ -27,6 +27,11 @@ absl::StatusOr<CpuTimes> ParseProcStat(absl::string_view text);
 // swapping, the kernel's own estimate.
 absl::StatusOr<int64_t> ParseMemAvailableBytes(absl::string_view text);
 
+// A /proc count of kB (KiB) as bytes: false for anything but a non-negative
+// number whose bytes fit in int64_t (a corrupt or hostile file must not
+// overflow the multiplication).
+bool KibibytesToBytes(absl::string_view kib_text, int64_t* bytes);
+
 // Completed I/Os and sectors (of 512 bytes, whatever the device's sector
 // size) of one block device.
 struct DiskCounters {

@@ -60,6 +60,20 @@ TEST(ProcStatsTest, MemAvailableInBytes) {
                        HasSubstr("MemAvailable")));
 }
 
+// A count whose bytes do not fit in int64_t is refused, not overflowed (the
+// proc_stats fuzzer's find).
+TEST(ProcStatsTest, KibibytesThatOverflowAreRefused) {
+  int64_t bytes = 0;
+  ASSERT_TRUE(KibibytesToBytes("9007199254740991", &bytes));
+  EXPECT_EQ(bytes, 9007199254740991LL * 1024);
+  EXPECT_FALSE(KibibytesToBytes("9007199254740992", &bytes));
+  EXPECT_FALSE(KibibytesToBytes("-1", &bytes));
+  EXPECT_FALSE(KibibytesToBytes("555555555532768000", &bytes));
+  EXPECT_THAT(ParseMemAvailableBytes("MemAvailable: 555555555532768000 kB\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("MemAvailable")));
+}
+
 TEST(ProcStatsTest, DiskStatsKeepWholeDisksOnly) {
   ASSERT_OK_AND_ASSIGN(auto disks, ParseDiskStats(Fixture("t0/diskstats")));
   // Not loop0, zram0, dm-0, md0 (virtual) nor sda1, nvme0n1p1, mmcblk0p1
