@@ -3,6 +3,7 @@
 // HTTP, and shuts down gracefully on SIGINT or SIGTERM.
 #include <malloc.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -50,7 +51,7 @@ ABSL_FLAG(bool, migrate, false,
           "refuses to start on a schema that is not current.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGINT/SIGTERM, how long in-flight calls may take to finish.");
-ABSL_FLAG(int, http_max_connections, 1024,
+ABSL_FLAG(int, http_max_connections, 8192,
           "HTTP connections open at once; at the limit a new connection "
           "closes the one that has waited longest for a request.");
 ABSL_FLAG(absl::Duration, http_idle_timeout, absl::Seconds(60),
@@ -63,8 +64,10 @@ ABSL_FLAG(absl::Duration, http_body_timeout, absl::Seconds(30),
 ABSL_FLAG(int, http_handler_threads, 16,
           "Threads that run HTTP requests (more wait in a bounded queue, "
           "then get 503).");
-ABSL_FLAG(int, http_max_streams, 64,
-          "Streamed HTTP answers (follow) open at once; more get 503.");
+ABSL_FLAG(int, http_max_streams, 4096,
+          "Streamed HTTP answers (follow, export) open at once; more get "
+          "503. A stream holds no thread; each costs memory "
+          "(docs/operating.md, \"Followers\").");
 ABSL_FLAG(int64_t, http_max_body_bytes, 16 << 20,
           "Largest HTTP request body accepted (larger ones get 413).");
 ABSL_FLAG(absl::Duration, http_request_timeout, absl::Seconds(30),
@@ -125,7 +128,19 @@ ABSL_FLAG(bool, metrics_public, false,
 
 namespace {
 
+// Each agent's stream and each open follow holds a descriptor: thousands
+// of them pass the soft limit a login shell customarily gives (1024), so
+// metricsd takes the hard limit, as Go's runtime does for its servers.
+void RaiseDescriptorLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
 int Run() {
+  RaiseDescriptorLimit();
   // Before any thread starts, so that only the sigwait below sees them.
   const sigset_t stop_signals = metrics::common::BlockStopSignals();
 

@@ -20,11 +20,7 @@ HttpEngine::HttpEngine(HttpServerOptions options, HttpServer::Handler handler,
       acceptor_(accept_strand_),
       accept_retry_(accept_strand_),
       work_(asio::make_work_guard(io_)),
-      handler_pool_(options_.handler_threads, options_.max_queued_requests),
-      // One thread per admitted stream, so a stream's next chunk never
-      // waits behind another's.
-      stream_pool_(options_.max_streams,
-                   static_cast<size_t>(options_.max_streams)) {
+      handler_pool_(options_.handler_threads, options_.max_queued_requests) {
   acceptor_.assign(ipv6 ? tcp::v6() : tcp::v4(), fd);
   Accept();
   for (int i = 0; i < options_.io_threads; ++i) {
@@ -124,7 +120,6 @@ void HttpEngine::Shutdown() {
   // Handlers still running finish (their answers go nowhere), then the I/O
   // threads stop; what is left of the sessions goes with the I/O context.
   handler_pool_.Shutdown();
-  stream_pool_.Shutdown();
   work_.reset();
   io_.stop();
   for (std::thread& t : io_threads_) t.join();

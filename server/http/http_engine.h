@@ -1,5 +1,5 @@
 // The machinery behind HttpServer (http_server.h): the I/O threads and the
-// acceptor (Boost.Asio), the handler and stream pools, the connection
+// acceptor (Boost.Asio), the handler pool, the connection
 // registry that enforces max_connections by closing the connection that has
 // waited longest for a request, and one Session per connection (Beast's
 // parser on a strand, with a deadline on every read and write).
@@ -43,7 +43,7 @@ class Session;
 class HttpEngine {
  public:
   // Takes the listening socket `fd` (bound and listening) and starts the
-  // I/O threads and the pools. Serves TLS when `tls` is not null.
+  // I/O threads and the handler pool. Serves TLS when `tls` is not null.
   HttpEngine(HttpServerOptions options, HttpServer::Handler handler, int fd,
              bool ipv6, std::unique_ptr<boost::asio::ssl::context> tls);
   ~HttpEngine();
@@ -54,7 +54,6 @@ class HttpEngine {
   const HttpServerOptions& options() const { return options_; }
   const HttpServer::Handler& handler() const { return handler_; }
   common::BlockingExecutor& handler_pool() { return handler_pool_; }
-  common::BlockingExecutor& stream_pool() { return stream_pool_; }
   // The TLS context, or null for plain HTTP.
   boost::asio::ssl::context* tls() const { return tls_.get(); }
 
@@ -93,7 +92,6 @@ class HttpEngine {
       boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>
       work_;
   common::BlockingExecutor handler_pool_;
-  common::BlockingExecutor stream_pool_;
   std::vector<std::thread> io_threads_;
 };
 
@@ -138,11 +136,15 @@ class Session : public std::enable_shared_from_this<Session> {
   void Write(std::string bytes,
              std::function<void(boost::system::error_code)> done);
   void OnWritten(bool close_after, boost::system::error_code ec);
-  void PullChunk();
+  // Asks the stream's producer for its next piece.
+  void NextChunk();
   void WriteChunk(std::string chunk, StreamStep step);
+  // While a stream waits for its producer, watches the socket for a client
+  // that leaves, so that a quiet stream does not outlive its reader.
+  void WatchClient();
   // Answers a transport error as JSON and closes when `close`.
   void SendError(const absl::Status& status, int http_status, bool close);
-  // Hands an unfinished stream to a pool thread to end it.
+  // Ends an unfinished stream (its producer cancels what it waits for).
   void DropStream();
   // Closes after the client has had time to read the answer.
   void Linger();
@@ -165,6 +167,10 @@ class Session : public std::enable_shared_from_this<Session> {
   HttpResponse::Stream stream_body_;
   bool close_after_stream_ = false;
   bool holds_stream_slot_ = false;
+  bool watching_ = false;  // a wait for the socket's readability is pending
+  // A pipelined request's bytes arrived during the stream: watching again
+  // would wake at once, so the stream's writes find a departed client.
+  bool watch_stopped_ = false;
   size_t lingered_ = 0;
   std::atomic<bool> waiting_{false};
   std::atomic<int64_t> waiting_since_{0};

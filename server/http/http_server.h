@@ -8,8 +8,10 @@
 // Connections cost no thread while they send, wait or idle: a few I/O
 // threads serve them all, with a time limit on each phase (headers, body,
 // idle, each write). Handlers, which may block on the database, run on a
-// bounded pool; a streamed response holds a thread of its own, up to a
-// limit. Every answer the transport gives itself (framing errors, limits,
+// bounded pool; a streamed response costs no thread either: its producer
+// hands each piece over when it has one, and is asked for the next only once
+// the piece before is written, so a client that does not read holds at most
+// one piece and is cut at the write timeout. Every answer the transport gives itself (framing errors, limits,
 // timeouts, overload) is JSON in the REST error shape (http_error.h).
 //
 // Thread-safety: the handler is called concurrently from pool threads and
@@ -61,10 +63,15 @@ enum class StreamStep {
 };
 
 struct HttpResponse {
-  // Produces a streamed body: appends the next piece to `chunk` (blocking
-  // as long as it needs) and says whether more follow (StreamStep). Sent
-  // with chunked encoding.
-  using Stream = std::function<StreamStep(std::string& chunk)>;
+  // Takes the next piece of a streamed body and what follows it.
+  using Deliver = std::function<void(std::string chunk, StreamStep step)>;
+  // Produces a streamed body, sent with chunked encoding. Called on an I/O
+  // thread once the head is written and again each time the piece before
+  // is written; it must not block, and calls `deliver` once, from any
+  // thread, when it has the next piece. Destroying it (the client left, a
+  // write failed, the server stops) cancels what it waits for, must not
+  // block, and guarantees `deliver` is not called afterwards.
+  using Stream = std::function<void(Deliver deliver)>;
 
   int status = 200;
   std::string content_type = "application/json";
@@ -83,15 +90,17 @@ struct HttpServerOptions {
   // Connections open at once. At the limit, a new connection closes the one
   // that has waited longest for a request (idle, or still sending its
   // headers), so slow or idle clients cannot lock others out; when every
-  // connection is busy with a request, the new one is answered 503.
-  int max_connections = 1024;
+  // connection is busy with a request, the new one is answered 503. Each
+  // open stream (follow) is a connection, so this is above max_streams.
+  int max_connections = 8192;
   // Threads for handlers; requests beyond them wait in a queue of
   // max_queued_requests, and past that are answered 503.
   int handler_threads = 16;
   size_t max_queued_requests = 256;
-  // Streamed responses (follow) at once, each holding a thread; more are
-  // answered 503.
-  int max_streams = 64;
+  // Streamed responses (follow) at once; more are answered 503. A stream
+  // holds no thread: what bounds it is memory, measured at about
+  // 40 KB a follow (docs/operating.md, "Followers").
+  int max_streams = 4096;
   // Threads that run the connections' I/O.
   int io_threads = 2;
   // Time to receive a request's headers: from the connection's start, or

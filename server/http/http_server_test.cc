@@ -71,9 +71,10 @@ TEST(HttpServerTest, AnAbortedStreamEndsWithoutTheLastChunk) {
         response.content_type = "text/csv";
         const StreamStep last =
             request.path == "/abort" ? StreamStep::kAbort : StreamStep::kEnd;
-        response.stream = [n = 0, last](std::string& chunk) mutable {
-          chunk = ++n == 1 ? "hello" : " world";
-          return n == 1 ? StreamStep::kMore : last;
+        response.stream = [n = 0, last](HttpResponse::Deliver deliver) mutable {
+          ++n;
+          deliver(n == 1 ? "hello" : " world",
+                  n == 1 ? StreamStep::kMore : last);
         };
         return response;
       });

@@ -71,6 +71,18 @@ absl::Status BodyTooLarge(size_t limit) {
       absl::StrCat("request body: larger than the limit of ", limit, " bytes"));
 }
 
+// Whether the client has closed its connection: a non-blocking probe of the
+// socket's descriptor.
+bool ClientLeft(int fd, bool tls) {
+  char byte;
+  const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  // Over TLS a client that leaves first sends close_notify, so bytes
+  // waiting mean it left too: a browser or HTTP client never sends more
+  // while an answer is in progress (a pipelining one would lose that call).
+  return n == 0 || (tls && n > 0) ||
+         (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
 bool IsHttpError(const boost::system::error_code& ec) {
   return ec.category() ==
          http::make_error_code(http::error::end_of_stream).category();
@@ -127,6 +139,7 @@ void Session::Close() {
 }
 
 void Session::Shut() {
+  DropStream();
   boost::system::error_code ignored;
   stream_.tcp().socket().shutdown(tcp::socket::shutdown_both, ignored);
   stream_.tcp().close();
@@ -346,17 +359,10 @@ void Session::Dispatch() {
   boost::system::error_code ec;
   const tcp::endpoint peer = stream_.tcp().socket().remote_endpoint(ec);
   request.client_address = ec ? "unknown" : peer.address().to_string();
-  const int fd = stream_.tcp().socket().native_handle();
-  // Over TLS a client that leaves first sends close_notify, so bytes
-  // waiting mean it left too: a browser or HTTP client never sends more
-  // while an answer is in progress (a pipelining one would lose that call).
-  const bool tls = stream_.is_tls();
-  request.client_gone = [fd, tls] {
-    char byte;
-    const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0 || (tls && n > 0) ||
-           (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
-  };
+  // Called from a pool thread: it probes the descriptor, not the socket
+  // object the strand owns.
+  request.client_gone = [fd = stream_.tcp().socket().native_handle(),
+                         tls = stream_.is_tls()] { return ClientLeft(fd, tls); };
   const bool head = request.method == "HEAD";
   const std::vector<std::string>& inline_paths = engine_.options().inline_paths;
   if (std::find(inline_paths.begin(), inline_paths.end(), request.path) !=
@@ -378,8 +384,6 @@ void Session::RunHandler(HttpRequest request, bool head) {
   HttpResponse response = engine_.handler()(request);
   bool slot = false;
   if (response.stream) {
-    // A streamed answer is released here, on a pool thread: ending it may
-    // wait for its call to finish.
     if (head) {
       response.stream = nullptr;
       response.headers.emplace_back("Transfer-Encoding", "chunked");
@@ -433,11 +437,10 @@ void Session::Respond(HttpResponse response, bool head, bool stream_slot) {
     Write(std::move(out),
           [self = shared_from_this()](boost::system::error_code ec) {
             if (ec) {
-              self->DropStream();
               self->Shut();
               return;
             }
-            self->PullChunk();
+            self->NextChunk();
           });
     return;
   }
@@ -476,22 +479,23 @@ void Session::OnWritten(bool close_after, boost::system::error_code ec) {
   }
 }
 
-void Session::PullChunk() {
-  // A stream may stay quiet for long; its producer watches for a client
-  // that leaves (HttpRequest::client_gone).
+void Session::NextChunk() {
+  // A stream may stay quiet for long: no deadline while its producer has
+  // nothing, but a watch for a client that leaves.
   stream_.tcp().expires_never();
-  const bool posted = engine_.stream_pool().Post([self = shared_from_this()] {
-    std::string chunk;
-    const StreamStep step = self->stream_body_(chunk);
+  WatchClient();
+  stream_body_([weak = weak_from_this()](std::string chunk, StreamStep step) {
+    const std::shared_ptr<Session> self = weak.lock();
+    if (self == nullptr) return;
     asio::post(self->stream_.get_executor(),
                [self, chunk = std::move(chunk), step]() mutable {
                  self->WriteChunk(std::move(chunk), step);
                });
   });
-  if (!posted) Shut();  // shutting down
 }
 
 void Session::WriteChunk(std::string chunk, StreamStep step) {
+  if (stream_body_ == nullptr) return;  // dropped while the piece came
   const bool last = step != StreamStep::kMore;
   std::string out;
   if (!chunk.empty()) {
@@ -503,13 +507,9 @@ void Session::WriteChunk(std::string chunk, StreamStep step) {
     // An aborted body ends without the last chunk (and, for HTTP/1.0,
     // whose body ends with the connection, the client cannot tell).
     if (!http10_ && step == StreamStep::kEnd) out += "0\r\n\r\n";
-    stream_body_ = nullptr;  // ended: its call is finished
-    if (holds_stream_slot_) {
-      holds_stream_slot_ = false;
-      engine_.ReleaseStream();
-    }
+    DropStream();  // ended: its call is finished
   } else if (out.empty()) {
-    PullChunk();
+    NextChunk();
     return;
   }
   if (step == StreamStep::kAbort && out.empty()) {
@@ -519,23 +519,43 @@ void Session::WriteChunk(std::string chunk, StreamStep step) {
   Write(std::move(out),
         [self = shared_from_this(), step](boost::system::error_code ec) {
           if (ec || step == StreamStep::kAbort) {
-            self->DropStream();
             self->Shut();
           } else if (step == StreamStep::kEnd) {
             self->OnWritten(self->close_after_stream_, ec);
           } else {
-            self->PullChunk();
+            self->NextChunk();
           }
         });
 }
 
+void Session::WatchClient() {
+  if (watching_ || watch_stopped_) return;
+  watching_ = true;
+  // Waiting for readability consumes nothing: bytes of a pipelined request
+  // stay for the parser.
+  stream_.tcp().socket().async_wait(
+      tcp::socket::wait_read,
+      [self = shared_from_this()](boost::system::error_code ec) {
+        self->watching_ = false;
+        // Closed, or the stream ended meanwhile: the request reader owns
+        // the socket again.
+        if (ec || self->stream_body_ == nullptr) return;
+        if (ClientLeft(self->stream_.tcp().socket().native_handle(),
+                       self->stream_.is_tls())) {
+          self->Shut();
+        } else {
+          self->watch_stopped_ = true;
+        }
+      });
+}
+
 void Session::DropStream() {
-  if (stream_body_ == nullptr) return;
-  // Ending a stream early cancels its call and waits for it: not on an I/O
-  // thread.
-  if (!engine_.stream_pool().Post(
-          [body = std::move(stream_body_)]() mutable { body = nullptr; })) {
-    stream_body_ = nullptr;
+  // The producer's destructor cancels what it waits for without blocking.
+  stream_body_ = nullptr;
+  watch_stopped_ = false;
+  if (holds_stream_slot_) {
+    holds_stream_slot_ = false;
+    engine_.ReleaseStream();
   }
 }
 

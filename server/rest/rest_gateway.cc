@@ -7,6 +7,7 @@
 #include <grpcpp/impl/codegen/proto_utils.h>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -16,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "server/rest/chart_json.h"
+#include "server/rest/gateway_stream.h"
 #include "server/http/http_error.h"
 #include "server/otlp/otlp_body.h"
 #include "proto/opentelemetry/proto/collector/metrics/v1/metrics_service.grpc.pb.h"
@@ -47,35 +49,16 @@ absl::Status AppendJson(std::string& out, const Message& message) {
   return absl::OkStatus();
 }
 
-// One call through the generic stub, driven step by step on its own
-// completion queue by the HTTP connection's thread: one operation at a
-// time, each awaited before the next starts.
+// One unary call through the generic stub, driven step by step on its own
+// completion queue by a handler thread: one operation at a time, each
+// awaited before the next starts. (Server streams are GatewayStreams.)
 class GatewayCall {
  public:
   GatewayCall(grpc::GenericStub& stub, const std::string& method,
               const HttpRequest& request, absl::Duration timeout,
               absl::Duration check_interval)
       : client_gone_(request.client_gone), check_interval_(check_interval) {
-    if (timeout > absl::ZeroDuration()) {
-      context_.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-    }
-    context_.AddMetadata("x-forwarded-for", request.client_address);
-    // The caller's credentials, as gRPC clients send them. gRPC takes only
-    // printable ASCII in metadata, and a long value would pass its metadata
-    // limit and break the gateway's connection (measured: "Broken pipe" for
-    // 10 000 bytes). Neither can be a token (75 bytes with its scheme), so
-    // such a value is replaced by one that fails like any bad token.
-    if (absl::string_view authorization = request.Header("authorization");
-        !authorization.empty()) {
-      constexpr size_t kMaxAuthorizationBytes = 1024;
-      const bool usable =
-          authorization.size() <= kMaxAuthorizationBytes &&
-          std::all_of(authorization.begin(), authorization.end(),
-                      [](char c) { return c >= 0x20 && c < 0x7f; });
-      context_.AddMetadata("authorization", usable
-                                                ? std::string(authorization)
-                                                : std::string("invalid"));
-    }
+    ForwardCaller(request, timeout, context_);
     call_ = stub.PrepareCall(&context_, method, &queue_);
   }
 
@@ -162,8 +145,10 @@ class GatewayCall {
   bool finished_ = false;
 };
 
-void AddMetadataHeaders(const GatewayCall& call, HttpResponse& response) {
-  for (const auto& [key, value] : call.initial_metadata()) {
+void AddMetadataHeaders(
+    const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
+    HttpResponse& response) {
+  for (const auto& [key, value] : metadata) {
     const std::string name(key.data(), key.size());
     const std::string text(value.data(), value.size());
     if (name == "deprecation") response.headers.emplace_back("Deprecation", text);
@@ -272,11 +257,11 @@ HttpResponse RestGateway::ExportOtlp(const HttpRequest& request) const {
       retry_after = absl::Milliseconds(ms);
     }
     HttpResponse response = OtlpErrorResponse(content_type, status, 0, retry_after);
-    AddMetadataHeaders(*call, response);
+    AddMetadataHeaders(call->initial_metadata(), response);
     return response;
   }
   HttpResponse response;
-  AddMetadataHeaders(*call, response);
+  AddMetadataHeaders(call->initial_metadata(), response);
   if (absl::StartsWith(absl::AsciiStrToLower(content_type), "application/x-protobuf")) {
     response.content_type = "application/x-protobuf";
     response.body = answer.SerializeAsString();
@@ -306,88 +291,121 @@ HttpResponse RestGateway::Call(const HttpRequest& request,
       !built.ok()) {
     return ErrorResponse(built);
   }
-  const bool streaming = method->server_streaming();
+  const std::string path =
+      absl::StrCat("/", method->service()->full_name(), "/", method->name());
+  if (method->server_streaming()) {
+    return Stream(request, path, *rpc_request, response_type);
+  }
+  auto call = std::make_shared<GatewayCall>(stub_, path, request,
+                                            options_.request_timeout,
+                                            options_.client_check_interval);
+  std::unique_ptr<Message> answer(response_type->New());
+  const bool read = call->Start(*rpc_request) && call->Read(answer.get());
+  absl::Status status = call->Finish();
+  if (status.ok() && !read) {
+    status = absl::InternalError("the call sent no answer");
+  }
+  HttpResponse response;
+  if (status.ok()) status = AppendJson(response.body, *answer);
+  if (!status.ok()) response = ErrorResponse(status);
+  AddMetadataHeaders(call->initial_metadata(), response);
+  return response;
+}
+
+HttpResponse RestGateway::Stream(const HttpRequest& request,
+                                 const std::string& path,
+                                 const Message& rpc_request,
+                                 const Message* response_type) const {
+  grpc::ByteBuffer serialized;
+  bool own = false;
+  if (!grpc::SerializationTraits<Message>::Serialize(rpc_request, &serialized,
+                                                     &own)
+           .ok()) {
+    return ErrorResponse(absl::InternalError("the request could not be sent"));
+  }
   // An export's chunks are the bytes of a file, sent as they come.
-  const bool file = method->output_type() == v1::ExportChunk::descriptor();
-  auto call = std::make_shared<GatewayCall>(
-      stub_,
-      absl::StrCat("/", method->service()->full_name(), "/", method->name()),
-      request, streaming ? absl::ZeroDuration() : options_.request_timeout,
-      options_.client_check_interval);
-  std::shared_ptr<Message> first(response_type->New());
-  if (!call->Start(*rpc_request) || !call->Read(first.get())) {
-    absl::Status status = call->Finish();
-    if (status.ok() && streaming) {
+  const bool file = response_type->GetDescriptor() == v1::ExportChunk::descriptor();
+  std::shared_ptr<GatewayStream> call =
+      GatewayStream::Start(stub_, path, std::move(serialized), request);
+  grpc::ByteBuffer first;
+  absl::Status end;
+  if (!call->WaitFirst(first, end, request.client_gone,
+                       options_.client_check_interval)) {
+    if (end.ok()) {
       // An empty stream: a 200 with no lines.
       HttpResponse empty;
-      AddMetadataHeaders(*call, empty);
+      AddMetadataHeaders(call->initial_metadata(), empty);
       return empty;
     }
-    if (status.ok()) status = absl::InternalError("the call sent no answer");
-    HttpResponse error = ErrorResponse(status);
-    if (streaming && !file) {
-      error.body = StreamErrorLine(status);
-    }
-    AddMetadataHeaders(*call, error);
+    HttpResponse error = ErrorResponse(end);
+    if (!file) error.body = StreamErrorLine(end);
+    AddMetadataHeaders(call->initial_metadata(), error);
     return error;
   }
   HttpResponse response;
-  AddMetadataHeaders(*call, response);
-  if (!streaming) {
-    const absl::Status finished = call->Finish();
-    if (absl::Status written = finished.ok()
-                                   ? AppendJson(response.body, *first)
-                                   : finished;
-        !written.ok()) {
-      HttpResponse error = ErrorResponse(written);
-      error.headers = std::move(response.headers);
-      return error;
-    }
-    return response;
-  }
-  if (file) {
-    const auto& chunk = static_cast<const v1::ExportChunk&>(*first);
-    response.content_type = chunk.content_type();
-    response.headers.emplace_back(
-        "Content-Disposition", absl::StrCat("attachment; filename=\"", chunk.file_name(), "\""));
-    response.stream = [call, next = std::move(first)](std::string& out) mutable {
-      if (next == nullptr) {
-        next = std::make_shared<v1::ExportChunk>();
-        if (!call->Read(next.get())) {
-          // A failure after the status went out: the body ends without
-          // chunked encoding's last chunk, so no client takes it as whole.
-          return call->Finish().ok() ? StreamStep::kEnd : StreamStep::kAbort;
-        }
+  AddMetadataHeaders(call->initial_metadata(), response);
+  // Each message becomes one piece: a file's bytes, or one NDJSON line. A
+  // message that cannot be read ends the body: a file's without chunked
+  // encoding's last chunk (so no client takes it as whole), a line stream's
+  // with an error line.
+  auto piece = [file, response_type](const grpc::ByteBuffer& message,
+                                     std::string& out) -> StreamStep {
+    grpc::ByteBuffer copy(message);
+    if (file) {
+      v1::ExportChunk chunk;
+      if (!grpc::SerializationTraits<Message>::Deserialize(&copy, &chunk).ok()) {
+        return StreamStep::kAbort;
       }
-      out += static_cast<const v1::ExportChunk&>(*next).data();
-      next.reset();
+      out += chunk.data();
       return StreamStep::kMore;
-    };
-    return response;
-  }
-  // Each message becomes one line, sent as soon as it arrives: the
-  // connection's thread waits in Read only once the line before is out.
-  response.stream = [call, response_type, next = std::move(first)](
-                        std::string& chunk) mutable {
-    if (next == nullptr) {
-      next.reset(response_type->New());
-      if (!call->Read(next.get())) {
-        if (absl::Status status = call->Finish(); !status.ok()) {
-          chunk += StreamErrorLine(status);
-        }
-        return StreamStep::kEnd;
-      }
     }
-    chunk += "{\"result\":";
-    const absl::Status written = AppendJson(chunk, *next);
-    next.reset();
+    std::unique_ptr<Message> next(response_type->New());
+    absl::Status written =
+        grpc::SerializationTraits<Message>::Deserialize(&copy, next.get()).ok()
+            ? absl::OkStatus()
+            : absl::InternalError("an answer could not be read");
+    out += "{\"result\":";
+    if (written.ok()) written = AppendJson(out, *next);
     if (!written.ok()) {
-      chunk += "null}\n";
-      chunk += StreamErrorLine(written);
+      out += "null}\n";
+      out += StreamErrorLine(written);
       return StreamStep::kEnd;
     }
-    chunk += "}\n";
+    out += "}\n";
     return StreamStep::kMore;
+  };
+  if (file) {
+    v1::ExportChunk chunk;
+    grpc::ByteBuffer copy(first);
+    if (grpc::SerializationTraits<Message>::Deserialize(&copy, &chunk).ok()) {
+      response.content_type = chunk.content_type();
+      response.headers.emplace_back(
+          "Content-Disposition",
+          absl::StrCat("attachment; filename=\"", chunk.file_name(), "\""));
+    }
+  }
+  auto pending = std::make_shared<std::optional<grpc::ByteBuffer>>(std::move(first));
+  response.stream = [call, pending, piece, file](HttpResponse::Deliver deliver) {
+    if (pending->has_value()) {
+      std::string out;
+      const StreamStep step = piece(**pending, out);
+      pending->reset();
+      deliver(std::move(out), step);
+      return;
+    }
+    call->Next([piece, file, deliver = std::move(deliver)](
+                   const grpc::ByteBuffer* message, absl::Status end) {
+      std::string out;
+      if (message != nullptr) {
+        const StreamStep step = piece(*message, out);
+        deliver(std::move(out), step);
+      } else if (file) {
+        deliver("", end.ok() ? StreamStep::kEnd : StreamStep::kAbort);
+      } else {
+        if (!end.ok()) out = StreamErrorLine(end);
+        deliver(std::move(out), StreamStep::kEnd);
+      }
+    });
   };
   return response;
 }

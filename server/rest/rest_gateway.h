@@ -13,9 +13,9 @@
 // and Link headers (the legacy shims set them). The HTTP client's address
 // goes to the service as "x-forwarded-for" metadata.
 //
-// Thread-safety: Handle is thread-safe; each call blocks the thread it
-// runs on (one of the HTTP server's bounded handler pool, or a streamed
-// response's own thread: http_server.h).
+// Thread-safety: Handle is thread-safe. A unary call blocks the thread it
+// runs on (one of the HTTP server's bounded handler pool); a stream blocks
+// it only until its first message, then holds no thread (gateway_stream.h).
 #ifndef METRICS_SERVER_REST_REST_GATEWAY_H_
 #define METRICS_SERVER_REST_REST_GATEWAY_H_
 
@@ -41,7 +41,8 @@ struct RestGatewayOptions {
   // Cross-origin requests allowed from this origin ("*" for any); empty
   // allows none (the Web UI served by metricsd itself needs none).
   std::string cors_origin;
-  // How often a quiet stream checks that its client is still there.
+  // How often a call waiting for its answer checks that its client is
+  // still there (a stream's connection watches for it once the head is out).
   absl::Duration client_check_interval = absl::Seconds(1);
   // Headers for every answer on a route of a method marked deprecated in
   // its .proto, errors made before the call included, unless the service
@@ -78,6 +79,10 @@ class RestGateway {
               RestGatewayOptions options);
 
   HttpResponse Call(const HttpRequest& request, const RouteMatch& match) const;
+  // A server-streaming method's call (`path`), its messages as the body.
+  HttpResponse Stream(const HttpRequest& request, const std::string& path,
+                      const google::protobuf::Message& rpc_request,
+                      const google::protobuf::Message* response_type) const;
   // The CORS headers for `request`, if its origin is allowed.
   void AddCors(const HttpRequest& request, HttpResponse& response) const;
   HttpResponse Preflight(const HttpRequest& request) const;
