@@ -10,115 +10,36 @@
 
 namespace metrics::server {
 
-FollowReactor::FollowReactor(grpc::CallbackServerContext*,
-                             query::QueryEngine* engine,
-                             storage::MetricStore* store,
-                             common::BlockingExecutor* executor,
+FollowReactor::FollowReactor(grpc::CallbackServerContext*, FollowHub* hub,
                              query::QueryRequest request,
                              v1::QuerySeriesRequest::View view,
                              FollowOptions options,
                              ServiceStatistics::OpenStream open,
                              std::function<absl::Status(absl::Time)> check)
-    : engine_(engine),
-      store_(store),
-      executor_(executor),
-      view_(view),
-      options_(options),
-      open_(std::move(open)),
-      check_(std::move(check)),
-      trial_id_(request.trial_id),
-      cursor_(std::move(request)) {
-  subscription_ = store_->SubscribeToChanges(trial_id_,
-                                             [this] { Schedule(); });
-  Schedule();  // the first answer
+    : view_(view), options_(options), open_(std::move(open)) {
+  membership_ = hub->Join(std::move(request), std::move(check), this);
 }
 
-void FollowReactor::Schedule() {
-  Actions actions;
+void FollowReactor::Hold() {
+  absl::MutexLock lock(&mu_);
+  ++refs_;
+}
+
+void FollowReactor::Release() {
+  bool last;
   {
     absl::MutexLock lock(&mu_);
-    if (done_ || finished_) return;
-    if (running_) {
-      again_ = true;
-      return;
-    }
-    running_ = true;
-    ++refs_;
-    if (!executor_->Post([this] { Round(); })) {
-      --refs_;
-      running_ = false;
-      FinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                "the server is busy; follow again later"),
-                   actions);
-    }
+    --refs_;
+    last = left_ && refs_ == 0;
   }
-  Run(std::move(actions));
+  if (last) delete this;
 }
 
-void FollowReactor::Round() {
-  const absl::Time deadline = absl::Now() + kStoreCallTimeout;
-  if (check_) {
-    absl::Status allowed = check_(deadline);
-    check_ = nullptr;  // once per call
-    if (!allowed.ok()) {
-      Deliver({}, false, true, allowed);
-      Release();
-      return;
-    }
-  }
-  absl::StatusOr<storage::Trial> trial = store_->GetTrial(trial_id_, deadline);
-  const bool first = !cursor_.started();
-  absl::StatusOr<v1::QuerySeriesResponse> update =
-      trial.ok() ? NextUpdate(deadline)
-                 : absl::StatusOr<v1::QuerySeriesResponse>(trial.status());
-  const bool terminal = trial.ok() && storage::IsTerminal(trial->state);
-  if (update.ok()) {
-    // The first answer goes out even when empty; a later round that still
-    // finds nothing (a resync after the notifier reconnected) sends nothing.
-    Deliver(*std::move(update), first && !sent_first_, terminal,
-            absl::OkStatus());
-    sent_first_ = true;
-  } else {
-    Deliver({}, false, true, update.status());
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    if (again_ && !finished_ && !done_) {
-      again_ = false;
-      ++refs_;
-      if (!executor_->Post([this] { Round(); })) {
-        --refs_;
-        running_ = false;
-      }
-    } else {
-      running_ = false;
-    }
-  }
-  Release();
-}
-
-absl::StatusOr<v1::QuerySeriesResponse> FollowReactor::NextUpdate(
-    absl::Time deadline) {
-  v1::QuerySeriesResponse response;
-  std::optional<query::QueryRequest> request =
-      cursor_.NextRequest(absl::Now());
-  if (!request) return response;
-  absl::StatusOr<query::QueryResult> answer =
-      engine_->Query(*request, deadline);
-  if (!answer.ok()) return answer.status();
-  if (std::optional<query::QueryRequest> again =
-          cursor_.AtOneResolution(*answer)) {
-    answer = engine_->Query(*again, deadline);
-    if (!answer.ok()) return answer.status();
-  }
-  const bool first = !cursor_.started();
-  query::QueryResult part = cursor_.Take(*std::move(answer));
-  if (first || !part.series.empty()) QueryResultToProto(part, view_, &response);
-  return response;
-}
-
-void FollowReactor::Deliver(v1::QuerySeriesResponse update, bool always,
-                            bool last, const absl::Status& error) {
+void FollowReactor::Deliver(std::optional<query::QueryResult> part,
+                            bool always, bool last,
+                            const absl::Status& error) {
+  v1::QuerySeriesResponse update;
+  if (part) QueryResultToProto(*part, view_, &update);
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
@@ -207,14 +128,14 @@ void FollowReactor::OnDone() {
     absl::MutexLock lock(&mu_);
     done_ = true;
   }
-  // Once this returns, the notifier will not call Schedule again.
-  subscription_.reset();
+  // Once this returns, no round takes the reactor again.
+  membership_.reset();
   bool last;
   {
     // Only now may a round's Release delete the reactor: before, it could
     // free it under this very call.
     absl::MutexLock lock(&mu_);
-    unsubscribed_ = true;
+    left_ = true;
     last = refs_ == 0;
   }
   if (last) delete this;
@@ -234,16 +155,6 @@ void FollowReactor::FinishLocked(grpc::Status status, Actions& actions) {
 void FollowReactor::Run(Actions actions) {
   if (actions.write) StartWrite(&response_);
   if (actions.finish) Finish(std::move(*actions.finish));
-}
-
-void FollowReactor::Release() {
-  bool last;
-  {
-    absl::MutexLock lock(&mu_);
-    --refs_;
-    last = unsubscribed_ && refs_ == 0;
-  }
-  if (last) delete this;
 }
 
 }  // namespace metrics::server

@@ -101,8 +101,8 @@ grpc::ServerWriteReactor<v1::QuerySeriesResponse>* QueryService::FollowSeries(
       return view;
     };
   }
-  return new FollowReactor(context, follow_engine_, store_, executor_,
-                           QueryFromProto(*request), request->view(), follow_,
+  return new FollowReactor(context, &follow_hub_, QueryFromProto(*request),
+                           request->view(), follow_,
                            statistics_->OpenFollowStream(), std::move(check));
 }
 

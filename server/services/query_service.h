@@ -12,6 +12,7 @@
 #include "common/blocking_executor.h"
 #include "server/auth/call_guard.h"
 #include "server/services/export_reactor.h"
+#include "server/services/follow_hub.h"
 #include "server/services/follow_reactor.h"
 
 #include "absl/base/thread_annotations.h"
@@ -35,7 +36,7 @@ class QueryService final : public v1::QueryService::CallbackService {
                FollowOptions follow, ServiceStatistics* statistics,
                const CallGuard* guard)
       : engine_(engine),
-        follow_engine_(follow_engine),
+        follow_hub_(follow_engine, store, executor),
         store_(store),
         executor_(executor),
         follow_(follow),
@@ -75,7 +76,8 @@ class QueryService final : public v1::QueryService::CallbackService {
       std::string file_name, ExportReactor::Produce produce);
 
   query::QueryEngine* const engine_;
-  query::QueryEngine* const follow_engine_;
+  // Followers of the same query share its rounds.
+  FollowHub follow_hub_;
   storage::MetricStore* const store_;
   common::BlockingExecutor* const executor_;
   const FollowOptions follow_;

@@ -1,0 +1,310 @@
+#include "server/services/follow_hub.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "query/follow_cursor.h"
+#include "server/services/unary_call.h"
+
+namespace metrics::server {
+
+namespace {
+
+// What makes followers share a channel: everything of the query but its
+// start (each follower's own) and its resolution (a group per resolution
+// inside the channel).
+std::string ChannelKey(const query::QueryRequest& request) {
+  std::string key = absl::StrCat(request.trial_id, "|");
+  for (const auto* list :
+       {&request.names, &request.agent_ids, &request.gpu_uuids}) {
+    absl::StrAppend(&key, list->size(), ":");
+    for (const std::string& s : *list) absl::StrAppend(&key, s.size(), ":", s);
+  }
+  absl::StrAppend(&key, "|",
+                  request.end ? absl::ToUnixMicros(*request.end) : INT64_MIN);
+  return key;
+}
+
+}  // namespace
+
+// A follower in its channel. Its fields are touched only by the channel's
+// rounds, which run one at a time.
+class FollowHub::Member {
+ public:
+  Member(query::QueryRequest request,
+         std::function<absl::Status(absl::Time)> check, Follower* follower)
+      : cursor(std::move(request)), check(std::move(check)),
+        follower(follower) {}
+
+  query::FollowCursor cursor;
+  std::function<absl::Status(absl::Time)> check;  // until its first round
+  Follower* const follower;
+  bool sent_first = false;
+  bool ended = false;  // told its last answer or an error
+};
+
+class FollowHub::Channel : public std::enable_shared_from_this<Channel> {
+ public:
+  Channel(FollowHub* hub, std::string key, int32_t trial_id)
+      : hub_(hub), key_(std::move(key)), trial_id_(trial_id) {}
+
+  const std::string& key() const { return key_; }
+
+  // Under the hub's lock, once, before the first Schedule. The callback
+  // holds no reference: the subscription goes before the channel does.
+  void Subscribe() {
+    std::unique_ptr<storage::ChangeSubscription> subscription =
+        hub_->store_->SubscribeToChanges(trial_id_, [this] { Schedule(); });
+    absl::MutexLock lock(&mu_);
+    subscription_ = std::move(subscription);
+  }
+
+  void Add(std::shared_ptr<Member> member) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    members_.push_back(std::move(member));
+  }
+
+  // Removes `member`; when none is left, hands over the subscription (to be
+  // dropped outside every lock). True when none is left.
+  bool Remove(const std::shared_ptr<Member>& member,
+              std::unique_ptr<storage::ChangeSubscription>& subscription)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    members_.erase(std::remove(members_.begin(), members_.end(), member),
+                   members_.end());
+    if (!members_.empty()) return false;
+    subscription = std::move(subscription_);
+    return true;
+  }
+
+  // Asks for a round: now, or after the one running.
+  void Schedule() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (running_) {
+        again_ = true;
+        return;
+      }
+      running_ = true;
+    }
+    Post();
+  }
+
+ private:
+  void Post() {
+    if (hub_->executor_->Post([self = shared_from_this()] { self->Round(); })) {
+      return;
+    }
+    std::vector<std::shared_ptr<Member>> members = HoldMembers();
+    {
+      absl::MutexLock lock(&mu_);
+      running_ = false;
+      again_ = false;
+    }
+    const absl::Status busy =
+        absl::ResourceExhaustedError("the server is busy; follow again later");
+    for (const std::shared_ptr<Member>& m : members) {
+      if (!m->ended) {
+        m->ended = true;
+        m->follower->Deliver(std::nullopt, false, true, busy);
+      }
+      m->follower->Release();
+    }
+  }
+
+  // The members now, each held until the round releases it.
+  std::vector<std::shared_ptr<Member>> HoldMembers() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    for (const std::shared_ptr<Member>& m : members_) m->follower->Hold();
+    return members_;
+  }
+
+  void Round() {
+    const absl::Time deadline = absl::Now() + kStoreCallTimeout;
+    std::vector<std::shared_ptr<Member>> members = HoldMembers();
+    struct Outcome {
+      std::optional<query::QueryResult> part;
+      absl::Status error;
+    };
+    std::vector<Outcome> outcomes(members.size());
+    // A stranger learns nothing: the check comes before any read.
+    bool any = false;
+    for (size_t i = 0; i < members.size(); ++i) {
+      Member& m = *members[i];
+      if (m.ended) continue;
+      if (m.check) {
+        outcomes[i].error = m.check(deadline);
+        m.check = nullptr;  // once per follow
+      }
+      any = any || outcomes[i].error.ok();
+    }
+    absl::StatusOr<storage::Trial> trial =
+        any ? hub_->store_->GetTrial(trial_id_, deadline)
+            : absl::StatusOr<storage::Trial>(storage::Trial{});
+    const bool terminal = trial.ok() && storage::IsTerminal(trial->state);
+    // Followers with data share one query of the tail per resolution; the
+    // others (new, or still without data) ask their whole query.
+    const absl::Time now = absl::Now();
+    struct Group {
+      query::QueryRequest request;
+      std::vector<size_t> members;
+    };
+    std::map<int64_t, Group> groups;
+    for (size_t i = 0; i < members.size(); ++i) {
+      Member& m = *members[i];
+      if (m.ended || !outcomes[i].error.ok()) continue;
+      if (!trial.ok()) {
+        outcomes[i].error = trial.status();
+        continue;
+      }
+      if (!m.cursor.started()) {
+        absl::StatusOr<std::optional<query::QueryResult>> whole =
+            Whole(m, deadline);
+        if (whole.ok()) {
+          outcomes[i].part = *std::move(whole);
+        } else {
+          outcomes[i].error = whole.status();
+        }
+        continue;
+      }
+      std::optional<query::QueryRequest> tail = m.cursor.NextRequest(now);
+      if (!tail) continue;  // the window is over: nothing more can come
+      Group& group = groups[tail->resolution_us.value_or(0)];
+      if (group.members.empty() || *tail->start < *group.request.start) {
+        group.request = *std::move(tail);
+      }
+      group.members.push_back(i);
+    }
+    for (auto& [resolution, group] : groups) {
+      absl::StatusOr<query::QueryResult> answer =
+          hub_->engine_->Query(group.request, deadline);
+      for (size_t i : group.members) {
+        if (!answer.ok()) {
+          outcomes[i].error = answer.status();
+          continue;
+        }
+        query::QueryResult part = members[i]->cursor.Take(*answer);
+        if (!part.series.empty()) outcomes[i].part = std::move(part);
+      }
+    }
+    for (size_t i = 0; i < members.size(); ++i) {
+      Member& m = *members[i];
+      if (!m.ended) {
+        // The first answer goes out even when empty; a later round that
+        // finds nothing (a resync after the notifier reconnected) sends
+        // nothing.
+        const bool first = !m.sent_first;
+        m.sent_first = true;
+        m.ended = terminal || !outcomes[i].error.ok();
+        m.follower->Deliver(std::move(outcomes[i].part), first, terminal,
+                            outcomes[i].error);
+      }
+      m.follower->Release();
+    }
+    bool again;
+    {
+      absl::MutexLock lock(&mu_);
+      again = again_;
+      again_ = false;
+      running_ = again;
+    }
+    if (again) Post();
+  }
+
+  // A follower's whole query, at one resolution; what its cursor yields
+  // (none when its window is over).
+  absl::StatusOr<std::optional<query::QueryResult>> Whole(Member& m,
+                                                         absl::Time deadline) {
+    std::optional<query::QueryRequest> request = m.cursor.NextRequest(absl::Now());
+    if (!request) return std::nullopt;
+    absl::StatusOr<query::QueryResult> answer =
+        hub_->engine_->Query(*request, deadline);
+    if (!answer.ok()) return answer.status();
+    if (std::optional<query::QueryRequest> again =
+            m.cursor.AtOneResolution(*answer)) {
+      answer = hub_->engine_->Query(*again, deadline);
+      if (!answer.ok()) return answer.status();
+    }
+    return m.cursor.Take(*std::move(answer));
+  }
+
+  FollowHub* const hub_;
+  const std::string key_;
+  const int32_t trial_id_;
+
+  absl::Mutex mu_;
+  std::vector<std::shared_ptr<Member>> members_ ABSL_GUARDED_BY(mu_);
+  bool running_ ABSL_GUARDED_BY(mu_) = false;  // a round is queued or running
+  bool again_ ABSL_GUARDED_BY(mu_) = false;    // asked for during a round
+  // Last, so that it goes first: once dropped, its callback is not running.
+  std::unique_ptr<storage::ChangeSubscription> subscription_
+      ABSL_GUARDED_BY(mu_);
+};
+
+FollowHub::FollowHub(query::QueryEngine* engine, storage::MetricStore* store,
+                     common::BlockingExecutor* executor)
+    : engine_(engine), store_(store), executor_(executor) {}
+
+FollowHub::~FollowHub() = default;
+
+std::unique_ptr<FollowHub::Membership> FollowHub::Join(
+    query::QueryRequest request, std::function<absl::Status(absl::Time)> check,
+    Follower* follower) {
+  class Joined : public Membership {
+   public:
+    Joined(FollowHub* hub, std::shared_ptr<Channel> channel,
+           std::shared_ptr<Member> member)
+        : hub_(hub), channel_(std::move(channel)), member_(std::move(member)) {}
+    ~Joined() override { hub_->Leave(channel_, member_); }
+
+   private:
+    FollowHub* const hub_;
+    const std::shared_ptr<Channel> channel_;
+    const std::shared_ptr<Member> member_;
+  };
+  const std::string key = ChannelKey(request);
+  const int32_t trial_id = request.trial_id;
+  auto member =
+      std::make_shared<Member>(std::move(request), std::move(check), follower);
+  std::shared_ptr<Channel> channel;
+  {
+    absl::MutexLock lock(&mu_);
+    std::shared_ptr<Channel>& slot = channels_[key];
+    if (slot == nullptr) {
+      slot = std::make_shared<Channel>(this, key, trial_id);
+      slot->Subscribe();
+    }
+    channel = slot;
+    channel->Add(member);
+  }
+  channel->Schedule();  // its first answer
+  return std::make_unique<Joined>(this, std::move(channel), std::move(member));
+}
+
+void FollowHub::Leave(const std::shared_ptr<Channel>& channel,
+                      const std::shared_ptr<Member>& member) {
+  std::unique_ptr<storage::ChangeSubscription> subscription;
+  std::shared_ptr<Channel> keep;  // until the subscription is gone
+  {
+    absl::MutexLock lock(&mu_);
+    if (channel->Remove(member, subscription)) {
+      auto it = channels_.find(channel->key());
+      if (it != channels_.end() && it->second == channel) {
+        keep = std::move(it->second);
+        channels_.erase(it);
+      }
+    }
+  }
+  subscription.reset();
+}
+
+size_t FollowHub::channels() const {
+  absl::MutexLock lock(&mu_);
+  return channels_.size();
+}
+
+}  // namespace metrics::server
