@@ -154,7 +154,37 @@ query::QueryRequest SelectionFromProto(const Proto& proto) {
 query::QueryRequest QueryFromProto(const v1::QuerySeriesRequest& proto) {
   query::QueryRequest request = SelectionFromProto(proto);
   if (proto.has_max_points()) request.max_points = proto.max_points();
+  if (proto.has_resolution_us()) request.resolution_us = proto.resolution_us();
   return request;
+}
+
+absl::Status CheckResolution(const v1::QuerySeriesRequest& request,
+                             absl::Time now) {
+  if (!request.has_resolution_us()) return absl::OkStatus();
+  const int64_t resolution = request.resolution_us();
+  if (resolution < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "resolution_us: ", resolution, " is negative"));
+  }
+  if (!request.has_start()) {
+    return absl::InvalidArgumentError(
+        "resolution_us: needs a start (the window's buckets are counted "
+        "from it)");
+  }
+  if (resolution == 0) return absl::OkStatus();  // raw reads are bounded
+  const int64_t start_us = request.start().seconds() * 1000000 +
+                           request.start().nanos() / 1000;
+  const int64_t end_us =
+      request.has_end()
+          ? request.end().seconds() * 1000000 + request.end().nanos() / 1000
+          : absl::ToUnixMicros(now);
+  constexpr int64_t kMaxBuckets = 10000;
+  if (end_us > start_us && (end_us - start_us) / resolution >= kMaxBuckets) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "resolution_us: ", resolution, " gives more than ", kMaxBuckets,
+        " buckets from start to ", request.has_end() ? "end" : "now"));
+  }
+  return absl::OkStatus();
 }
 
 query::QueryRequest QueryFromProto(const v1::ExportSamplesRequest& proto) {

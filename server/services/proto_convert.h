@@ -39,6 +39,10 @@ query::QueryRequest QueryFromProto(const v1::ExportTraceRequest& proto);
 // INVALID_ARGUMENT naming the field for a view that is neither FULL nor
 // CHART (proto3 enums take any number).
 absl::Status CheckView(v1::QuerySeriesRequest::View view);
+// INVALID_ARGUMENT for a resolution_us that is negative, without a start,
+// or of more than 10 000 buckets from start to end (or `now`).
+absl::Status CheckResolution(const v1::QuerySeriesRequest& request,
+                             absl::Time now);
 
 // `view` CHART leaves out the columns a chart does not draw.
 void QueryResultToProto(const query::QueryResult& result,

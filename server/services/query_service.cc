@@ -50,10 +50,12 @@ grpc::ServerUnaryReactor* QueryService::QuerySeries(
       Guarded(guard_, context, Method("QuerySeries"), request,
               [engine = engine_, query = QueryFromProto(*request),
                view = request->view(),
+               resolution = CheckResolution(*request, absl::Now()),
                response](absl::Time deadline) -> absl::Status {
                 if (absl::Status valid = CheckView(view); !valid.ok()) {
                   return valid;
                 }
+                if (!resolution.ok()) return resolution;
                 absl::StatusOr<query::QueryResult> result =
                     engine->Query(query, deadline);
                 if (!result.ok()) return result.status();
@@ -89,7 +91,8 @@ grpc::ServerWriteReactor<v1::QuerySeriesResponse>* QueryService::FollowSeries(
   // The reactor checks the caller, then the view, in its first round, on
   // the executor (a stranger learns nothing of the request).
   std::function<absl::Status(absl::Time)> check;
-  const absl::Status view = CheckView(request->view());
+  absl::Status view = CheckView(request->view());
+  if (view.ok()) view = CheckResolution(*request, absl::Now());
   if (guard_ != nullptr || !view.ok()) {
     check = [guard = guard_, context, request = *request,
              view](absl::Time deadline) {

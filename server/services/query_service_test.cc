@@ -5,6 +5,8 @@
 // halfway by callers that cancel.
 #include <grpcpp/client_context.h>
 
+#include <tuple>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/testing/status_matchers.h"
@@ -230,6 +232,61 @@ TEST_F(QueryServiceTest, FollowSendsChangesWithinTwoSecondsAndEndsWithTheTrial) 
   }
   grpc::Status status = follow->Finish();
   EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+// A chart that follows what it has drawn passes its newest bucket's start
+// and its resolution: the first message holds that bucket and what came
+// since, not the whole window again, and later ones are at that resolution.
+TEST_F(QueryServiceTest, AFollowFromTheDrawnEndSendsOnlyWhatCameSince) {
+  const int64_t base = (kNow - 600) / 60 * 60;  // a minute's start
+  for (int64_t t = 0; t < 300; t += 20) Report(1, base + t, static_cast<double>(t));
+  v1::QuerySeriesRequest request;
+  request.set_trial_id(1);
+  request.mutable_start()->set_seconds(base + 240);
+  request.set_resolution_us(60 * 1000000);
+  auto context = Context(absl::Seconds(60));
+  auto follow = query_->FollowSeries(context.get(), request);
+  v1::QuerySeriesResponse message;
+  ASSERT_TRUE(follow->Read(&message));
+  ASSERT_EQ(message.series_size(), 1);
+  EXPECT_EQ(message.series(0).resolution_us(), 60 * 1000000);
+  EXPECT_THAT(message.series(0).bucket_start_us(),
+              ElementsAre((base + 240) * 1000000));
+  EXPECT_THAT(message.series(0).max(), ElementsAre(280));
+
+  Report(1, base + 300, 1000);  // the next minute
+  ASSERT_TRUE(follow->Read(&message));
+  ASSERT_EQ(message.series_size(), 1);
+  EXPECT_THAT(message.series(0).bucket_start_us(),
+              ElementsAre((base + 300) * 1000000));
+  EXPECT_THAT(message.series(0).max(), ElementsAre(1000));
+  context->TryCancel();
+  while (follow->Read(&message)) {
+  }
+  (void)follow->Finish();
+
+  // A resolution the window cannot hold, or without a start, is refused
+  // before anything is read.
+  for (auto [start, resolution, error] :
+       {std::tuple<int64_t, int64_t, const char*>{base, -1, "is negative"},
+        {0, 60000000, "needs a start"},
+        {base, 1, "more than 10000 buckets"}}) {
+    v1::QuerySeriesRequest bad;
+    bad.set_trial_id(1);
+    if (start != 0) bad.mutable_start()->set_seconds(start);
+    bad.set_resolution_us(resolution);
+    auto bad_context = Context(absl::Seconds(30));
+    auto refused = query_->FollowSeries(bad_context.get(), bad);
+    while (refused->Read(&message)) {
+    }
+    grpc::Status status = refused->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << error;
+    EXPECT_THAT(status.error_message(), HasSubstr(error));
+    v1::QuerySeriesResponse answer;
+    status = query_->QuerySeries(Context(absl::Seconds(30)).get(), bad, &answer);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << error;
+    EXPECT_THAT(status.error_message(), HasSubstr(error));
+  }
 }
 
 TEST_F(QueryServiceTest, FollowOfAnEmptyTrialStartsEmptyThenSendsData) {

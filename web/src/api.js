@@ -67,7 +67,8 @@ function failure(response, body) {
 }
 
 // Chart data in the compact CHART view (server/rest/chart_json.h).
-function chartQuery({ names = [], agentId, gpuUuids = [], startMs, endMs, maxPoints }) {
+function chartQuery({ names = [], agentId, gpuUuids = [], startMs, endMs, maxPoints,
+  resolutionMs }) {
   const params = new URLSearchParams({ view: 'CHART' });
   for (const name of names) params.append('name', name);
   if (agentId !== undefined) params.append('agentId', agentId);
@@ -75,6 +76,7 @@ function chartQuery({ names = [], agentId, gpuUuids = [], startMs, endMs, maxPoi
   if (startMs !== undefined) params.append('start', new Date(startMs).toISOString());
   if (endMs !== undefined) params.append('end', new Date(endMs).toISOString());
   if (maxPoints !== undefined) params.append('maxPoints', String(maxPoints));
+  if (resolutionMs !== undefined) params.append('resolutionUs', String(Math.round(resolutionMs * 1000)));
   return params.toString();
 }
 

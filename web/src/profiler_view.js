@@ -27,6 +27,28 @@ function extentOf(series) {
   return start <= end ? { startMs: start, endMs: end + 1 } : null;
 }
 
+// Where a follow can start from a chart answer (its CHART view's series):
+// the oldest of the series' newest drawn buckets (or raw points), at the
+// answer's one resolution; null when the series are at different
+// resolutions or none has data (the follow then starts from the window).
+export function drawnEnd(series) {
+  let resolutionMs = null;
+  let startMs = null;
+  for (const sb of series) {
+    const res = Number(sb.resolutionMs);
+    let last = null;
+    for (let i = sb.mean.length - 1; i >= 0 && last === null; i--) {
+      if (sb.mean[i] === null && sb.min[i] === null) continue;
+      last = sb.bucketStartMs ? sb.bucketStartMs[i] : sb.firstBucketMs + i * res;
+    }
+    if (last === null) continue;
+    if (resolutionMs !== null && res !== resolutionMs) return null;
+    resolutionMs = res;
+    startMs = startMs === null ? last : Math.min(startMs, last);
+  }
+  return startMs === null ? null : { startMs: Math.floor(startMs), resolutionMs };
+}
+
 function option(value, text, title = '') {
   const o = document.createElement('option');
   o.value = value;
@@ -47,6 +69,7 @@ export class ProfilerView {
     this.span = null;  // {startMs, endMs} the charts show
     this.generation = 0;  // answers of older loads are dropped
     this.follow = null;  // AbortController of the follow stream
+    this.drawnEnd = null;  // where the next follow starts (drawnEnd)
     this.timer = null;
     this.activityTimer = null;
     this.closed = false;
@@ -386,6 +409,7 @@ export class ProfilerView {
     for (const family of families) {
       for (const name of family.names) familyOf.set(name, family.id);
     }
+    this.drawnEnd = null;
     const loaded = querySeries(this.trialId, {
       names: [...familyOf.keys()],
       agentId: this.agent,
@@ -401,6 +425,7 @@ export class ProfilerView {
         if (list) list.push(sb);
       }
       for (const [id, list] of byFamily) this.charts.get(id).setData(list, answer.rawExpired === true);
+      this.drawnEnd = answer.rawExpired ? null : drawnEnd(answer.series || []);
     }, (e) => {
       if (generation !== this.generation) return;
       const text = `The charts could not be loaded: ${sentence(e.message)}`;
@@ -414,7 +439,7 @@ export class ProfilerView {
       } else if (this.zoom) {
         this.setLive('Live updates pause while zoomed in; Reset zoom resumes them.', 'paused');
       } else {
-        this.startFollow(generation);
+        this.startFollow(generation, this.drawnEnd);
       }
     });
   }
@@ -446,9 +471,12 @@ export class ProfilerView {
     clearTimeout(this.timer);
   }
 
-  // Follows the charted series from the window's start; the first message
-  // is the current answer, the rest the buckets that changed.
-  startFollow(generation) {
+  // Follows the charted series: from the answer just drawn when `from`
+  // (drawnEnd's) is given, so the first message holds only its newest
+  // bucket and what came since; else from the window's start, the first
+  // message then being the whole current answer. The rest are the buckets
+  // that changed.
+  startFollow(generation, from = null) {
     this.stopFollow();
     const controller = new AbortController();
     this.follow = controller;
@@ -457,14 +485,15 @@ export class ProfilerView {
       for (const name of chart.family.names) familyOf.set(name, id);
     }
     const gpu = this.gpuSelect.value;
-    let first = true;
+    let first = from === null;
     this.setLive('Live: following new samples…', 'live');
     followSeries(this.trialId, {
       names: [...familyOf.keys()],
       agentId: this.agent,
       gpuUuids: gpu ? [gpu, ''] : [],
-      startMs: this.span.startMs,
+      startMs: from === null ? this.span.startMs : from.startMs,
       maxPoints: this.maxPoints(),
+      resolutionMs: from === null ? undefined : from.resolutionMs,
     }, (result) => {
       const byFamily = new Map();
       for (const sb of result.series || []) {

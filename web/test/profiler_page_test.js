@@ -648,6 +648,18 @@ describe('profiler page', { timeout: 180000 }, () => {
   it('shows a new sample live within seconds, then stops when the trial ends', async () => {
     await page.waitForFunction(() => /updated/.test(document.getElementById('live').textContent),
       null, { timeout: 10000 });
+    // The follow starts from what the page has drawn, its newest bucket at
+    // its resolution, so its first message is not the whole week again.
+    const follow = new URL(requests.filter(
+      (u) => u.includes(`/trials/${RUN_TRIAL}/metrics/system/follow?`)).at(-1));
+    const drawn = await page.evaluate(() => {
+      const chart = window.profiler.charts.get('cpu');
+      return { resolutionMs: chart.resolutionMs, lastMs: Math.max(...chart.plot.data[0]) * 1000 };
+    });
+    assert.equal(Number(follow.searchParams.get('resolutionUs')), drawn.resolutionMs * 1000);
+    const followStart = Date.parse(follow.searchParams.get('start'));
+    assert.ok(followStart >= drawn.lastMs - drawn.resolutionMs && followStart <= drawn.lastMs,
+      `the follow starts at ${followStart}, the newest drawn bucket at ${drawn.lastMs}`);
     const sent = Date.now();
     await server.call('POST', `/api/v1/trials/${RUN_TRIAL}/metrics/system`, {
       batch: { agentId: AGENT, series: [SERIES[CPU_SERIES]],
