@@ -128,6 +128,14 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnBody(boost::system::error_code ec);
   void Dispatch();
   void RunHandler(HttpRequest request, bool head);
+  // For a streamed `response`: takes a stream slot (true), or makes it the
+  // 503 of too many streams, or (HEAD) drops the stream.
+  bool TakeStreamSlot(HttpResponse& response, bool head);
+  // Waits for a deferred answer (HttpResponse::Deferred), then sends it.
+  void Wait(std::shared_ptr<HttpResponse::Deferred> deferred,
+            std::vector<std::pair<std::string, std::string>> headers,
+            bool head);
+  void OnReady();
   // Writes `response` (only its head for HEAD); `stream_slot` says that a
   // stream slot was taken for it.
   void Respond(HttpResponse response, bool head, bool stream_slot);
@@ -165,6 +173,14 @@ class Session : public std::enable_shared_from_this<Session> {
   bool http10_ = false;
   bool expect_continue_ = false;
   HttpResponse::Stream stream_body_;
+  std::shared_ptr<HttpResponse::Deferred> deferred_;  // while it is awaited
+  bool deferred_head_ = false;
+  // The session itself while an answer or a stream's next piece is awaited:
+  // no I/O operation holds it then (the watch may have stopped). Released
+  // when it comes or the stream is dropped.
+  std::shared_ptr<Session> held_;
+  // The headers set beside it, for its answer.
+  std::vector<std::pair<std::string, std::string>> deferred_headers_;
   bool close_after_stream_ = false;
   bool holds_stream_slot_ = false;
   bool watching_ = false;  // a wait for the socket's readability is pending

@@ -73,11 +73,26 @@ struct HttpResponse {
   // block, and guarantees `deliver` is not called afterwards.
   using Stream = std::function<void(Deliver deliver)>;
 
+  // An answer not known when the handler returns (a stream whose status
+  // waits for its first message), so that no thread waits for it: the
+  // server calls `wait` on an I/O thread; it must not block, and calls
+  // `ready` once, from any thread, when the answer is known; then the server
+  // calls `answer` (on an I/O thread) for it, which may be streamed. Headers
+  // set beside `deferred` are added to the answer's, those of names it lacks.
+  // Destroying them (the client left, the server stops) cancels the wait
+  // and guarantees `ready` is not called afterwards.
+  struct Deferred {
+    std::function<void(std::function<void()> ready)> wait;
+    std::function<HttpResponse()> answer;
+  };
+
   int status = 200;
   std::string content_type = "application/json";
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   Stream stream;  // when set, the body instead of `body`
+  // When set, the whole answer comes later, instead of all of the above.
+  std::shared_ptr<Deferred> deferred;
 };
 
 struct HttpServerOptions {

@@ -10,6 +10,7 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/status.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 
@@ -71,16 +72,24 @@ absl::Status BodyTooLarge(size_t limit) {
       absl::StrCat("request body: larger than the limit of ", limit, " bytes"));
 }
 
-// Whether the client has closed its connection: a non-blocking probe of the
-// socket's descriptor.
-bool ClientLeft(int fd, bool tls) {
+// What a connection's socket holds while an answer is in progress: a
+// non-blocking probe of its descriptor, which consumes nothing.
+enum class Peeked { kNothing, kBytes, kClosed };
+
+Peeked Peek(int fd) {
   char byte;
   const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  // Over TLS a client that leaves first sends close_notify, so bytes
-  // waiting mean it left too: a browser or HTTP client never sends more
-  // while an answer is in progress (a pipelining one would lose that call).
-  return n == 0 || (tls && n > 0) ||
-         (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+  if (n > 0) return Peeked::kBytes;
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Peeked::kNothing;
+  return Peeked::kClosed;
+}
+
+// Whether the client has left. Over TLS a client that leaves first sends
+// close_notify, so bytes waiting mean it left too: a browser or HTTP client
+// never sends more while an answer is in progress (a pipelining one would
+// lose that call).
+bool ClientLeft(Peeked peeked, bool tls) {
+  return peeked == Peeked::kClosed || (tls && peeked == Peeked::kBytes);
 }
 
 bool IsHttpError(const boost::system::error_code& ec) {
@@ -362,7 +371,7 @@ void Session::Dispatch() {
   // Called from a pool thread: it probes the descriptor, not the socket
   // object the strand owns.
   request.client_gone = [fd = stream_.tcp().socket().native_handle(),
-                         tls = stream_.is_tls()] { return ClientLeft(fd, tls); };
+                         tls = stream_.is_tls()] { return ClientLeft(Peek(fd), tls); };
   const bool head = request.method == "HEAD";
   const std::vector<std::string>& inline_paths = engine_.options().inline_paths;
   if (std::find(inline_paths.begin(), inline_paths.end(), request.path) !=
@@ -382,26 +391,73 @@ void Session::Dispatch() {
 
 void Session::RunHandler(HttpRequest request, bool head) {
   HttpResponse response = engine_.handler()(request);
-  bool slot = false;
-  if (response.stream) {
-    if (head) {
-      response.stream = nullptr;
-      response.headers.emplace_back("Transfer-Encoding", "chunked");
-    } else if (engine_.AcquireStream()) {
-      slot = true;
-    } else {
-      response =
-          ErrorResponse(absl::UnavailableError(absl::StrCat(
-                            "too many open streams (the limit is ",
-                            engine_.options().max_streams, "); try again")),
-                        503);
-      response.headers.emplace_back("Retry-After", "1");
-    }
+  if (response.deferred) {
+    asio::post(stream_.get_executor(),
+               [self = shared_from_this(), deferred = std::move(response.deferred),
+                headers = std::move(response.headers), head]() mutable {
+                 self->Wait(std::move(deferred), std::move(headers), head);
+               });
+    return;
   }
+  const bool slot = TakeStreamSlot(response, head);
   asio::post(
       stream_.get_executor(),
       [self = shared_from_this(), response = std::move(response), head,
        slot]() mutable { self->Respond(std::move(response), head, slot); });
+}
+
+bool Session::TakeStreamSlot(HttpResponse& response, bool head) {
+  if (!response.stream) return false;
+  if (head) {
+    response.stream = nullptr;
+    response.headers.emplace_back("Transfer-Encoding", "chunked");
+    return false;
+  }
+  if (engine_.AcquireStream()) return true;
+  response = ErrorResponse(
+      absl::UnavailableError(absl::StrCat("too many open streams (the limit is ",
+                                          engine_.options().max_streams,
+                                          "); try again")),
+      503);
+  response.headers.emplace_back("Retry-After", "1");
+  return false;
+}
+
+void Session::Wait(
+    std::shared_ptr<HttpResponse::Deferred> deferred,
+    std::vector<std::pair<std::string, std::string>> headers, bool head) {
+  deferred_ = std::move(deferred);
+  deferred_headers_ = std::move(headers);
+  held_ = shared_from_this();
+  deferred_head_ = head;
+  // Until the answer comes the connection is quiet: watched for a client
+  // that leaves, whose going cancels the wait.
+  stream_.tcp().expires_never();
+  WatchClient();
+  deferred_->wait([weak = weak_from_this()] {
+    const std::shared_ptr<Session> self = weak.lock();
+    if (self == nullptr) return;
+    asio::post(self->stream_.get_executor(), [self] { self->OnReady(); });
+  });
+}
+
+void Session::OnReady() {
+  if (deferred_ == nullptr) return;  // dropped: the client left
+  HttpResponse response = deferred_->answer();
+  deferred_ = nullptr;
+  held_ = nullptr;  // the caller holds the session
+  if (response.deferred) {
+    response = ErrorResponse(absl::InternalError("an answer deferred twice"));
+  }
+  for (auto& [name, value] : deferred_headers_) {
+    const bool present = std::any_of(
+        response.headers.begin(), response.headers.end(),
+        [&name = name](const auto& h) { return absl::EqualsIgnoreCase(h.first, name); });
+    if (!present) response.headers.emplace_back(std::move(name), std::move(value));
+  }
+  deferred_headers_.clear();
+  const bool slot = TakeStreamSlot(response, deferred_head_);
+  Respond(std::move(response), deferred_head_, slot);
 }
 
 void Session::Respond(HttpResponse response, bool head, bool stream_slot) {
@@ -484,6 +540,7 @@ void Session::NextChunk() {
   // nothing, but a watch for a client that leaves.
   stream_.tcp().expires_never();
   WatchClient();
+  held_ = shared_from_this();
   stream_body_([weak = weak_from_this()](std::string chunk, StreamStep step) {
     const std::shared_ptr<Session> self = weak.lock();
     if (self == nullptr) return;
@@ -539,12 +596,16 @@ void Session::WatchClient() {
         self->watching_ = false;
         // Closed, or the stream ended meanwhile: the request reader owns
         // the socket again.
-        if (ec || self->stream_body_ == nullptr) return;
-        if (ClientLeft(self->stream_.tcp().socket().native_handle(),
-                       self->stream_.is_tls())) {
+        if (ec || (self->stream_body_ == nullptr && self->deferred_ == nullptr)) {
+          return;
+        }
+        const Peeked peeked = Peek(self->stream_.tcp().socket().native_handle());
+        if (ClientLeft(peeked, self->stream_.is_tls())) {
           self->Shut();
-        } else {
+        } else if (peeked == Peeked::kBytes) {
           self->watch_stopped_ = true;
+        } else {
+          self->WatchClient();  // woken by bytes the request reader took
         }
       });
 }
@@ -552,6 +613,8 @@ void Session::WatchClient() {
 void Session::DropStream() {
   // The producer's destructor cancels what it waits for without blocking.
   stream_body_ = nullptr;
+  deferred_ = nullptr;
+  held_ = nullptr;  // callers hold the session
   watch_stopped_ = false;
   if (holds_stream_slot_) {
     holds_stream_slot_ = false;

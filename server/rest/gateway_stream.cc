@@ -69,6 +69,10 @@ class StreamReactor
         release = true;
       } else if (!first_taken_) {
         have_first_ = true;
+        if (on_first_) {
+          on_first_();
+          on_first_ = nullptr;
+        }
       } else if (on_message_) {
         GatewayStream::OnMessage on_message = std::move(on_message_);
         on_message_ = nullptr;
@@ -84,6 +88,10 @@ class StreamReactor
       absl::MutexLock lock(&mu_);
       done_ = true;
       status_ = common::FromGrpcStatus(status);
+      if (on_first_) {
+        on_first_();
+        on_first_ = nullptr;
+      }
       if (on_message_) {
         GatewayStream::OnMessage on_message = std::move(on_message_);
         on_message_ = nullptr;
@@ -94,28 +102,17 @@ class StreamReactor
     if (last) delete this;
   }
 
-  bool WaitFirst(grpc::ByteBuffer& first, absl::Status& end,
-                 const std::function<bool()>& client_gone,
-                 absl::Duration check_interval) {
-    bool cancelled = false;
+  void WhenFirst(std::function<void()> ready) {
     absl::MutexLock lock(&mu_);
-    while (!have_first_ && !done_) {
-      if (mu_.AwaitWithTimeout(
-              absl::Condition(
-                  +[](StreamReactor* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) {
-                    return r->have_first_ || r->done_;
-                  },
-                  this),
-              check_interval)) {
-        break;
-      }
-      if (!cancelled && client_gone && client_gone()) {
-        cancelled = true;
-        mu_.Unlock();
-        context_.TryCancel();  // the first message is no longer wanted
-        mu_.Lock();
-      }
+    if (have_first_ || done_) {
+      ready();
+    } else {
+      on_first_ = std::move(ready);
     }
+  }
+
+  bool TakeFirst(grpc::ByteBuffer& first, absl::Status& end) {
+    absl::MutexLock lock(&mu_);
     first_taken_ = true;
     if (have_first_) {
       first = std::move(read_);
@@ -149,6 +146,7 @@ class StreamReactor
     {
       absl::MutexLock lock(&mu_);
       abandoned_ = true;
+      on_first_ = nullptr;
       on_message_ = nullptr;
       cancel = !done_;
       // A read in flight releases the hold when it completes.
@@ -173,6 +171,7 @@ class StreamReactor
   grpc::ByteBuffer read_;  // gRPC's while reading_
 
   absl::Mutex mu_;
+  std::function<void()> on_first_ ABSL_GUARDED_BY(mu_);
   GatewayStream::OnMessage on_message_ ABSL_GUARDED_BY(mu_);
   bool reading_ ABSL_GUARDED_BY(mu_) = true;
   bool have_first_ ABSL_GUARDED_BY(mu_) = false;
@@ -195,10 +194,12 @@ std::shared_ptr<GatewayStream> GatewayStream::Start(
 
 GatewayStream::~GatewayStream() { reactor_->Abandon(); }
 
-bool GatewayStream::WaitFirst(grpc::ByteBuffer& first, absl::Status& end,
-                              const std::function<bool()>& client_gone,
-                              absl::Duration check_interval) {
-  return reactor_->WaitFirst(first, end, client_gone, check_interval);
+void GatewayStream::WhenFirst(std::function<void()> ready) {
+  reactor_->WhenFirst(std::move(ready));
+}
+
+bool GatewayStream::TakeFirst(grpc::ByteBuffer& first, absl::Status& end) {
+  return reactor_->TakeFirst(first, end);
 }
 
 void GatewayStream::Next(OnMessage on_message) {

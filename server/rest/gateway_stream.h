@@ -1,9 +1,10 @@
 // One server-streaming call of the REST gateway (rest_gateway.h), driven by
-// gRPC's callback API so that no thread waits on it while it is open: the
-// handler's thread waits only for the first message (its outcome decides the
-// HTTP status); after that each message is read when the HTTP side asks for
-// the next piece (HttpResponse::Stream), so a reader that does not drain
-// holds the call back and the gateway holds at most one message of it.
+// gRPC's callback API so that no thread waits on it while it is open: not
+// for its first message (whose outcome decides the HTTP status; the answer
+// is an HttpResponse::Deferred until then), nor after, when each message is
+// read once the HTTP side asks for the next piece (HttpResponse::Stream), so
+// a reader that does not drain holds the call back and the gateway holds at
+// most one message of it.
 //
 // Lifetime: Start returns the owner's handle; dropping it cancels the call
 // without blocking, and no callback given to Next runs after that. The
@@ -46,8 +47,7 @@ class GatewayStream {
   using OnMessage =
       std::function<void(const grpc::ByteBuffer* message, absl::Status end)>;
 
-  // Starts `method` (its full path) with the serialized `request`. The
-  // handler's thread calls WaitFirst next.
+  // Starts `method` (its full path) with the serialized `request`.
   static std::shared_ptr<GatewayStream> Start(grpc::GenericStub& stub,
                                               std::string method,
                                               grpc::ByteBuffer request,
@@ -57,18 +57,18 @@ class GatewayStream {
   GatewayStream(const GatewayStream&) = delete;
   GatewayStream& operator=(const GatewayStream&) = delete;
 
-  // Waits for the first message: true with it in `first`; false when the
-  // stream ended without one, with `end` its status. While it waits, a
-  // client that has left (`client_gone`, probed every `check_interval`)
-  // cancels the call.
-  bool WaitFirst(grpc::ByteBuffer& first, absl::Status& end,
-                 const std::function<bool()>& client_gone,
-                 absl::Duration check_interval);
+  // Calls `ready` once the first message is in or the stream ended
+  // without one (at once if so already). `ready` runs under the call's lock:
+  // it must only hand over (post), never touch the call.
+  void WhenFirst(std::function<void()> ready);
+  // After `ready`: true with the first message in `first`, or false when the
+  // stream ended without one, with `end` its status.
+  bool TakeFirst(grpc::ByteBuffer& first, absl::Status& end);
 
   // Reads the next message and calls `on_message` with it once.
   void Next(OnMessage on_message);
 
-  // The server's initial metadata; valid after WaitFirst.
+  // The server's initial metadata; valid after `ready`.
   const std::multimap<grpc::string_ref, grpc::string_ref>& initial_metadata()
       const;
 

@@ -164,6 +164,93 @@ std::string StreamErrorLine(const absl::Status& status) {
   return line;
 }
 
+// The answer of a server stream once its first message is in or it ended
+// without one: an error status, an empty 200, or the messages as the body.
+HttpResponse StreamAnswer(const std::shared_ptr<GatewayStream>& call,
+                          const Message* response_type, bool file) {
+  grpc::ByteBuffer first;
+  absl::Status end;
+  if (!call->TakeFirst(first, end)) {
+    if (end.ok()) {
+      // An empty stream: a 200 with no lines.
+      HttpResponse empty;
+      AddMetadataHeaders(call->initial_metadata(), empty);
+      return empty;
+    }
+    HttpResponse error = ErrorResponse(end);
+    if (!file) error.body = StreamErrorLine(end);
+    AddMetadataHeaders(call->initial_metadata(), error);
+    return error;
+  }
+  HttpResponse response;
+  AddMetadataHeaders(call->initial_metadata(), response);
+  // Each message becomes one piece: a file's bytes, or one NDJSON line. A
+  // message that cannot be read ends the body: a file's without chunked
+  // encoding's last chunk (so no client takes it as whole), a line stream's
+  // with an error line.
+  auto piece = [file, response_type](const grpc::ByteBuffer& message,
+                                     std::string& out) -> StreamStep {
+    grpc::ByteBuffer copy(message);
+    if (file) {
+      v1::ExportChunk chunk;
+      if (!grpc::SerializationTraits<Message>::Deserialize(&copy, &chunk).ok()) {
+        return StreamStep::kAbort;
+      }
+      out += chunk.data();
+      return StreamStep::kMore;
+    }
+    std::unique_ptr<Message> next(response_type->New());
+    absl::Status written =
+        grpc::SerializationTraits<Message>::Deserialize(&copy, next.get()).ok()
+            ? absl::OkStatus()
+            : absl::InternalError("an answer could not be read");
+    out += "{\"result\":";
+    if (written.ok()) written = AppendJson(out, *next);
+    if (!written.ok()) {
+      out += "null}\n";
+      out += StreamErrorLine(written);
+      return StreamStep::kEnd;
+    }
+    out += "}\n";
+    return StreamStep::kMore;
+  };
+  if (file) {
+    v1::ExportChunk chunk;
+    grpc::ByteBuffer copy(first);
+    if (grpc::SerializationTraits<Message>::Deserialize(&copy, &chunk).ok()) {
+      response.content_type = chunk.content_type();
+      response.headers.emplace_back(
+          "Content-Disposition",
+          absl::StrCat("attachment; filename=\"", chunk.file_name(), "\""));
+    }
+  }
+  auto pending = std::make_shared<std::optional<grpc::ByteBuffer>>(std::move(first));
+  response.stream = [call, pending, piece, file](HttpResponse::Deliver deliver) {
+    if (pending->has_value()) {
+      std::string out;
+      const StreamStep step = piece(**pending, out);
+      pending->reset();
+      deliver(std::move(out), step);
+      return;
+    }
+    call->Next([piece, file, deliver = std::move(deliver)](
+                   const grpc::ByteBuffer* message, absl::Status end) {
+      std::string out;
+      if (message != nullptr) {
+        const StreamStep step = piece(*message, out);
+        deliver(std::move(out), step);
+      } else if (file) {
+        deliver("", end.ok() ? StreamStep::kEnd : StreamStep::kAbort);
+      } else {
+        if (!end.ok()) out = StreamErrorLine(end);
+        deliver(std::move(out), StreamStep::kEnd);
+      }
+    });
+  };
+  return response;
+}
+
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RestGateway>> RestGateway::Create(
@@ -327,86 +414,16 @@ HttpResponse RestGateway::Stream(const HttpRequest& request,
   const bool file = response_type->GetDescriptor() == v1::ExportChunk::descriptor();
   std::shared_ptr<GatewayStream> call =
       GatewayStream::Start(stub_, path, std::move(serialized), request);
-  grpc::ByteBuffer first;
-  absl::Status end;
-  if (!call->WaitFirst(first, end, request.client_gone,
-                       options_.client_check_interval)) {
-    if (end.ok()) {
-      // An empty stream: a 200 with no lines.
-      HttpResponse empty;
-      AddMetadataHeaders(call->initial_metadata(), empty);
-      return empty;
-    }
-    HttpResponse error = ErrorResponse(end);
-    if (!file) error.body = StreamErrorLine(end);
-    AddMetadataHeaders(call->initial_metadata(), error);
-    return error;
-  }
+  // The status waits for the first message; no thread waits with it.
+  auto deferred = std::make_shared<HttpResponse::Deferred>();
+  deferred->wait = [call](std::function<void()> ready) {
+    call->WhenFirst(std::move(ready));
+  };
+  deferred->answer = [call, response_type, file] {
+    return StreamAnswer(call, response_type, file);
+  };
   HttpResponse response;
-  AddMetadataHeaders(call->initial_metadata(), response);
-  // Each message becomes one piece: a file's bytes, or one NDJSON line. A
-  // message that cannot be read ends the body: a file's without chunked
-  // encoding's last chunk (so no client takes it as whole), a line stream's
-  // with an error line.
-  auto piece = [file, response_type](const grpc::ByteBuffer& message,
-                                     std::string& out) -> StreamStep {
-    grpc::ByteBuffer copy(message);
-    if (file) {
-      v1::ExportChunk chunk;
-      if (!grpc::SerializationTraits<Message>::Deserialize(&copy, &chunk).ok()) {
-        return StreamStep::kAbort;
-      }
-      out += chunk.data();
-      return StreamStep::kMore;
-    }
-    std::unique_ptr<Message> next(response_type->New());
-    absl::Status written =
-        grpc::SerializationTraits<Message>::Deserialize(&copy, next.get()).ok()
-            ? absl::OkStatus()
-            : absl::InternalError("an answer could not be read");
-    out += "{\"result\":";
-    if (written.ok()) written = AppendJson(out, *next);
-    if (!written.ok()) {
-      out += "null}\n";
-      out += StreamErrorLine(written);
-      return StreamStep::kEnd;
-    }
-    out += "}\n";
-    return StreamStep::kMore;
-  };
-  if (file) {
-    v1::ExportChunk chunk;
-    grpc::ByteBuffer copy(first);
-    if (grpc::SerializationTraits<Message>::Deserialize(&copy, &chunk).ok()) {
-      response.content_type = chunk.content_type();
-      response.headers.emplace_back(
-          "Content-Disposition",
-          absl::StrCat("attachment; filename=\"", chunk.file_name(), "\""));
-    }
-  }
-  auto pending = std::make_shared<std::optional<grpc::ByteBuffer>>(std::move(first));
-  response.stream = [call, pending, piece, file](HttpResponse::Deliver deliver) {
-    if (pending->has_value()) {
-      std::string out;
-      const StreamStep step = piece(**pending, out);
-      pending->reset();
-      deliver(std::move(out), step);
-      return;
-    }
-    call->Next([piece, file, deliver = std::move(deliver)](
-                   const grpc::ByteBuffer* message, absl::Status end) {
-      std::string out;
-      if (message != nullptr) {
-        const StreamStep step = piece(*message, out);
-        deliver(std::move(out), step);
-      } else if (file) {
-        deliver("", end.ok() ? StreamStep::kEnd : StreamStep::kAbort);
-      } else {
-        if (!end.ok()) out = StreamErrorLine(end);
-        deliver(std::move(out), StreamStep::kEnd);
-      }
-    });
-  };
+  response.deferred = std::move(deferred);
   return response;
 }
 
