@@ -1,17 +1,18 @@
 // The follow benchmark (docs/benchmarks.md, "Followers"). Starts metricsd
 // on a throwaway database (run it under pg_virtualenv: bench/follow.sh) and
 // measures, in one run:
-//   1. many viewers: agents report once a second (realistic reports, as
+//   1. one trial's cost by its viewers (first, while the database is small
+//      and quiet): one trial's agents report with 1, 10 and 100 followers of
+//      it (nothing else running); PostgreSQL's and metricsd's CPU per report
+//      stored, whose ratio from 1 to 100 viewers says whether viewers cost
+//      queries;
+//   2. many viewers: agents report once a second (realistic reports, as
 //      bench/ingest.sh's fan-in), and for each step of --follower_steps that
 //      many HTTP follows are held open, as profiler tabs hold them: ten per
 //      trial and 100 more on the first trial, each following one agent's
 //      every series (CHART view, NDJSON). For each update a follower reads,
 //      the time from the sample's report to its delivery (p50, p99, max),
-//      metricsd's resident memory and the CPU of metricsd and PostgreSQL;
-//   2. one trial's cost by its viewers: one trial's agents report with 1,
-//      10 and 100 followers of it (nothing else running); PostgreSQL's and
-//      metricsd's CPU per report stored, whose ratio from 1 to 100 viewers
-//      says whether viewers cost queries.
+//      metricsd's resident memory and the CPU of metricsd and PostgreSQL.
 // Prints a table, then one JSON object as the last line.
 #include <arpa/inet.h>
 #include <grpcpp/create_channel.h>
@@ -52,9 +53,8 @@ ABSL_FLAG(std::string, follower_steps, "2100",
 ABSL_FLAG(int, measure_seconds, 20, "Measured seconds per step.");
 ABSL_FLAG(std::string, viewer_steps, "1,10,100",
           "Followers of the one trial of the cost-by-viewers run.");
-ABSL_FLAG(int, alone_agents, 50,
-          "Agents of the one trial of the cost-by-viewers run (enough "
-          "reports for CPU time's 10 ms ticks).");
+ABSL_FLAG(int, alone_agents, 10,
+          "Agents of the one trial of the cost-by-viewers run.");
 
 namespace metrics::bench {
 namespace {
@@ -373,7 +373,38 @@ int Run() {
     return 1;
   }
 
-  std::printf("many viewers: %d agents in %d trials, one report a second\n",
+  // One trial, its own agents only, by its number of viewers.
+  const int32_t alone = trials + 1;
+  const int alone_agents = absl::GetFlag(FLAGS_alone_agents);
+  std::printf("one trial (%d agents) by its viewers\n%8s %8s %9s %20s %20s\n",
+              alone_agents, "viewers", "reports", "p99_ms", "postgres_us/report",
+              "metricsd_us/report");
+  std::vector<std::pair<int, Measured>> by_viewers;
+  {
+    Agents agents(metricsd->grpc_target, alone, 1, alone_agents);
+    absl::SleepFor(absl::Seconds(3));
+    for (absl::string_view text :
+         absl::StrSplit(absl::GetFlag(FLAGS_viewer_steps), ',')) {
+      int viewers = 0;
+      if (!absl::SimpleAtoi(text, &viewers)) continue;
+      Followers followers(metricsd->http_port);
+      for (int v = 0; v < viewers; ++v) followers.Open(alone, AgentName(alone, 0));
+      absl::SleepFor(absl::Seconds(3));
+      if (followers.started() < viewers) {
+        std::fprintf(stderr, "bench: %d of %d followers started\n",
+                     followers.started(), viewers);
+      }
+      Measured m = Measure(followers, agents, *metricsd->process, postmaster, seconds);
+      const double reports = std::max<int64_t>(1, m.reports);
+      std::printf("%8d %8lld %9.0f %20.0f %20.0f\n", viewers,
+                  static_cast<long long>(m.reports), m.p99_ms,
+                  1e6 * m.cpu_postgres_s / reports, 1e6 * m.cpu_metricsd_s / reports);
+      std::fflush(stdout);
+      by_viewers.emplace_back(viewers, m);
+    }
+  }
+
+  std::printf("\nmany viewers: %d agents in %d trials, one report a second\n",
               trials * agents_per_trial, trials);
   std::printf("%9s %7s %8s %9s %9s %9s %8s %10s %10s\n", "followers", "failed",
               "updates", "p50_ms", "p99_ms", "max_ms", "rss_mb",
@@ -396,32 +427,6 @@ int Run() {
                   100 * m.cpu_metricsd_s / seconds, 100 * m.cpu_postgres_s / seconds);
       std::fflush(stdout);
       steps.push_back(m);
-    }
-  }
-
-  // One trial, its own agents only, by its number of viewers.
-  const int32_t alone = trials + 1;
-  const int alone_agents = absl::GetFlag(FLAGS_alone_agents);
-  std::printf("\none trial (%d agents) by its viewers\n%8s %9s %20s %20s\n",
-              alone_agents, "viewers", "p99_ms", "postgres_us/report",
-              "metricsd_us/report");
-  std::vector<std::pair<int, Measured>> by_viewers;
-  {
-    Agents agents(metricsd->grpc_target, alone, 1, alone_agents);
-    absl::SleepFor(absl::Seconds(3));
-    for (absl::string_view text :
-         absl::StrSplit(absl::GetFlag(FLAGS_viewer_steps), ',')) {
-      int viewers = 0;
-      if (!absl::SimpleAtoi(text, &viewers)) continue;
-      Followers followers(metricsd->http_port);
-      for (int v = 0; v < viewers; ++v) followers.Open(alone, AgentName(alone, 0));
-      absl::SleepFor(absl::Seconds(3));
-      Measured m = Measure(followers, agents, *metricsd->process, postmaster, seconds);
-      const double reports = std::max<int64_t>(1, m.reports);
-      std::printf("%8d %9.0f %20.0f %20.0f\n", viewers, m.p99_ms,
-                  1e6 * m.cpu_postgres_s / reports, 1e6 * m.cpu_metricsd_s / reports);
-      std::fflush(stdout);
-      by_viewers.emplace_back(viewers, m);
     }
   }
 

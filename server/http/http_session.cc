@@ -536,6 +536,8 @@ void Session::OnWritten(bool close_after, boost::system::error_code ec) {
 }
 
 void Session::NextChunk() {
+  // Dropped (the client left) while the piece before was being written.
+  if (stream_body_ == nullptr) return;
   // A stream may stay quiet for long: no deadline while its producer has
   // nothing, but a watch for a client that leaves.
   stream_.tcp().expires_never();

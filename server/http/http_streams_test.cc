@@ -309,5 +309,46 @@ TEST(HttpStreamsTest, HundredsOfStreamsHoldNoThreadAndNonReadersAreCut) {
                               << " streams were open";
 }
 
+// Clients that leave while their streams' pieces are being written, again
+// and again: the server drops their streams and goes on serving.
+TEST(HttpStreamsTest, ClientsLeavingMidStreamLeaveTheServerServing) {
+  HttpServerOptions options;
+  options.address = "127.0.0.1:0";
+  options.inline_paths = {"/healthz"};
+  // Each stream's producer hands a piece over at once, so writes are
+  // always in flight when a client leaves.
+  absl::StatusOr<std::unique_ptr<HttpServer>> started =
+      HttpServer::Start(options, [&](const HttpRequest& request) {
+        HttpResponse response;
+        if (request.path == "/healthz") {
+          response.body = "ok";
+          return response;
+        }
+        response.stream = [](HttpResponse::Deliver deliver) {
+          deliver(std::string(8 << 10, 'x'), StreamStep::kMore);
+        };
+        return response;
+      });
+  ASSERT_OK(started);
+  const int port = (*started)->port();
+  char buffer[4096];
+  for (int round = 0; round < 5; ++round) {
+    std::vector<int> fds;
+    for (int i = 0; i < 100; ++i) {
+      const int fd = Connect(port, 0);
+      ASSERT_GE(fd, 0);
+      const std::string request = "GET /s HTTP/1.1\r\nHost: x\r\n\r\n";
+      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+      fds.push_back(fd);
+    }
+    for (int fd : fds) ASSERT_GT(::recv(fd, buffer, sizeof(buffer), 0), 0);
+    for (int fd : fds) ::close(fd);  // unread bytes: a reset, mid-write
+    ASSERT_OK_AND_ASSIGN(test_util::HttpResult health,
+                         test_util::HttpCall(port, "GET", "/healthz"));
+    EXPECT_EQ(health.status, 200) << "round " << round;
+  }
+  (*started)->Shutdown();
+}
+
 }  // namespace
 }  // namespace metrics::server

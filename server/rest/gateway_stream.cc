@@ -97,7 +97,7 @@ class StreamReactor
         on_message_ = nullptr;
         on_message(nullptr, status_);
       }
-      last = abandoned_;
+      last = --refs_ == 0;
     }
     if (last) delete this;
   }
@@ -142,7 +142,7 @@ class StreamReactor
 
   // The handle's end: no callback runs after this returns.
   void Abandon() {
-    bool cancel, release, last;
+    bool cancel, release;
     {
       absl::MutexLock lock(&mu_);
       abandoned_ = true;
@@ -152,14 +152,17 @@ class StreamReactor
       // A read in flight releases the hold when it completes.
       release = !read_ended_ && !reading_;
       if (release) read_ended_ = true;
-      last = done_;
     }
-    if (last) {
-      delete this;
-      return;
-    }
+    // OnDone may come meanwhile, on another thread or inside these calls:
+    // the handle's reference keeps the reactor until they return.
     if (cancel) context_.TryCancel();
     if (release) RemoveHold();
+    bool last;
+    {
+      absl::MutexLock lock(&mu_);
+      last = --refs_ == 0;
+    }
+    if (last) delete this;
   }
 
   const grpc::ClientContext& context() const { return context_; }
@@ -179,6 +182,7 @@ class StreamReactor
   bool read_ended_ ABSL_GUARDED_BY(mu_) = false;  // the hold is released
   bool done_ ABSL_GUARDED_BY(mu_) = false;        // gRPC called OnDone
   bool abandoned_ ABSL_GUARDED_BY(mu_) = false;   // the handle let go
+  int refs_ ABSL_GUARDED_BY(mu_) = 2;  // the handle's and gRPC's (OnDone)
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
