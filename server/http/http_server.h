@@ -113,8 +113,8 @@ struct HttpServerOptions {
   int handler_threads = 16;
   size_t max_queued_requests = 256;
   // Streamed responses (follow) at once; more are answered 503. A stream
-  // holds no thread: what bounds it is memory, measured at about
-  // 40 KB a follow (docs/operating.md, "Followers").
+  // holds no thread: what bounds followers is memory and CPU
+  // (docs/operating.md, "Followers").
   int max_streams = 4096;
   // Threads that run the connections' I/O.
   int io_threads = 2;

@@ -10,8 +10,8 @@ import http.client
 import json
 import os
 import re
-import subprocess
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -340,6 +340,47 @@ class RestApiTest(unittest.TestCase):
         status, _, reply = SERVER.request("POST", path, body)
         self.assertEqual(status, 400)
         self.assertIn("values[0]", reply["message"])
+
+    def test_hundreds_of_follows_each_get_every_update(self):
+        """300 follows of one trial at once (more than a thread each would allow):
+        each gets the first answer and then the update, and /healthz answers."""
+        trial = self.new_trial()
+        t0 = self.now()
+        post = lambda value, at: SERVER.request(
+            "POST", "/api/v1/trials/profiler/metrics",
+            {"batches": [legacy_batch(trial, "cpu_util_simple", [value],
+                                      [t0 + datetime.timedelta(seconds=at)])]})
+        self.assertEqual(post(1, 0)[0], 200)
+        request = ("GET /api/v1/trials/%d/metrics/system/follow?name=cpu_util_simple "
+                   "HTTP/1.0\r\n\r\n" % trial).encode()
+        sockets = []
+        for _ in range(300):
+            s = socket.create_connection(("127.0.0.1", SERVER.port), timeout=30)
+            s.sendall(request)
+            sockets.append(s)
+        received = [b""] * len(sockets)
+
+        def read_until(i, lines):
+            while received[i].partition(b"\r\n\r\n")[2].count(b"\n") < lines:
+                chunk = sockets[i].recv(65536)
+                if not chunk:
+                    break
+                received[i] += chunk
+
+        for i in range(len(sockets)):
+            read_until(i, 1)
+        self.assertEqual(SERVER.request("GET", "/healthz")[0], 200)
+        self.assertEqual(post(77, 1)[0], 200)
+        for i in range(len(sockets)):
+            read_until(i, 2)
+            sockets[i].close()
+        for i, data in enumerate(received):
+            head, _, body = data.partition(b"\r\n\r\n")
+            self.assertTrue(head.startswith(b"HTTP/1.1 200"), (i, head[:100]))
+            lines = [json.loads(l) for l in body.split(b"\n") if l]
+            self.assertGreaterEqual(len(lines), 2, i)
+            self.assertEqual([v for s in lines[0]["result"]["series"] for v in s["max"]], [1])
+            self.assertIn(77, [v for l in lines[1:] for s in l["result"]["series"] for v in s["max"]])
 
     def test_follow_until_trial_completes(self):
         trial = self.new_trial()
