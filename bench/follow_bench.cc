@@ -38,12 +38,11 @@
 #include "absl/time/clock.h"
 #include "bench/cpu_time.h"
 #include "bench/fan_in_stream.h"
-#include "common/grpc_status.h"
 #include "common/status_macros.h"
-#include "proto/metrics/v1/trials.grpc.pb.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/metricsd_process.h"
 #include "tests/testing/test_database.h"
+#include "tests/testing/trials.h"
 
 ABSL_FLAG(int, agents, 1000, "Agents reporting once a second.");
 ABSL_FLAG(int, agents_per_trial, 5, "Agents of each trial.");
@@ -277,15 +276,10 @@ class Agents {
 };
 
 absl::Status CreateTrials(const std::string& target, int32_t first, int count) {
-  auto trials = v1::TrialService::NewStub(
-      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  const std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   for (int32_t id = first; id < first + count; ++id) {
-    grpc::ClientContext context;
-    v1::CreateTrialRequest request;
-    request.set_id(id);
-    v1::Trial trial;
-    RETURN_IF_ERROR(common::FromGrpcStatus(
-        trials->CreateTrial(&context, request, &trial)));
+    RETURN_IF_ERROR(test_util::CreateTrial(channel, id));
   }
   return absl::OkStatus();
 }

@@ -17,9 +17,9 @@
 #include "gtest/gtest.h"
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "proto/metrics/v1/query.grpc.pb.h"
-#include "proto/metrics/v1/trials.grpc.pb.h"
 #include "storage/metric_store_wrapper.h"
 #include "tests/testing/test_server.h"
+#include "tests/testing/trials.h"
 
 namespace metrics::server {
 namespace {
@@ -161,15 +161,10 @@ class FollowHubTest : public ::testing::Test {
           store_ = counting.get();
           return counting;
         }));
-    trials_ = v1::TrialService::NewStub(server_->Channel());
     ingest_ = v1::IngestService::NewStub(server_->Channel());
     query_ = v1::QueryService::NewStub(server_->Channel());
     for (int32_t id : {1, 2}) {
-      grpc::ClientContext context;
-      v1::CreateTrialRequest request;
-      request.set_id(id);
-      v1::Trial trial;
-      ASSERT_TRUE(trials_->CreateTrial(&context, request, &trial).ok());
+      ASSERT_OK(test_util::CreateTrial(server_->Channel(), id));
     }
   }
 
@@ -194,7 +189,6 @@ class FollowHubTest : public ::testing::Test {
 
   std::unique_ptr<TestServer> server_;
   CountingStore* store_ = nullptr;
-  std::unique_ptr<v1::TrialService::Stub> trials_;
   std::unique_ptr<v1::IngestService::Stub> ingest_;
   std::unique_ptr<v1::QueryService::Stub> query_;
 };
