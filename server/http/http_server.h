@@ -43,8 +43,9 @@ struct HttpRequest {
   std::string body;
   std::string client_address;  // the client's IP address
   // True once the client has closed its connection (a cheap non-blocking
-  // probe), for streams that wait long between messages. Valid until the
-  // response ends.
+  // probe), for a handler that blocks long on its answer (streams and
+  // deferred answers need none: the server watches their connection).
+  // Valid until the response ends.
   std::function<bool()> client_gone;
 
   // The first header of that name (case-insensitive), or "".

@@ -14,8 +14,9 @@
 // goes to the service as "x-forwarded-for" metadata.
 //
 // Thread-safety: Handle is thread-safe. A unary call blocks the thread it
-// runs on (one of the HTTP server's bounded handler pool); a stream blocks
-// it only until its first message, then holds no thread (gateway_stream.h).
+// runs on (one of the HTTP server's bounded handler pool); a stream holds
+// no thread: its answer is deferred until its first message, then fed as
+// messages come (gateway_stream.h).
 #ifndef METRICS_SERVER_REST_REST_GATEWAY_H_
 #define METRICS_SERVER_REST_REST_GATEWAY_H_
 
@@ -41,8 +42,8 @@ struct RestGatewayOptions {
   // Cross-origin requests allowed from this origin ("*" for any); empty
   // allows none (the Web UI served by metricsd itself needs none).
   std::string cors_origin;
-  // How often a call waiting for its answer checks that its client is
-  // still there (a stream's connection watches for it once the head is out).
+  // How often a unary call waiting for its answer checks that its client
+  // is still there (the HTTP server watches a stream's connection itself).
   absl::Duration client_check_interval = absl::Seconds(1);
   // Headers for every answer on a route of a method marked deprecated in
   // its .proto, errors made before the call included, unless the service
