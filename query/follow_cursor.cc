@@ -36,7 +36,33 @@ bool SameBucket(const SeriesData& a, size_t i, const SeriesData& b, size_t j) {
          a.last_value[i] == b.last_value[j];
 }
 
+bool SameColumns(const SeriesData& a, const SeriesData& b) {
+  return a.bucket_start_us == b.bucket_start_us && a.count == b.count &&
+         a.sum == b.sum && a.min == b.min && a.max == b.max &&
+         a.first_time_us == b.first_time_us &&
+         a.first_value == b.first_value && a.last_time_us == b.last_time_us &&
+         a.last_value == b.last_value;
+}
+
 }  // namespace
+
+bool FollowCursor::SameStateAs(const FollowCursor& other) const {
+  if (!started_ || !other.started_ ||
+      resolution_us_ != other.resolution_us_ ||
+      tails_.size() != other.tails_.size()) {
+    return false;
+  }
+  for (auto a = tails_.begin(), b = other.tails_.begin(); a != tails_.end();
+       ++a, ++b) {
+    if (a->first != b->first ||
+        a->second.last_time_us != b->second.last_time_us ||
+        a->second.returned_at_last != b->second.returned_at_last ||
+        !SameColumns(a->second.buckets, b->second.buckets)) {
+      return false;
+    }
+  }
+  return true;
+}
 
 std::optional<QueryRequest> FollowCursor::NextRequest(absl::Time now) const {
   if (!started_) return request_;

@@ -47,6 +47,11 @@ class FollowCursor {
   // An answer with data has been taken.
   bool started() const { return started_; }
 
+  // Both started, and given the same answers both yield the same parts
+  // (cursors of one selection and window end: their requests differ at
+  // most in start and max_points, which a started cursor no longer uses).
+  bool SameStateAs(const FollowCursor& other) const;
+
  private:
   // What has been returned of one series.
   struct Tail {

@@ -171,6 +171,30 @@ TEST(FollowCursorTest, AChangedOrNewBucketIsYielded) {
       IsEmpty());
 }
 
+TEST(FollowCursorTest, CursorsThatTookTheSameTailAreInTheSameState) {
+  // One started from the whole window, the other from its last minute; both
+  // then take the same tail.
+  FollowCursor whole(Request());
+  FollowCursor late(Request());
+  EXPECT_FALSE(whole.SameStateAs(late));  // neither has started
+  whole.Take(Answer({Buckets(1, 60, {{0, 5, 1}, {60, 5, 1}, {120, 2, 1}})}));
+  late.Take(Answer({Buckets(1, 60, {{120, 1, 1}})}));
+  EXPECT_FALSE(whole.SameStateAs(late));
+  EXPECT_FALSE(late.SameStateAs(whole));
+  const QueryResult tail =
+      Answer({Buckets(1, 60, {{60, 5, 1}, {120, 3, 1}, {180, 1, 1}})});
+  whole.Take(tail);
+  late.Take(tail);
+  ASSERT_TRUE(whole.SameStateAs(late));
+  // Same state, same parts from here on.
+  const QueryResult next = Answer({Buckets(1, 60, {{180, 4, 2}, {240, 1, 1}})});
+  EXPECT_EQ(Times(whole.Take(next), 0), Times(late.Take(next), 0));
+  // A cursor at another resolution is not in the same state.
+  FollowCursor other(Request());
+  other.Take(Answer({Buckets(1, 10, {{180, 4, 2}, {240, 1, 1}})}));
+  EXPECT_FALSE(other.SameStateAs(whole));
+}
+
 TEST(FollowCursorTest, ASeriesBehindTheOthersDoesNotResendItsOldBuckets) {
   FollowCursor cursor(Request());
   // Series 2 stopped at bucket 60; series 1 goes on, so the tail read starts

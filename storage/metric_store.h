@@ -371,12 +371,14 @@ class MetricStore {
   // primary, where there is a standby). Lives as long as the store.
   virtual ChartReads& FreshReads() { return Reads(); }
 
-  // Calls `on_change` soon after data of `trial_id` is committed or its
-  // state changes, by any metricsd on the same database, and after anything
-  // may have been missed (a lost listening connection). Runs on a notifier
-  // thread; must be quick and must not subscribe or unsubscribe.
+  // Calls `on_change` soon after data of `trial_id` is committed (by one of
+  // `agent_ids`; any agent when empty) or its state changes, by any metricsd
+  // on the same database, and after anything may have been missed (a lost
+  // listening connection). Runs on a notifier thread; must be quick and must
+  // not subscribe or unsubscribe.
   virtual std::unique_ptr<ChangeSubscription> SubscribeToChanges(
-      int32_t trial_id, std::function<void()> on_change) = 0;
+      int32_t trial_id, std::vector<std::string> agent_ids,
+      std::function<void()> on_change) = 0;
 
   // --- Legacy reads: every metric group, raw readings (the legacy shims).
 

@@ -51,8 +51,10 @@ class MetricStoreWrapper : public MetricStore {
     return target_->ReadReadings(trial_id, series, after, limit, deadline);
   }
   std::unique_ptr<ChangeSubscription> SubscribeToChanges(
-      int32_t trial_id, std::function<void()> on_change) override {
-    return target_->SubscribeToChanges(trial_id, std::move(on_change));
+      int32_t trial_id, std::vector<std::string> agent_ids,
+      std::function<void()> on_change) override {
+    return target_->SubscribeToChanges(trial_id, std::move(agent_ids),
+                                       std::move(on_change));
   }
   absl::Status SubmitBatch(
       MetricBatch batch,

@@ -110,7 +110,7 @@ grpc::Status LegacyProfilerService::Rounds(
   std::unique_ptr<storage::ChangeSubscription> subscription;
   if (follow) {
     subscription = store_->SubscribeToChanges(
-        trial_id, [&signal] { signal.Notify(); });
+        trial_id, {}, [&signal] { signal.Notify(); });
   }
   while (true) {
     if (context->IsCancelled()) {

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "query/follow_cursor.h"
+#include "server/services/proto_convert.h"
 #include "server/services/unary_call.h"
 
 namespace metrics::server {
@@ -29,6 +31,15 @@ std::string ChannelKey(const query::QueryRequest& request) {
   return key;
 }
 
+// What, with the channel's key, makes a first request: followers whose
+// keys are equal and whose cursors have not started can share a cursor.
+std::string FirstRequestKey(const query::QueryRequest& request) {
+  return absl::StrCat(request.start ? absl::ToUnixMicros(*request.start)
+                                    : INT64_MIN,
+                      "|", request.max_points.value_or(-1), "|",
+                      request.resolution_us.value_or(-1));
+}
+
 }  // namespace
 
 // A follower in its channel. Its fields are touched only by the channel's
@@ -37,10 +48,14 @@ class FollowHub::Member {
  public:
   Member(query::QueryRequest request,
          std::function<absl::Status(absl::Time)> check, Follower* follower)
-      : cursor(std::move(request)), check(std::move(check)),
+      : first_key(FirstRequestKey(request)),
+        cursor(std::make_shared<query::FollowCursor>(std::move(request))),
+        check(std::move(check)),
         follower(follower) {}
 
-  query::FollowCursor cursor;
+  const std::string first_key;
+  // Shared with the channel's other followers in the same state.
+  std::shared_ptr<query::FollowCursor> cursor;
   std::function<absl::Status(absl::Time)> check;  // until its first round
   Follower* const follower;
   bool sent_first = false;
@@ -49,8 +64,10 @@ class FollowHub::Member {
 
 class FollowHub::Channel : public std::enable_shared_from_this<Channel> {
  public:
-  Channel(FollowHub* hub, std::string key, int32_t trial_id)
-      : hub_(hub), key_(std::move(key)), trial_id_(trial_id) {}
+  Channel(FollowHub* hub, std::string key, int32_t trial_id,
+          std::vector<std::string> agent_ids)
+      : hub_(hub), key_(std::move(key)), trial_id_(trial_id),
+        agent_ids_(std::move(agent_ids)) {}
 
   const std::string& key() const { return key_; }
 
@@ -58,7 +75,8 @@ class FollowHub::Channel : public std::enable_shared_from_this<Channel> {
   // holds no reference: the subscription goes before the channel does.
   void Subscribe() {
     std::unique_ptr<storage::ChangeSubscription> subscription =
-        hub_->store_->SubscribeToChanges(trial_id_, [this] { Schedule(); });
+        hub_->store_->SubscribeToChanges(trial_id_, agent_ids_,
+                                         [this] { Schedule(); });
     absl::MutexLock lock(&mu_);
     subscription_ = std::move(subscription);
   }
@@ -110,7 +128,7 @@ class FollowHub::Channel : public std::enable_shared_from_this<Channel> {
     for (const std::shared_ptr<Member>& m : members) {
       if (!m->ended) {
         m->ended = true;
-        m->follower->Deliver(std::nullopt, false, true, busy);
+        m->follower->Deliver(nullptr, false, true, busy);
       }
       m->follower->Release();
     }
@@ -126,70 +144,85 @@ class FollowHub::Channel : public std::enable_shared_from_this<Channel> {
   void Round() {
     const absl::Time deadline = absl::Now() + kStoreCallTimeout;
     std::vector<std::shared_ptr<Member>> members = HoldMembers();
-    struct Outcome {
-      std::optional<query::QueryResult> part;
-      absl::Status error;
-    };
-    std::vector<Outcome> outcomes(members.size());
+    std::vector<absl::Status> errors(members.size());
     // A stranger learns nothing: the check comes before any read.
     bool any = false;
     for (size_t i = 0; i < members.size(); ++i) {
       Member& m = *members[i];
       if (m.ended) continue;
       if (m.check) {
-        outcomes[i].error = m.check(deadline);
+        errors[i] = m.check(deadline);
         m.check = nullptr;  // once per follow
       }
-      any = any || outcomes[i].error.ok();
+      any = any || errors[i].ok();
     }
     absl::StatusOr<storage::Trial> trial =
         any ? hub_->store_->GetTrial(trial_id_, deadline)
             : absl::StatusOr<storage::Trial>(storage::Trial{});
     const bool terminal = trial.ok() && storage::IsTerminal(trial->state);
-    // Followers with data share one query of the tail per resolution; the
-    // others (new, or still without data) ask their whole query.
-    const absl::Time now = absl::Now();
-    struct Group {
-      query::QueryRequest request;
-      std::vector<size_t> members;
-    };
-    std::map<int64_t, Group> groups;
+    std::vector<size_t> live;
     for (size_t i = 0; i < members.size(); ++i) {
-      Member& m = *members[i];
-      if (m.ended || !outcomes[i].error.ok()) continue;
+      if (members[i]->ended || !errors[i].ok()) continue;
       if (!trial.ok()) {
-        outcomes[i].error = trial.status();
+        errors[i] = trial.status();
         continue;
       }
-      if (!m.cursor.started()) {
+      live.push_back(i);
+    }
+    ShareCursors(members, live);
+
+    // Each cursor once: those not started (new followers, or still without
+    // data) ask their whole query; the others share one query of the tail
+    // per resolution, from the earliest tail among them.
+    struct Work {
+      std::shared_ptr<const Part> part;
+      absl::Status error;
+    };
+    std::map<const query::FollowCursor*, Work> work;
+    struct Group {
+      query::QueryRequest request;
+      std::vector<query::FollowCursor*> cursors;
+    };
+    std::map<int64_t, Group> groups;
+    const absl::Time now = absl::Now();
+    for (size_t i : live) {
+      query::FollowCursor* cursor = members[i]->cursor.get();
+      if (!work.emplace(cursor, Work{}).second) continue;
+      if (!cursor->started()) {
         absl::StatusOr<std::optional<query::QueryResult>> whole =
-            Whole(m, deadline);
-        if (whole.ok()) {
-          outcomes[i].part = *std::move(whole);
-        } else {
-          outcomes[i].error = whole.status();
+            Whole(*cursor, deadline);
+        if (!whole.ok()) {
+          work[cursor].error = whole.status();
+        } else if (*whole) {
+          work[cursor].part = std::make_shared<const Part>(**std::move(whole));
         }
         continue;
       }
-      std::optional<query::QueryRequest> tail = m.cursor.NextRequest(now);
+      std::optional<query::QueryRequest> tail = cursor->NextRequest(now);
       if (!tail) continue;  // the window is over: nothing more can come
       Group& group = groups[tail->resolution_us.value_or(0)];
-      if (group.members.empty() || *tail->start < *group.request.start) {
+      if (group.cursors.empty() || *tail->start < *group.request.start) {
         group.request = *std::move(tail);
       }
-      group.members.push_back(i);
+      group.cursors.push_back(cursor);
     }
     for (auto& [resolution, group] : groups) {
       absl::StatusOr<query::QueryResult> answer =
           hub_->engine_->Query(group.request, deadline);
-      for (size_t i : group.members) {
+      for (query::FollowCursor* cursor : group.cursors) {
         if (!answer.ok()) {
-          outcomes[i].error = answer.status();
+          work[cursor].error = answer.status();
           continue;
         }
-        query::QueryResult part = members[i]->cursor.Take(*answer);
-        if (!part.series.empty()) outcomes[i].part = std::move(part);
+        query::QueryResult part = cursor->Take(*answer);
+        if (!part.series.empty()) {
+          work[cursor].part = std::make_shared<const Part>(std::move(part));
+        }
       }
+    }
+    for (size_t i : live) {
+      const Work& w = work[members[i]->cursor.get()];
+      errors[i] = w.error;
     }
     for (size_t i = 0; i < members.size(); ++i) {
       Member& m = *members[i];
@@ -199,9 +232,13 @@ class FollowHub::Channel : public std::enable_shared_from_this<Channel> {
         // nothing.
         const bool first = !m.sent_first;
         m.sent_first = true;
-        m.ended = terminal || !outcomes[i].error.ok();
-        m.follower->Deliver(std::move(outcomes[i].part), first, terminal,
-                            outcomes[i].error);
+        m.ended = terminal || !errors[i].ok();
+        std::shared_ptr<const Part> part;
+        if (errors[i].ok()) {
+          auto it = work.find(m.cursor.get());
+          if (it != work.end()) part = it->second.part;
+        }
+        m.follower->Deliver(std::move(part), first, terminal, errors[i]);
       }
       m.follower->Release();
     }
@@ -215,26 +252,58 @@ class FollowHub::Channel : public std::enable_shared_from_this<Channel> {
     if (again) Post();
   }
 
-  // A follower's whole query, at one resolution; what its cursor yields
-  // (none when its window is over).
-  absl::StatusOr<std::optional<query::QueryResult>> Whole(Member& m,
-                                                         absl::Time deadline) {
-    std::optional<query::QueryRequest> request = m.cursor.NextRequest(absl::Now());
+  // Lets the live members whose cursors are in the same state share one:
+  // not started with the same first request, or started and in the same
+  // state (a follower that joined late, once it took the tail the others
+  // took).
+  static void ShareCursors(const std::vector<std::shared_ptr<Member>>& members,
+                           const std::vector<size_t>& live) {
+    std::set<const query::FollowCursor*> seen;
+    std::vector<const Member*> kept;  // a member per distinct cursor kept
+    for (size_t i : live) {
+      Member& m = *members[i];
+      if (seen.count(m.cursor.get()) > 0) continue;
+      bool shared = false;
+      for (const Member* k : kept) {
+        const bool same =
+            k->cursor->started()
+                ? k->cursor->SameStateAs(*m.cursor)
+                : !m.cursor->started() && k->first_key == m.first_key;
+        if (same) {
+          m.cursor = k->cursor;
+          shared = true;
+          break;
+        }
+      }
+      if (!shared) {
+        seen.insert(m.cursor.get());
+        kept.push_back(&m);
+      }
+    }
+  }
+
+  // A cursor's whole query, at one resolution; what it yields (none when
+  // its window is over).
+  absl::StatusOr<std::optional<query::QueryResult>> Whole(
+      query::FollowCursor& cursor, absl::Time deadline) {
+    std::optional<query::QueryRequest> request = cursor.NextRequest(absl::Now());
     if (!request) return std::nullopt;
     absl::StatusOr<query::QueryResult> answer =
         hub_->engine_->Query(*request, deadline);
     if (!answer.ok()) return answer.status();
     if (std::optional<query::QueryRequest> again =
-            m.cursor.AtOneResolution(*answer)) {
+            cursor.AtOneResolution(*answer)) {
       answer = hub_->engine_->Query(*again, deadline);
       if (!answer.ok()) return answer.status();
     }
-    return m.cursor.Take(*std::move(answer));
+    return cursor.Take(*std::move(answer));
   }
 
   FollowHub* const hub_;
   const std::string key_;
   const int32_t trial_id_;
+  // Only their commits can change the channel's answers.
+  const std::vector<std::string> agent_ids_;
 
   absl::Mutex mu_;
   std::vector<std::shared_ptr<Member>> members_ ABSL_GUARDED_BY(mu_);
@@ -244,6 +313,18 @@ class FollowHub::Channel : public std::enable_shared_from_this<Channel> {
   std::unique_ptr<storage::ChangeSubscription> subscription_
       ABSL_GUARDED_BY(mu_);
 };
+
+std::shared_ptr<const v1::QuerySeriesResponse> FollowHub::Part::Message(
+    v1::QuerySeriesRequest::View view) const {
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<const v1::QuerySeriesResponse>& message = messages_[view];
+  if (message == nullptr) {
+    auto made = std::make_shared<v1::QuerySeriesResponse>();
+    QueryResultToProto(result_, view, made.get());
+    message = std::move(made);
+  }
+  return message;
+}
 
 FollowHub::FollowHub(query::QueryEngine* engine, storage::MetricStore* store,
                      common::BlockingExecutor* executor)
@@ -268,6 +349,7 @@ std::unique_ptr<FollowHub::Membership> FollowHub::Join(
   };
   const std::string key = ChannelKey(request);
   const int32_t trial_id = request.trial_id;
+  std::vector<std::string> agent_ids = request.agent_ids;
   auto member =
       std::make_shared<Member>(std::move(request), std::move(check), follower);
   std::shared_ptr<Channel> channel;
@@ -275,7 +357,8 @@ std::unique_ptr<FollowHub::Membership> FollowHub::Join(
     absl::MutexLock lock(&mu_);
     std::shared_ptr<Channel>& slot = channels_[key];
     if (slot == nullptr) {
-      slot = std::make_shared<Channel>(this, key, trial_id);
+      slot = std::make_shared<Channel>(this, key, trial_id,
+                                       std::move(agent_ids));
       slot->Subscribe();
     }
     channel = slot;

@@ -10,7 +10,12 @@
 // answers go back in time, and one that joins during a round waits for the
 // next.
 //
-// So N viewers of a trial's chart cost one query per change, not N.
+// So N viewers of a trial's chart cost one query per change, not N. The
+// work per follower is shared too: followers whose cursors are in the same
+// state (the same first request, or the same tail taken) share one cursor,
+// so a round takes each answer once per state, and hands each of them the
+// same Part, whose message is made once per view. A channel hears only the
+// commits of the agents it selects (all, when it selects none).
 //
 // Thread-safety: thread-safe. Rounds run on the executor; Deliver is called
 // from them, for one follower at a time.
@@ -28,6 +33,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/blocking_executor.h"
+#include "proto/metrics/v1/query.pb.h"
 #include "query/query_engine.h"
 #include "storage/metric_store.h"
 
@@ -35,15 +41,34 @@ namespace metrics::server {
 
 class FollowHub {
  public:
+  // What a round yields for the followers in one state: one object for all
+  // of them.
+  //
+  // Thread-safety: thread-safe.
+  class Part {
+   public:
+    explicit Part(query::QueryResult result) : result_(std::move(result)) {}
+    const query::QueryResult& result() const { return result_; }
+    // As a message of `view`, made on first use and shared.
+    std::shared_ptr<const v1::QuerySeriesResponse> Message(
+        v1::QuerySeriesRequest::View view) const ABSL_LOCKS_EXCLUDED(mu_);
+
+   private:
+    const query::QueryResult result_;
+    mutable absl::Mutex mu_;
+    mutable std::map<int, std::shared_ptr<const v1::QuerySeriesResponse>>
+        messages_ ABSL_GUARDED_BY(mu_);
+  };
+
   // One follower, as the hub sees it.
   class Follower {
    public:
     virtual ~Follower() = default;
     // A round's outcome for it: `part`, its first answer or what is new or
-    // changed (none: nothing); `first`: the first outcome, to be sent even
+    // changed (null: nothing); `first`: the first outcome, to be sent even
     // when empty; `last`: the trial ended and nothing follows. A non-OK
     // `error` ends the follow.
-    virtual void Deliver(std::optional<query::QueryResult> part, bool first,
+    virtual void Deliver(std::shared_ptr<const Part> part, bool first,
                          bool last, const absl::Status& error) = 0;
     // A round holds the follower from before it reads until after Deliver:
     // it must outlive the hold, even after it left.

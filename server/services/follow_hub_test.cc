@@ -85,8 +85,18 @@ class CountingStore : public storage::MetricStoreWrapper {
 
   absl::StatusOr<storage::Trial> GetTrial(int32_t id,
                                           absl::Time deadline) override {
+    {
+      absl::MutexLock lock(&gate_mu_);
+      gate_mu_.Await(absl::Condition(
+          +[](bool* closed) { return !*closed; }, &gate_closed_));
+    }
     ++trial_lookups;
     return MetricStoreWrapper::GetTrial(id, deadline);
+  }
+  // While closed, trial lookups (a round's first read) wait.
+  void CloseGate(bool closed) {
+    absl::MutexLock lock(&gate_mu_);
+    gate_closed_ = closed;
   }
   storage::ChartReads& FreshReads() override { return fresh_; }
 
@@ -100,16 +110,20 @@ class CountingStore : public storage::MetricStoreWrapper {
 
  private:
   CountingReads fresh_;
+  absl::Mutex gate_mu_;
+  bool gate_closed_ ABSL_GUARDED_BY(gate_mu_) = false;
 };
 
 // One FollowSeries call read on its own thread: every point it is sent, in
 // order, as "time=value" of each series' raw points or buckets.
 class Follower {
  public:
-  Follower(v1::QueryService::Stub& stub, int32_t trial) {
+  Follower(v1::QueryService::Stub& stub, int32_t trial,
+           const std::string& agent = "") {
     v1::QuerySeriesRequest request;
     request.set_trial_id(trial);
     request.add_name("cpu_util_simple");
+    if (!agent.empty()) request.add_agent_id(agent);
     request.mutable_start()->set_seconds(kStart);
     reader_ = stub.FollowSeries(&context_, request);
     thread_ = std::thread([this] {
@@ -168,11 +182,12 @@ class FollowHubTest : public ::testing::Test {
     }
   }
 
-  void Report(int32_t trial, int64_t seconds, double value) {
+  void Report(int32_t trial, int64_t seconds, double value,
+              const std::string& agent = "agent-a") {
     v1::ReportSystemMetricsRequest request;
     v1::SystemMetricsBatch* batch = request.mutable_batch();
     batch->set_trial_id(trial);
-    batch->set_agent_id("agent-a");
+    batch->set_agent_id(agent);
     v1::SeriesDeclaration* s = batch->add_series();
     s->set_name("cpu_util_simple");
     s->set_unit("percent");
@@ -241,6 +256,58 @@ TEST_F(FollowHubTest, FiftyFollowersCostOneFollowersReadsAndSeeTheSame) {
   EXPECT_LE(reads[1], reads[0] + reads[0] / kChanges)
       << "store reads for 50 followers; for one: " << reads[0];
   for (const auto& f : many) EXPECT_EQ(f->points(), lone.points());
+}
+
+TEST_F(FollowHubTest, AFollowerOfOneAgentHearsOnlyItsCommits) {
+  Report(1, kStart + 1, 1, "agent-a");
+  Report(1, kStart + 1, 1, "agent-b");
+  Follower follower(*query_, 1, "agent-a");
+  ASSERT_TRUE(Eventually([&] { return follower.points().size() == 1; },
+                         absl::Seconds(30), absl::Milliseconds(10)));
+  store_->Reset();
+  // Another agent's commits start no round: nothing is read.
+  for (int k = 1; k <= 5; ++k) Report(1, kStart + 1 + k, 10 * k, "agent-b");
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_EQ(store_->reads(), 0);
+  // Its own agent's commit does.
+  Report(1, kStart + 10, 99, "agent-a");
+  ASSERT_TRUE(Eventually([&] { return follower.points().size() == 2; },
+                         absl::Seconds(30), absl::Milliseconds(10)));
+  EXPECT_EQ(follower.points().back(), "0:" + std::to_string((kStart + 10) * 1000000) + "=99/1");
+  EXPECT_GT(store_->reads(), 0);
+}
+
+TEST_F(FollowHubTest, FollowersJoiningTogetherShareTheirFirstQuery) {
+  constexpr int kFollowers = 50;
+  for (int32_t trial : {1, 2}) Report(trial, kStart + 1, 1);
+  store_->Reset();
+  {
+    Follower lone(*query_, 1);
+    ASSERT_TRUE(Eventually([&] { return lone.points().size() == 1; },
+                           absl::Seconds(30), absl::Milliseconds(10)));
+  }
+  const int lone_reads = store_->reads();
+  store_->Reset();
+  // They join while a round waits (at most two rounds take them: the one
+  // waiting and the next), as a burst of viewers joins a busy trial.
+  store_->CloseGate(true);
+  std::vector<std::unique_ptr<Follower>> many;
+  for (int i = 0; i < kFollowers; ++i) {
+    many.push_back(std::make_unique<Follower>(*query_, 2));
+  }
+  absl::SleepFor(absl::Seconds(1));
+  store_->CloseGate(false);
+  for (const auto& f : many) {
+    ASSERT_TRUE(Eventually([&] { return f->points().size() == 1; },
+                           absl::Seconds(30), absl::Milliseconds(10)));
+  }
+  // A query per round, not per follower. (A round's worth of slack, for a
+  // follower that joined after the gate opened.)
+  EXPECT_GT(lone_reads, 0);
+  EXPECT_LE(store_->reads(), 3 * lone_reads)
+      << "store reads for the first answers of " << kFollowers
+      << " followers; for one: " << lone_reads;
+  for (const auto& f : many) EXPECT_EQ(f->points(), many[0]->points());
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
-#include "server/services/proto_convert.h"
 #include "server/services/unary_call.h"
 
 namespace metrics::server {
@@ -35,11 +34,13 @@ void FollowReactor::Release() {
   if (last) delete this;
 }
 
-void FollowReactor::Deliver(std::optional<query::QueryResult> part,
+void FollowReactor::Deliver(std::shared_ptr<const FollowHub::Part> part,
                             bool always, bool last,
                             const absl::Status& error) {
-  v1::QuerySeriesResponse update;
-  if (part) QueryResultToProto(*part, view_, &update);
+  // Made once per part and view, for every follower of it.
+  std::shared_ptr<const v1::QuerySeriesResponse> update =
+      part ? part->Message(view_) : nullptr;
+  const bool any = update != nullptr && update->series_size() > 0;
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
@@ -47,7 +48,10 @@ void FollowReactor::Deliver(std::optional<query::QueryResult> part,
     if (!error.ok()) {
       FinishLocked(common::ToGrpcStatus(error), actions);
     } else {
-      if (always || update.series_size() > 0) {
+      if (always || any) {
+        if (update == nullptr) {
+          update = std::make_shared<const v1::QuerySeriesResponse>();
+        }
         if (!writing_) {
           response_ = std::move(update);
           writing_ = true;
@@ -63,9 +67,11 @@ void FollowReactor::Deliver(std::optional<query::QueryResult> part,
               actions);
         } else if (pending_) {
           // Later changes follow earlier ones: the client applies in order.
-          for (v1::SeriesBuckets& s : *update.mutable_series()) {
-            *pending_->add_series() = std::move(s);
+          auto merged = std::make_shared<v1::QuerySeriesResponse>(*pending_);
+          for (const v1::SeriesBuckets& s : update->series()) {
+            *merged->add_series() = s;
           }
+          pending_ = std::move(merged);
         } else {
           pending_ = std::move(update);
         }
@@ -81,7 +87,7 @@ void FollowReactor::Deliver(std::optional<query::QueryResult> part,
 
 void FollowReactor::WriteNextLocked(Actions& actions) {
   if (pending_) {
-    response_ = std::move(*pending_);
+    response_ = std::move(pending_);
     pending_.reset();
     writing_ = true;
     write_started_ = absl::Now();
@@ -153,7 +159,9 @@ void FollowReactor::FinishLocked(grpc::Status status, Actions& actions) {
 }
 
 void FollowReactor::Run(Actions actions) {
-  if (actions.write) StartWrite(&response_);
+  // gRPC only reads the message (serializes it), which is safe while other
+  // followers write the same message; it lives until OnWriteDone.
+  if (actions.write) StartWrite(response_.get());
   if (actions.finish) Finish(std::move(*actions.finish));
 }
 

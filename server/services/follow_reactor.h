@@ -52,8 +52,9 @@ class FollowReactor
   void OnCancel() override ABSL_LOCKS_EXCLUDED(mu_);
   void OnDone() override ABSL_LOCKS_EXCLUDED(mu_);
 
-  void Deliver(std::optional<query::QueryResult> part, bool first, bool last,
-               const absl::Status& error) override ABSL_LOCKS_EXCLUDED(mu_);
+  void Deliver(std::shared_ptr<const FollowHub::Part> part, bool first,
+               bool last, const absl::Status& error) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Hold() override ABSL_LOCKS_EXCLUDED(mu_);
   void Release() override ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -74,8 +75,11 @@ class FollowReactor
   std::unique_ptr<FollowHub::Membership> membership_;
 
   absl::Mutex mu_;
-  v1::QuerySeriesResponse response_;  // owned by gRPC while writing_
-  std::optional<v1::QuerySeriesResponse> pending_ ABSL_GUARDED_BY(mu_);
+  // Messages are shared with the other followers of the same part: never
+  // changed once made.
+  std::shared_ptr<const v1::QuerySeriesResponse> response_;  // gRPC's while
+                                                             // writing_
+  std::shared_ptr<const v1::QuerySeriesResponse> pending_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time write_started_ ABSL_GUARDED_BY(mu_);
   bool end_after_writes_ ABSL_GUARDED_BY(mu_) = false;

@@ -3,6 +3,7 @@
 #include <pqxx/connection>
 #include <pqxx/notification>
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -21,8 +22,7 @@ class Receiver : public pqxx::notification_receiver {
       : pqxx::notification_receiver(conn, channel), notifier_(notifier) {}
 
   void operator()(const std::string& payload, int) override {
-    int32_t trial = 0;
-    if (absl::SimpleAtoi(payload, &trial)) notifier_->Dispatch(trial);
+    notifier_->Dispatch(payload);
   }
 
  private:
@@ -49,10 +49,12 @@ ChangeNotifier::ChangeNotifier(std::string database_url)
 ChangeNotifier::~ChangeNotifier() { Shutdown(); }
 
 std::unique_ptr<ChangeSubscription> ChangeNotifier::Subscribe(
-    int32_t trial_id, std::function<void()> on_change) {
+    int32_t trial_id, std::vector<std::string> agent_ids,
+    std::function<void()> on_change) {
+  std::sort(agent_ids.begin(), agent_ids.end());
   absl::MutexLock lock(&mu_);
   const int64_t id = next_id_++;
-  subscribers_[trial_id][id] = std::move(on_change);
+  subscribers_[trial_id][id] = {std::move(agent_ids), std::move(on_change)};
   return std::make_unique<Handle>(this, trial_id, id);
 }
 
@@ -64,18 +66,32 @@ void ChangeNotifier::Unsubscribe(int32_t trial_id, int64_t id) {
   if (it->second.empty()) subscribers_.erase(it);
 }
 
-void ChangeNotifier::Dispatch(int32_t trial_id) {
+void ChangeNotifier::Dispatch(absl::string_view payload) {
+  // '<trial>' or '<trial> <agent>' (an agent id may hold spaces, not at its
+  // ends).
+  const size_t space = payload.find(' ');
+  int32_t trial_id = 0;
+  if (!absl::SimpleAtoi(payload.substr(0, space), &trial_id)) return;
+  const bool any_agent = space == absl::string_view::npos;
+  const absl::string_view agent =
+      any_agent ? absl::string_view() : payload.substr(space + 1);
   // Under the lock, so a subscription being dropped waits for its callback.
   absl::MutexLock lock(&mu_);
   auto it = subscribers_.find(trial_id);
   if (it == subscribers_.end()) return;
-  for (auto& [id, callback] : it->second) callback();
+  for (auto& [id, subscriber] : it->second) {
+    if (any_agent || subscriber.agent_ids.empty() ||
+        std::binary_search(subscriber.agent_ids.begin(),
+                           subscriber.agent_ids.end(), agent)) {
+      subscriber.on_change();
+    }
+  }
 }
 
 void ChangeNotifier::DispatchAll() {
   absl::MutexLock lock(&mu_);
-  for (auto& [trial, callbacks] : subscribers_) {
-    for (auto& [id, callback] : callbacks) callback();
+  for (auto& [trial, subscribers] : subscribers_) {
+    for (auto& [id, subscriber] : subscribers) subscriber.on_change();
   }
 }
 

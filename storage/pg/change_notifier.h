@@ -1,6 +1,9 @@
 // Tells subscribers when a trial's data or state changed, from PostgreSQL
-// notifications: the ingest writer sends NOTIFY metrics_ingest '<trial>' in
-// each commit, SetTrialState NOTIFY metrics_trials '<trial>'. One thread
+// notifications: the ingest writer sends NOTIFY metrics_ingest
+// '<trial> <agent>' for each agent with data in a commit, SetTrialState
+// NOTIFY metrics_trials '<trial>'. A subscriber to some agents of a trial
+// hears only their commits (and the trial's state changes); a payload
+// without an agent reaches every subscriber of the trial. One thread
 // holds one LISTEN connection for the whole process, so followers on any
 // number of metricsd instances learn of every commit. After losing that
 // connection it reconnects and calls every subscriber once, since
@@ -17,8 +20,10 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "storage/metric_store.h"
 
@@ -32,26 +37,32 @@ class ChangeNotifier {
   explicit ChangeNotifier(std::string database_url);
   ~ChangeNotifier();
 
-  std::unique_ptr<ChangeSubscription> Subscribe(int32_t trial_id,
-                                                std::function<void()> on_change)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // `agent_ids`: whose commits to hear; empty: every agent's.
+  std::unique_ptr<ChangeSubscription> Subscribe(
+      int32_t trial_id, std::vector<std::string> agent_ids,
+      std::function<void()> on_change) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Stops the thread and closes the connection. Idempotent.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Internal: called by the listening thread.
-  void Dispatch(int32_t trial_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Internal: called by the listening thread with a notification's
+  // payload.
+  void Dispatch(absl::string_view payload) ABSL_LOCKS_EXCLUDED(mu_);
   void DispatchAll() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   class Handle;
+  struct Subscriber {
+    std::vector<std::string> agent_ids;  // sorted; empty: every agent
+    std::function<void()> on_change;
+  };
   void Unsubscribe(int32_t trial_id, int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   void Loop();
   bool Stopping() ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string database_url_;
   absl::Mutex mu_;
-  std::map<int32_t, std::map<int64_t, std::function<void()>>> subscribers_
+  std::map<int32_t, std::map<int64_t, Subscriber>> subscribers_
       ABSL_GUARDED_BY(mu_);
   int64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -164,8 +164,10 @@ absl::StatusOr<std::vector<Reading>> PgMetricStore::ReadReadings(
 }
 
 std::unique_ptr<ChangeSubscription> PgMetricStore::SubscribeToChanges(
-    int32_t trial_id, std::function<void()> on_change) {
-  return notifier_.Subscribe(trial_id, std::move(on_change));
+    int32_t trial_id, std::vector<std::string> agent_ids,
+    std::function<void()> on_change) {
+  return notifier_.Subscribe(trial_id, std::move(agent_ids),
+                             std::move(on_change));
 }
 
 absl::Status PgMetricStore::SubmitBatch(

@@ -64,7 +64,8 @@ class PgMetricStore : public MetricStore {
       int32_t trial_id, const SeriesInfo& series, ReadingCursor after,
       size_t limit, absl::Time deadline) override;
   std::unique_ptr<ChangeSubscription> SubscribeToChanges(
-      int32_t trial_id, std::function<void()> on_change) override;
+      int32_t trial_id, std::vector<std::string> agent_ids,
+      std::function<void()> on_change) override;
   absl::Status SubmitBatch(
       MetricBatch batch,
       absl::AnyInvocable<void(BatchOutcome) &&> done) override;

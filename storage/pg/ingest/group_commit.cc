@@ -52,9 +52,11 @@ struct Statements {
       "lock_keys",
       "SELECT pg_advisory_xact_lock(k) FROM "
       "(SELECT k FROM unnest($1::bigint[]) AS k ORDER BY k OFFSET 0) s"};
+  // '<trial> <agent>': a follower of one agent hears only its commits.
   PreparedStatement notify{
       "notify",
-      "SELECT pg_notify($2, t::text) FROM unnest($1::int[]) AS t"};
+      "SELECT pg_notify($3, t::text || ' ' || a) "
+      "FROM unnest($1::int[], $2::text[]) AS u(t, a)"};
   PreparedStatement write_positions{
       "write_positions",
       "INSERT INTO ingest_positions (trial_id, stream_id, last_sequence) "
@@ -307,15 +309,24 @@ class GroupTransaction {
                         [this](std::vector<int64_t> keys) { Lock(std::move(keys)); });
   }
 
-  // Followers of these trials (in any metricsd) learn of the new data when
-  // this transaction commits.
+  // Followers of these trials' agents (in any metricsd) learn of the new
+  // data when this transaction commits.
   void Notify() {
+    std::vector<std::pair<int64_t, absl::string_view>> agents;
+    for (const Accepted& a : accepted_) {
+      agents.emplace_back(a.batch->trial_id, a.batch->agent_id);
+    }
+    std::sort(agents.begin(), agents.end());
+    agents.erase(std::unique(agents.begin(), agents.end()), agents.end());
+    if (agents.empty()) return;
     std::vector<int64_t> trials;
-    for (const Accepted& a : accepted_) trials.push_back(a.batch->trial_id);
-    std::sort(trials.begin(), trials.end());
-    trials.erase(std::unique(trials.begin(), trials.end()), trials.end());
-    if (trials.empty()) return;
-    tx_.exec_prepared(Sql().notify.name, IntArray(trials), std::string(kIngestChannel));
+    std::vector<std::string> agent_ids;
+    for (const auto& [trial, agent] : agents) {
+      trials.push_back(trial);
+      agent_ids.emplace_back(agent);
+    }
+    tx_.exec_prepared(Sql().notify.name, IntArray(trials), TextArray(agent_ids),
+                      std::string(kIngestChannel));
   }
 
   void WritePositions() {
