@@ -240,7 +240,11 @@ class Agents {
       for (int a = 0; a < per_trial; ++a) {
         streams_.push_back(std::make_unique<FanInStream>(
             stubs_[streams_.size() % stubs_.size()].get(), first + t,
-            AgentName(first + t, a), [this](absl::Time, double) { ++acked_; }));
+            AgentName(first + t, a), [this](absl::Time, double ms) {
+              ++acked_;
+              absl::MutexLock lock(&mu_);
+              ack_ms_.push_back(ms);
+            }));
       }
     }
     sender_ = std::thread([this] {
@@ -266,11 +270,19 @@ class Agents {
     }
   }
   int64_t acked() const { return acked_; }
+  // Each report's time from sending to its acknowledgement (stored and
+  // committed), since the last call.
+  std::vector<double> TakeAckLatencies() {
+    absl::MutexLock lock(&mu_);
+    return std::move(ack_ms_);
+  }
 
  private:
   std::vector<std::unique_ptr<v1::IngestService::Stub>> stubs_;
   std::vector<std::unique_ptr<FanInStream>> streams_;
   std::atomic<int64_t> acked_{0};
+  absl::Mutex mu_;
+  std::vector<double> ack_ms_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stop_{false};
   std::thread sender_;
 };
@@ -304,17 +316,19 @@ struct Measured {
   int followers = 0, failed = 0;
   int64_t updates = 0;
   double p50_ms = 0, p99_ms = 0, max_ms = 0, rss_mb = 0;
+  double ack_p50_ms = 0, ack_p99_ms = 0;  // report to its commit
   double cpu_metricsd_s = 0, cpu_postgres_s = 0;
   int64_t reports = 0;
 };
 
-Measured Measure(Followers& followers, const Agents& agents,
+Measured Measure(Followers& followers, Agents& agents,
                  const test_util::Subprocess& metricsd, pid_t postmaster,
                  int seconds) {
   Measured m;
   followers.TakeLatencies();
   followers.Measure(true);
   const int64_t acked_before = agents.acked();
+  agents.TakeAckLatencies();
   const CpuUse cpu_before = CpuUse::Now(postmaster, {metricsd.pid()});
   for (int i = 0; i < seconds * 5; ++i) {
     m.rss_mb = std::max(m.rss_mb, metricsd.RssMb());
@@ -323,6 +337,9 @@ Measured Measure(Followers& followers, const Agents& agents,
   const CpuUse cpu = CpuUse::Now(postmaster, {metricsd.pid()}) - cpu_before;
   followers.Measure(false);
   m.reports = agents.acked() - acked_before;
+  const std::vector<double> acks = agents.TakeAckLatencies();
+  m.ack_p50_ms = Percentile(acks, 0.5);
+  m.ack_p99_ms = Percentile(acks, 0.99);
   m.cpu_metricsd_s = cpu.metricsd;
   m.cpu_postgres_s = cpu.postgres;
   std::vector<double> ms = followers.TakeLatencies();
@@ -400,9 +417,9 @@ int Run() {
 
   std::printf("\nmany viewers: %d agents in %d trials, one report a second\n",
               trials * agents_per_trial, trials);
-  std::printf("%9s %7s %8s %9s %9s %9s %8s %10s %10s\n", "followers", "failed",
-              "updates", "p50_ms", "p99_ms", "max_ms", "rss_mb",
-              "metricsd%", "postgres%");
+  std::printf("%9s %7s %8s %9s %9s %9s %8s %10s %10s %11s\n", "followers",
+              "failed", "updates", "p50_ms", "p99_ms", "max_ms", "rss_mb",
+              "metricsd%", "postgres%", "ack_p99_ms");
   std::vector<Measured> steps;
   {
     Agents agents(metricsd->grpc_target, 1, trials, agents_per_trial);
@@ -415,10 +432,11 @@ int Run() {
       OpenFollows(followers, 1, trials, count);
       absl::SleepFor(absl::Seconds(2));
       Measured m = Measure(followers, agents, *metricsd->process, postmaster, seconds);
-      std::printf("%9d %7d %8lld %9.0f %9.0f %9.0f %8.0f %10.0f %10.0f\n",
+      std::printf("%9d %7d %8lld %9.0f %9.0f %9.0f %8.0f %10.0f %10.0f %11.0f\n",
                   m.followers, m.failed, static_cast<long long>(m.updates),
                   m.p50_ms, m.p99_ms, m.max_ms, m.rss_mb,
-                  100 * m.cpu_metricsd_s / seconds, 100 * m.cpu_postgres_s / seconds);
+                  100 * m.cpu_metricsd_s / seconds, 100 * m.cpu_postgres_s / seconds,
+                  m.ack_p99_ms);
       std::fflush(stdout);
       steps.push_back(m);
     }
@@ -431,6 +449,7 @@ int Run() {
                     ",\"failed\":", m.failed, ",\"updates\":", m.updates,
                     ",\"p50_ms\":", m.p50_ms, ",\"p99_ms\":", m.p99_ms,
                     ",\"max_ms\":", m.max_ms, ",\"rss_mb\":", m.rss_mb,
+                    ",\"ack_p50_ms\":", m.ack_p50_ms, ",\"ack_p99_ms\":", m.ack_p99_ms,
                     ",\"metricsd_cpu\":", m.cpu_metricsd_s / seconds,
                     ",\"postgres_cpu\":", m.cpu_postgres_s / seconds, "}");
   }
