@@ -220,24 +220,21 @@ class FollowHub::Channel : public std::enable_shared_from_this<Channel> {
         }
       }
     }
-    for (size_t i : live) {
-      const Work& w = work[members[i]->cursor.get()];
-      errors[i] = w.error;
-    }
     for (size_t i = 0; i < members.size(); ++i) {
       Member& m = *members[i];
       if (!m.ended) {
+        std::shared_ptr<const Part> part;
+        if (auto it = work.find(m.cursor.get());
+            errors[i].ok() && it != work.end()) {
+          errors[i] = it->second.error;
+          part = it->second.part;
+        }
         // The first answer goes out even when empty; a later round that
         // finds nothing (a resync after the notifier reconnected) sends
         // nothing.
         const bool first = !m.sent_first;
         m.sent_first = true;
         m.ended = terminal || !errors[i].ok();
-        std::shared_ptr<const Part> part;
-        if (errors[i].ok()) {
-          auto it = work.find(m.cursor.get());
-          if (it != work.end()) part = it->second.part;
-        }
         m.follower->Deliver(std::move(part), first, terminal, errors[i]);
       }
       m.follower->Release();
