@@ -125,6 +125,18 @@ struct Statements {
                    " FROM agent_inventories WHERE trial_id = $1 "
                    "ORDER BY agent_id")};
 
+  // `columns` of an agent's ($2) system rows of a trial ($1) from $3 to $4
+  // (microseconds), in ingest order, at most $5: a range scan of
+  // metrics_profiling_system_idx.
+  static std::string RowsInWindowSql(absl::string_view columns) {
+    return absl::StrCat("SELECT ", EpochMicrosSql("end_time"), ", ", columns,
+                        " FROM metrics_profiling WHERE trial_id = $1 AND ",
+                        SystemRowsOfAgentSql("$2"), " AND end_time >= ",
+                        TimestampFromMicrosSql("$3"), " AND end_time < ",
+                        TimestampFromMicrosSql("$4"),
+                        " ORDER BY end_time, id LIMIT $5");
+  }
+
   static std::string RowsAfterSql(absl::string_view rows_of_agent) {
     return absl::StrCat(
         "SELECT ", EpochMicrosSql("end_time"), ", id, total_batches, "
@@ -140,14 +152,8 @@ struct Statements {
   // out per read, with a jsonb column per series for rows of the older
   // form, planning took about 1.4 ms of PostgreSQL's CPU a read, several
   // times running it). Rows of the jsonb form come with NULL packed_values.
-  PreparedStatement system_rows_packed{
-      "system_rows_packed",
-      absl::StrCat("SELECT ", EpochMicrosSql("end_time"), ", packed_values "
-                   "FROM metrics_profiling WHERE trial_id = $1 AND ",
-                   SystemRowsOfAgentSql("$2"), " AND end_time >= ",
-                   TimestampFromMicrosSql("$3"), " AND end_time < ",
-                   TimestampFromMicrosSql("$4"),
-                   " ORDER BY end_time, id LIMIT $5")};
+  PreparedStatement system_rows_packed{"system_rows_packed",
+                                       RowsInWindowSql("packed_values")};
   PreparedStatement raw_horizon{
       "raw_horizon",
       absl::StrCat("SELECT ", EpochMicrosSql("horizon"), " FROM raw_retention")};
@@ -627,15 +633,9 @@ PgReads::ReadRawSamples(int32_t trial_id,
               std::all_of(rows.begin(), rows.end(),
                           [](const pqxx::row& row) { return !row[1].is_null(); });
           if (!all_packed) {
-            rows = tx.exec_params(
-                absl::StrCat("SELECT ", EpochMicrosSql("end_time"), ", ",
-                             columns.sql(),
-                             " FROM metrics_profiling WHERE trial_id = $1 AND ",
-                             SystemRowsOfAgentSql("$2"),
-                             " AND end_time >= ", TimestampFromMicrosSql("$3"),
-                             " AND end_time < ", TimestampFromMicrosSql("$4"),
-                             " ORDER BY end_time, id LIMIT $5"),
-                trial_id, agent, from_us, to_us, max_reports + 1);
+            rows = tx.exec_params(Statements::RowsInWindowSql(columns.sql()),
+                                  trial_id, agent, from_us, to_us,
+                                  max_reports + 1);
           }
           if (static_cast<int64_t>(rows.size()) > max_reports) {
             return absl::ResourceExhaustedError(absl::StrCat(
