@@ -48,7 +48,6 @@ class FollowHub {
   class Part {
    public:
     explicit Part(query::QueryResult result) : result_(std::move(result)) {}
-    const query::QueryResult& result() const { return result_; }
     // As a message of `view`, made on first use and shared.
     std::shared_ptr<const v1::QuerySeriesResponse> Message(
         v1::QuerySeriesRequest::View view) const ABSL_LOCKS_EXCLUDED(mu_);
