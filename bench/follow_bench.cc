@@ -312,6 +312,17 @@ void OpenFollows(Followers& followers, int32_t first, int trials, int count) {
   }
 }
 
+// A flag's comma-separated counts; what is not a number is skipped (an empty
+// flag: no step).
+std::vector<int> Steps(const std::string& flag) {
+  std::vector<int> steps;
+  for (absl::string_view text : absl::StrSplit(flag, ',')) {
+    int n = 0;
+    if (absl::SimpleAtoi(text, &n)) steps.push_back(n);
+  }
+  return steps;
+}
+
 struct Measured {
   int followers = 0, failed = 0;
   int64_t updates = 0;
@@ -394,10 +405,7 @@ int Run() {
   {
     Agents agents(metricsd->grpc_target, alone, 1, alone_agents);
     absl::SleepFor(absl::Seconds(3));
-    for (absl::string_view text :
-         absl::StrSplit(absl::GetFlag(FLAGS_viewer_steps), ',')) {
-      int viewers = 0;
-      if (!absl::SimpleAtoi(text, &viewers)) continue;
+    for (int viewers : Steps(absl::GetFlag(FLAGS_viewer_steps))) {
       Followers followers(metricsd->http_port);
       for (int v = 0; v < viewers; ++v) followers.Open(alone, AgentName(alone, 0));
       absl::SleepFor(absl::Seconds(3));
@@ -424,10 +432,7 @@ int Run() {
   {
     Agents agents(metricsd->grpc_target, 1, trials, agents_per_trial);
     absl::SleepFor(absl::Seconds(3));
-    for (absl::string_view text :
-         absl::StrSplit(absl::GetFlag(FLAGS_follower_steps), ',')) {
-      int count = 0;
-      if (!absl::SimpleAtoi(text, &count)) continue;
+    for (int count : Steps(absl::GetFlag(FLAGS_follower_steps))) {
       Followers followers(metricsd->http_port);
       OpenFollows(followers, 1, trials, count);
       absl::SleepFor(absl::Seconds(2));
