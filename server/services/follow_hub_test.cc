@@ -259,18 +259,19 @@ TEST_F(FollowHubTest, FiftyFollowersCostOneFollowersReadsAndSeeTheSame) {
 }
 
 TEST_F(FollowHubTest, AFollowerOfOneAgentHearsOnlyItsCommits) {
-  Report(1, kStart + 1, 1, "agent-a");
-  Report(1, kStart + 1, 1, "agent-b");
-  Follower follower(*query_, 1, "agent-a");
+  // Agent ids may hold spaces, and one may begin with another's id.
+  Report(1, kStart + 1, 1, "node 1 gpu box");
+  Report(1, kStart + 1, 1, "node 1");
+  Follower follower(*query_, 1, "node 1 gpu box");
   ASSERT_TRUE(Eventually([&] { return follower.points().size() == 1; },
                          absl::Seconds(30), absl::Milliseconds(10)));
   store_->Reset();
   // Another agent's commits start no round: nothing is read.
-  for (int k = 1; k <= 5; ++k) Report(1, kStart + 1 + k, 10 * k, "agent-b");
+  for (int k = 1; k <= 5; ++k) Report(1, kStart + 1 + k, 10 * k, "node 1");
   absl::SleepFor(absl::Milliseconds(500));
   EXPECT_EQ(store_->reads(), 0);
   // Its own agent's commit does.
-  Report(1, kStart + 10, 99, "agent-a");
+  Report(1, kStart + 10, 99, "node 1 gpu box");
   ASSERT_TRUE(Eventually([&] { return follower.points().size() == 2; },
                          absl::Seconds(30), absl::Milliseconds(10)));
   EXPECT_EQ(follower.points().back(), "0:" + std::to_string((kStart + 10) * 1000000) + "=99/1");
