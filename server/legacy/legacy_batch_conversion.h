@@ -1,9 +1,9 @@
 // The legacy profiler API's ingest request turned into the new ingest's
 // batches: each legacy batch is one series (labels plus parallel values,
-// training batches and timestamps); they are checked whole, then grouped by
-// trial, agent and metric type, readings of one instant and training batch
-// sharing a report, and split so no batch passes the per-batch report
-// limit. Names and units follow storage/legacy_profiler.h.
+// training batches and timestamps); they are checked whole, then built into
+// batches by storage/batch_builder.h: one per trial, agent and metric type
+// (split at the ingest limits), readings of one instant and training batch
+// sharing a report. Names and units follow storage/legacy_profiler.h.
 //
 // This is a decoder of a stranger's bytes (fuzz/legacy_request_fuzz.cc).
 //

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "storage/batch_builder.h"
 #include "storage/batch_validation.h"
 
 namespace metrics::server {
@@ -192,6 +193,7 @@ class Mapper {
         Add(agent, "gpu_free_memory", gpu, "bytes", time_us, *m.first - *m.second);
       }
     }
+    out_.batches = std::move(builder_).Take();
     return std::move(out_);
   }
 
@@ -360,82 +362,16 @@ class Mapper {
         gpu, m.unit(), time_us, value);
   }
 
-  // The batch of `agent` and its series (name, gpu), made when new (the
-  // series' labels checked then) into last_; false when refused.
-  bool Lookup(const AgentKey& agent, absl::string_view name, absl::string_view gpu,
-              absl::string_view unit) {
-    auto [at, added] = batch_of_.try_emplace(agent, out_.batches.size());
-    if (added) {
-      storage::MetricBatch& b = out_.batches.emplace_back();
-      b.trial_id = agent.first;
-      b.agent_id = agent.second;
-    }
-    storage::MetricBatch& batch = out_.batches[at->second];
-    auto [series, new_series] = series_of_.try_emplace(
-        std::make_tuple(at->second, std::string(name), std::string(gpu)),
-        batch.series.size());
-    if (new_series) {
-      for (const auto& [field, text, max] :
-           {std::tuple("name", name, limits_.max_label_length),
-            std::tuple("GPU", gpu, limits_.max_label_length),
-            std::tuple("unit", unit, limits_.max_unit_length)}) {
-        if (absl::Status s = storage::ValidateLabel(
-                absl::StrCat("series ", field), text, max,
-                /*allow_empty=*/field != std::string_view("name"));
-            !s.ok()) {
-          series_of_.erase(series);
-          if (added) {  // no batch for an agent without a value
-            out_.batches.pop_back();
-            batch_of_.erase(at);
-          }
-          --out_.accepted_points;
-          Reject(1, absl::StrCat(s.message(), " (", name.substr(0, 64), ")"));
-          return false;
-        }
-      }
-      batch.series.push_back({std::string(name), std::string(gpu), std::string(unit)});
-    } else if (batch.series[series->second].unit != unit) {
-      --out_.accepted_points;
-      Reject(1, absl::StrCat("series ", name.substr(0, 64), ": two units in one request"));
-      return false;
-    }
-    last_ = Last{agent, std::string(name), std::string(gpu), at->second, series->second};
-    return true;
-  }
-
-  // One value into the (trial, agent)'s batch: its series declared once,
-  // its report of that instant; a second value of a series at one instant
-  // is refused.
+  // One value into the (trial, agent)'s batch (storage/batch_builder.h: a
+  // value the store would refuse is refused alone, with its reason).
   void Add(const AgentKey& agent, absl::string_view name, absl::string_view gpu,
            absl::string_view unit, int64_t time_us, double value) {
-    // Points come grouped by resource and metric: the last batch and
-    // series looked up are usually the next point's too.
-    if (!last_ || last_->batch_key != agent || last_->name != name ||
-        last_->gpu != gpu) {
-      if (!Lookup(agent, name, gpu, unit)) return;
-    } else if (out_.batches[last_->batch].series[last_->series].unit != unit) {
+    if (absl::Status added = builder_.Add({agent.first, agent.second},
+                                          {name, gpu, unit, time_us, std::nullopt, value});
+        !added.ok()) {
       --out_.accepted_points;
-      Reject(1, absl::StrCat("series ", name.substr(0, 64), ": two units in one request"));
-      return;
+      Reject(1, absl::StrCat("metric ", name.substr(0, 64), ": ", added.message()));
     }
-    const size_t batch_index = last_->batch;
-    storage::MetricBatch& batch = out_.batches[batch_index];
-    auto [report, new_report] =
-        report_of_.try_emplace(std::make_pair(batch_index, time_us), batch.reports.size());
-    if (new_report) {
-      storage::Report& r = batch.reports.emplace_back();
-      r.time_us = time_us;
-    }
-    storage::Report& r = batch.reports[report->second];
-    const uint32_t index = static_cast<uint32_t>(last_->series);
-    if (std::find(r.series.begin(), r.series.end(), index) != r.series.end()) {
-      --out_.accepted_points;
-      Reject(1, absl::StrCat("series ", name.substr(0, 64),
-                             ": two values at one time in one request"));
-      return;
-    }
-    r.series.push_back(index);
-    r.values.push_back(value);
   }
 
   RateState& rates_;
@@ -444,16 +380,7 @@ class Mapper {
   const std::optional<int32_t> only_trial_;
   const absl::Time earliest_ = storage::EarliestReportTime();
   OtlpBatches out_;
-  absl::flat_hash_map<AgentKey, size_t> batch_of_;
-  // The series the last value went to.
-  struct Last {
-    AgentKey batch_key;
-    std::string name, gpu;
-    size_t batch, series;
-  };
-  std::optional<Last> last_;
-  absl::flat_hash_map<std::tuple<size_t, std::string, std::string>, size_t> series_of_;
-  absl::flat_hash_map<std::pair<size_t, int64_t>, size_t> report_of_;
+  storage::BatchBuilder builder_{limits_, now_};
   std::map<std::tuple<AgentKey, std::string, std::string, std::string, int64_t>, Sum> sums_;
   std::map<std::pair<AgentKey, int64_t>, Sum> idle_;
   std::map<std::tuple<AgentKey, std::string, int64_t>,

@@ -171,19 +171,56 @@ TEST(OtlpMappingTest, RefusalsAreCountedWithTheirReasonsAndTheRestKept) {
   Metric(rm, "latency2", "ms")->mutable_summary()->add_data_points();
   auto* g = Metric(rm, "ok", "1")->mutable_gauge();
   Point(g->mutable_data_points(), kT0, 1);
-  Point(g->mutable_data_points(), kT0, 2);  // the same series and time
   Point(g->mutable_data_points(), 0, 3);
   Point(g->mutable_data_points(), kT0 + 3600 * kSecond, 4);  // beyond max_future
   Point(g->mutable_data_points(), kT0 + kSecond, std::nan(""));
   OtlpBatches out = MapExport(request, rates, storage::IngestLimits(), kNow);
-  EXPECT_EQ(out.rejected_points, 8);
+  EXPECT_EQ(out.rejected_points, 7);
   // The first five distinct reasons.
   EXPECT_THAT(out.reasons,
               ElementsAre(HasSubstr("no trial.id"), HasSubstr("\"seven\" is not a positive"),
                           HasSubstr("latency: histograms and summaries"),
                           HasSubstr("latency2: histograms and summaries"),
-                          HasSubstr("two values at one time")));
+                          HasSubstr("is not a time of this run")));
   EXPECT_THAT(Values(out), ElementsAre(Pair("7/node-1/ok/@0", 1)));
+}
+
+TEST(OtlpMappingTest, ASeriesRepeatedAtOneTimeKeepsBothValues) {
+  RateState rates;
+  Request request;
+  auto* rm = Resource(request, "7", "node-1");
+  auto* g = Metric(rm, "ok", "1")->mutable_gauge();
+  Point(g->mutable_data_points(), kT0, 1);
+  Point(g->mutable_data_points(), kT0, 2);  // the same series and time
+  OtlpBatches out = MapExport(request, rates, storage::IngestLimits(), kNow);
+  EXPECT_EQ(out.rejected_points, 0);
+  EXPECT_EQ(out.accepted_points, 2);
+  ASSERT_EQ(out.batches.size(), 1u);
+  ASSERT_EQ(out.batches[0].reports.size(), 2u);
+  EXPECT_EQ(out.batches[0].reports[0].time_us, out.batches[0].reports[1].time_us);
+  EXPECT_THAT(out.batches[0].reports[1].values, ElementsAre(2));
+}
+
+TEST(OtlpMappingTest, AnExportPastTheBatchLimitsIsSplitIntoBatchesWithinThem) {
+  RateState rates;
+  Request request;
+  auto* rm = Resource(request, "7", "collector-host");
+  for (int i = 0; i < 5000; ++i) {
+    auto* g = Metric(rm, absl::StrCat("app.gauge_", i), "1")->mutable_gauge();
+    Point(g->mutable_data_points(), kT0, i);
+  }
+  const storage::IngestLimits limits;
+  OtlpBatches out = MapExport(request, rates, limits, kNow);
+  EXPECT_EQ(out.rejected_points, 0);
+  EXPECT_EQ(out.accepted_points, 5000);
+  ASSERT_EQ(out.batches.size(), 2u);
+  size_t values = 0;
+  for (const storage::MetricBatch& b : out.batches) {
+    const absl::Status valid = storage::ValidateBatch(b, limits, kNow);
+    EXPECT_TRUE(valid.ok()) << valid;
+    values += b.ValueCount();
+  }
+  EXPECT_EQ(values, 5000u);
 }
 
 TEST(OtlpMappingTest, AnAgentWhosePointsAreAllRefusedHasNoBatch) {
@@ -200,7 +237,7 @@ TEST(OtlpMappingTest, AnAgentWhosePointsAreAllRefusedHasNoBatch) {
   EXPECT_EQ(out.rejected_points, 3);
   EXPECT_EQ(out.accepted_points, 1);
   EXPECT_THAT(out.reasons,
-              ElementsAre(HasSubstr("series name"), HasSubstr("two units in one request")));
+              ElementsAre(HasSubstr("series name"), HasSubstr("cannot have two units")));
   ASSERT_EQ(out.batches.size(), 1u);
   EXPECT_EQ(out.batches[0].agent_id, "node-2");
   EXPECT_THAT(Values(out), ElementsAre(Pair("7/node-2/ok/@0", 3)));

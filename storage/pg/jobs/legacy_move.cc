@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "storage/batch_builder.h"
 #include "storage/batch_group.h"
 #include "storage/legacy_profiler.h"
 #include "storage/metric_store.h"
@@ -157,9 +158,10 @@ absl::StatusOr<int64_t> CreateMissingTrials(pqxx::connection& conn) {
 }
 
 // A legacy row as ingest batches (sequences 1, 2, ... of its stream), or
-// why it cannot be moved.
+// why it cannot be moved. The same row always gives the same batches, so a
+// move run again finds its positions. Each reading is its own report (a
+// row is one series): readings of one instant are all kept.
 absl::StatusOr<std::vector<MetricBatch>> ToBatches(const LegacyRow& row,
-                                                   size_t max_reports,
                                                    int64_t& not_finite) {
   int32_t trial_id = 0;
   if (!absl::SimpleAtoi(row.trial_text, &trial_id) || trial_id <= 0) {
@@ -176,29 +178,26 @@ absl::StatusOr<std::vector<MetricBatch>> ToBatches(const LegacyRow& row,
         "values, batches and ts have unequal lengths or NULL elements");
   }
   const StoredName stored = FromLegacy(*group, row.name);
-  std::vector<MetricBatch> batches;
+  BatchBuilder builder(IngestLimits(), absl::Now());
   for (size_t i = 0; i < row.values.size(); ++i) {
     if (!std::isfinite(row.values[i])) {
       ++not_finite;
       continue;
     }
-    if (batches.empty() || batches.back().reports.size() >= max_reports) {
-      MetricBatch batch;
-      batch.stream_id = absl::StrCat("legacy-move/", row.id);
-      batch.sequence = static_cast<int64_t>(batches.size()) + 1;
-      batch.trial_id = trial_id;
-      batch.agent_id = row.agent_id;
-      batch.metric_group = *group;
-      batch.backfill = true;
-      batch.series = {{stored.name, row.gpu_uuid, stored.unit}};
-      batches.push_back(std::move(batch));
+    if (absl::Status added = builder.Add(
+            {trial_id, row.agent_id, *group},
+            {stored.name, row.gpu_uuid, stored.unit, row.times_us[i],
+             row.batches[i], static_cast<double>(row.values[i]) * stored.scale});
+        !added.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("reading ", i, ": ", added.message()));
     }
-    Report report;
-    report.time_us = row.times_us[i];
-    report.series = {0};
-    report.values = {static_cast<double>(row.values[i]) * stored.scale};
-    report.batch = row.batches[i];
-    batches.back().reports.push_back(std::move(report));
+  }
+  std::vector<MetricBatch> batches = std::move(builder).Take();
+  for (size_t b = 0; b < batches.size(); ++b) {
+    batches[b].stream_id = absl::StrCat("legacy-move/", row.id);
+    batches[b].sequence = static_cast<int64_t>(b) + 1;
+    batches[b].backfill = true;
   }
   return batches;
 }
@@ -235,7 +234,6 @@ absl::StatusOr<LegacyMoveSummary> MoveLegacyProfilerData(
   store_options.database_url = options.database_url;
   std::unique_ptr<PgMetricStore> store =
       PgMetricStore::Create(std::move(store_options));
-  const size_t max_reports = IngestLimits().max_reports_per_batch;
 
   LegacyMoveProgress progress;
   progress.rows_total = totals.rows;
@@ -263,7 +261,7 @@ absl::StatusOr<LegacyMoveSummary> MoveLegacyProfilerData(
       for (const LegacyRow& row : *rows) {
         ++summary.rows;
         absl::StatusOr<std::vector<MetricBatch>> batches =
-            ToBatches(row, max_reports, summary.readings_not_finite);
+            ToBatches(row, summary.readings_not_finite);
         if (!batches.ok()) {
           outcomes[row.id].refused = batches.status();
           continue;
