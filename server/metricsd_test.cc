@@ -81,9 +81,10 @@ TEST(MetricsdTest, RefusesToStartWhenMigrationsArePending) {
   EXPECT_EQ(code, 1);
   EXPECT_THAT(metricsd->stderr_text(),
               HasSubstr("metricsd: error: the database schema is not current: "
-                        "5 migration(s) pending (0001_init, "
+                        "6 migration(s) pending (0001_init, "
                         "0002_packed_rollups, 0003_api_tokens, "
-                        "0004_packed_values, 0005_agent_inventories); run "
+                        "0004_packed_values, 0005_agent_inventories, "
+                        "0006_trial_runs); run "
                         "\"metricsctl migrate up\" "
                         "or start metricsd with --migrate"));
 }

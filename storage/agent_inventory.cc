@@ -66,7 +66,7 @@ bool AgentInventory::operator==(const AgentInventory& o) const {
          memory_total_bytes == o.memory_total_bytes &&
          driver_version == o.driver_version &&
          cuda_version == o.cuda_version && gpus == o.gpus &&
-         gpu_status == o.gpu_status;
+         gpu_status == o.gpu_status && sampling == o.sampling;
 }
 
 absl::Status ValidateInventory(absl::string_view field,
@@ -84,6 +84,7 @@ absl::Status ValidateInventory(absl::string_view field,
   RETURN_IF_ERROR(CheckText(f("driver_version"), inventory.driver_version));
   RETURN_IF_ERROR(CheckText(f("cuda_version"), inventory.cuda_version));
   RETURN_IF_ERROR(CheckText(f("gpu_status"), inventory.gpu_status));
+  RETURN_IF_ERROR(CheckText(f("sampling"), inventory.sampling));
   if (inventory.gpus.size() > kMaxInventoryGpus) {
     return Invalid(f("gpus"), absl::StrCat(inventory.gpus.size(),
                                            " GPUs is more than the limit of ",
@@ -124,7 +125,7 @@ std::string InventoryToJson(const AgentInventory& inventory) {
                                 {"migMode", gpu.mig_mode},
                                 {"migDevices", std::move(mig_devices)}});
   }
-  return json::serialize(json::object{
+  json::object document{
       {"hostName", inventory.host_name},
       {"agentVersion", inventory.agent_version},
       {"cpuModel", inventory.cpu_model},
@@ -134,7 +135,10 @@ std::string InventoryToJson(const AgentInventory& inventory) {
       {"driverVersion", inventory.driver_version},
       {"cudaVersion", inventory.cuda_version},
       {"gpus", std::move(gpus)},
-      {"gpuStatus", inventory.gpu_status}});
+      {"gpuStatus", inventory.gpu_status}};
+  // Only where set, so one-reading agents' documents stay as they were.
+  if (!inventory.sampling.empty()) document["sampling"] = inventory.sampling;
+  return json::serialize(document);
 }
 
 absl::StatusOr<AgentInventory> InventoryFromJson(absl::string_view text) {
@@ -155,6 +159,7 @@ absl::StatusOr<AgentInventory> InventoryFromJson(absl::string_view text) {
   inventory.driver_version = Text(o, "driverVersion");
   inventory.cuda_version = Text(o, "cudaVersion");
   inventory.gpu_status = Text(o, "gpuStatus");
+  inventory.sampling = Text(o, "sampling");
   if (const json::value* gpus = o.if_contains("gpus");
       gpus != nullptr && gpus->is_array()) {
     for (const json::value& g : gpus->get_array()) {

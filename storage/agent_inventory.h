@@ -44,6 +44,8 @@ struct AgentInventory {
   std::string cuda_version;
   std::vector<GpuInventory> gpus;
   std::string gpu_status;  // why there are no GPU readings; "" when fine
+  // How the values were sampled where not one reading each ("" then).
+  std::string sampling;
 
   bool operator==(const AgentInventory& other) const;
 };

@@ -59,6 +59,27 @@ absl::Status CheckTrialTakesMetrics(absl::string_view field, int32_t trial_id,
       TrialStateName(state), " and takes no more metrics"));
 }
 
+absl::Status OlderRunError(int32_t trial_id, int32_t run_id,
+                           int32_t newest_run) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "metrics.trialRunId: run ", run_id, " of trial ", trial_id,
+      " is older than run ", newest_run,
+      ", the newest the trial has reported; a restarted trial's earlier "
+      "runs report no more"));
+}
+
+bool IsProfilingGroup(absl::string_view group) {
+  return group == "gpu" || group == "cpu" || group == "memory" ||
+         group == "disk" || group == "network";
+}
+
+absl::string_view PartitionOfGroup(absl::string_view group) {
+  if (group == "training") return "TRAINING";
+  if (group == "validation") return "VALIDATION";
+  if (IsProfilingGroup(group) || group == kSystemGroup) return "PROFILING";
+  return "GENERIC";
+}
+
 size_t MetricBatch::ValueCount() const {
   size_t count = 0;
   for (const Report& report : reports) count += report.values.size();

@@ -51,6 +51,10 @@ std::optional<TrialState> ParseTrialState(absl::string_view name);
 absl::Status CheckTrialTakesMetrics(absl::string_view field, int32_t trial_id,
                                     TrialState state);
 bool IsTerminal(TrialState state);
+// The FAILED_PRECONDITION of a report of run `run_id` when the trial has
+// reported the newer run `newest_run` (a restarted trial's late reports),
+// naming the request's field as the platform's harness sends it.
+absl::Status OlderRunError(int32_t trial_id, int32_t run_id, int32_t newest_run);
 
 struct Trial {
   int32_t id = 0;
@@ -58,6 +62,9 @@ struct Trial {
   int64_t created_at_us = 0;
   int64_t updated_at_us = 0;
   std::optional<int64_t> ended_at_us;  // set once terminal
+  // The newest run (the platform's trial_run_id) the trial reported
+  // through the platform's trial-metrics API; unset when none.
+  std::optional<int32_t> run_id;
 };
 
 // Where an ingest stream resumes (GetStreamStart).
@@ -109,6 +116,14 @@ struct MetricBatch {
   // The agent's hardware (system group only), stored with the batch: it
   // replaces what the trial kept for the agent.
   std::optional<AgentInventory> inventory;
+  // The platform's run of the trial that reported it: refused
+  // (FAILED_PRECONDITION) when the trial has reported a newer run.
+  std::optional<int32_t> run_id;
+  // The sequence is a report's time (microseconds), not a count: the
+  // stream's position is the newest time stored, a batch at or before it
+  // is a copy (kDuplicate), and times may leave gaps. A refused batch does
+  // not move the position, so a copy of it is refused again.
+  bool sequence_is_time = false;
 
   size_t ValueCount() const;
 };
@@ -141,6 +156,45 @@ struct SeriesInfo {
   int64_t sample_count = 0;               // 0 when nothing is stored
   std::optional<int64_t> first_time_us;  // set when sample_count > 0
   std::optional<int64_t> last_time_us;
+};
+
+// The partition of `metrics` the platform keeps a metric group in:
+// "TRAINING", "VALIDATION", "PROFILING" (the profiling groups gpu, cpu,
+// memory, disk and network, and "system") or "GENERIC" (any other).
+absl::string_view PartitionOfGroup(absl::string_view group);
+// Whether `group` is one of the platform's profiling groups.
+bool IsProfilingGroup(absl::string_view group);
+
+// One report of a group other than the profiling ones, as the platform
+// keeps it: a generic row of `metrics`.
+struct GenericReport {
+  int32_t trial_id = 0;
+  int32_t run_id = 0;
+  std::string group;  // not a profiling group
+  std::optional<int32_t> steps_completed;  // total_batches
+  std::optional<int64_t> time_us;  // the report's time; the database's now when unset
+  // JSON texts: an object, and an array of objects (none when unset).
+  std::string avg_metrics;
+  std::optional<std::string> batch_metrics;
+};
+
+// What became of a GenericReport.
+enum class GenericWrite {
+  kStored,     // a new row
+  kMerged,     // its values joined the row of its step (the platform's rule)
+  kDuplicate,  // the row of its step holds it already; nothing changed
+};
+
+// A stored generic row (GetMetrics).
+struct GenericRow {
+  int32_t trial_id = 0;
+  int64_t id = 0;
+  int32_t run_id = 0;  // 0 for rows written without one
+  std::string group;
+  int64_t time_us = 0;
+  int32_t total_batches = 0;
+  bool archived = false;
+  std::string metrics_json;  // the row's `metrics` document
 };
 
 // One stored rollup bucket of one agent: the stats of the series asked for.
@@ -357,6 +411,37 @@ class MetricStore {
   // UNAVAILABLE after Shutdown.
   virtual absl::Status SubmitBatch(
       MetricBatch batch, absl::AnyInvocable<void(BatchOutcome) &&> done) = 0;
+
+  // --- The platform's trial-metrics API (ReportTrialMetrics, GetMetrics).
+
+  // Records that run `run_id` of the trial reports: the trial's newest run
+  // becomes it when it is newer. Returns the trial as it is then.
+  // NOT_FOUND for an unknown trial; FAILED_PRECONDITION naming both runs
+  // when the trial has reported a newer run.
+  virtual absl::StatusOr<Trial> BeginTrialRun(int32_t trial_id, int32_t run_id,
+                                              absl::Time deadline) = 0;
+
+  // Stores a generic report as the platform does, in one transaction: the
+  // trial must be active and its newest run no newer than the report's
+  // (which becomes its newest); rows of older runs that the report's step
+  // has passed are archived (a restarted run resumed from an earlier
+  // step); then the report joins the row of its step (same trial, group
+  // and steps, not archived) when there is one: identical, it changes
+  // nothing (kDuplicate); with new keys of avg_metrics, they are added
+  // (kMerged). Without steps it is always a new row. NOT_FOUND for an
+  // unknown trial; FAILED_PRECONDITION for a terminal trial, an older run,
+  // or a step's row holding another value for one of its keys, or batch
+  // metrics already (naming the key or step).
+  virtual absl::StatusOr<GenericWrite> WriteGenericReport(
+      const GenericReport& report, absl::Time deadline) = 0;
+
+  // Up to `limit` rows of the trial's `group`, not archived, with
+  // total_batches above `after_batches`, by run then total_batches (the
+  // platform's GetMetrics). A profiling group has none. NOT_FOUND for an
+  // unknown trial.
+  virtual absl::StatusOr<std::vector<GenericRow>> ReadGenericReports(
+      int32_t trial_id, absl::string_view group, int32_t after_batches,
+      size_t limit, absl::Time deadline) = 0;
 
   // --- Reads of system series (the query engine, trial lists) and changes
   // (follow).

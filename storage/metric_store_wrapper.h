@@ -41,6 +41,20 @@ class MetricStoreWrapper : public MetricStore {
                                              absl::Time deadline) override {
     return target_->GetStreamStart(trial_id, stream_id, deadline);
   }
+  absl::StatusOr<Trial> BeginTrialRun(int32_t trial_id, int32_t run_id,
+                                      absl::Time deadline) override {
+    return target_->BeginTrialRun(trial_id, run_id, deadline);
+  }
+  absl::StatusOr<GenericWrite> WriteGenericReport(const GenericReport& report,
+                                                  absl::Time deadline) override {
+    return target_->WriteGenericReport(report, deadline);
+  }
+  absl::StatusOr<std::vector<GenericRow>> ReadGenericReports(
+      int32_t trial_id, absl::string_view group, int32_t after_batches,
+      size_t limit, absl::Time deadline) override {
+    return target_->ReadGenericReports(trial_id, group, after_batches, limit,
+                                       deadline);
+  }
   absl::StatusOr<std::vector<SeriesInfo>> ListSeriesOfEveryGroup(
       int32_t trial_id, absl::Time deadline) override {
     return target_->ListSeriesOfEveryGroup(trial_id, deadline);

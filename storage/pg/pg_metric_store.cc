@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "storage/pg/connection.h"
+#include "storage/pg/generic_reports.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/pooled_transaction.h"
 #include "storage/pg/trial_rows.h"
@@ -131,6 +132,24 @@ absl::StatusOr<Trial> PgMetricStore::SetTrialState(int32_t id, TrialState state,
       });
 }
 
+
+absl::StatusOr<Trial> PgMetricStore::BeginTrialRun(int32_t trial_id,
+                                                   int32_t run_id,
+                                                   absl::Time deadline) {
+  return pg::BeginTrialRun(pool_, trial_id, run_id, deadline);
+}
+
+absl::StatusOr<GenericWrite> PgMetricStore::WriteGenericReport(
+    const GenericReport& report, absl::Time deadline) {
+  return pg::WriteGenericReport(pool_, report, deadline);
+}
+
+absl::StatusOr<std::vector<GenericRow>> PgMetricStore::ReadGenericReports(
+    int32_t trial_id, absl::string_view group, int32_t after_batches,
+    size_t limit, absl::Time deadline) {
+  return pg::ReadGenericReports(pool_, trial_id, group, after_batches, limit,
+                                deadline);
+}
 
 absl::StatusOr<StreamStart> PgMetricStore::GetStreamStart(
     int32_t trial_id, absl::string_view stream_id, absl::Time deadline) {

@@ -43,6 +43,13 @@ class PgMetricStore : public MetricStore {
   absl::StatusOr<Trial> GetTrial(int32_t id, absl::Time deadline) override;
   absl::StatusOr<Trial> SetTrialState(int32_t id, TrialState state,
                                       absl::Time deadline) override;
+  absl::StatusOr<Trial> BeginTrialRun(int32_t trial_id, int32_t run_id,
+                                      absl::Time deadline) override;
+  absl::StatusOr<GenericWrite> WriteGenericReport(const GenericReport& report,
+                                                  absl::Time deadline) override;
+  absl::StatusOr<std::vector<GenericRow>> ReadGenericReports(
+      int32_t trial_id, absl::string_view group, int32_t after_batches,
+      size_t limit, absl::Time deadline) override;
   absl::StatusOr<StreamStart> GetStreamStart(int32_t trial_id,
                                              absl::string_view stream_id,
                                              absl::Time deadline) override;

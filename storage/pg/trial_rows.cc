@@ -8,7 +8,7 @@ namespace metrics::storage::pg {
 std::string TrialColumnsSql() {
   return absl::StrCat("id, state, ", EpochMicrosSql("created_at"), ", ",
                       EpochMicrosSql("updated_at"), ", ",
-                      EpochMicrosSql("ended_at"));
+                      EpochMicrosSql("ended_at"), ", run_id");
 }
 
 Trial TrialFromRow(const pqxx::row& row) {
@@ -20,6 +20,7 @@ Trial TrialFromRow(const pqxx::row& row) {
   trial.created_at_us = row[2].as<int64_t>();
   trial.updated_at_us = row[3].as<int64_t>();
   if (!row[4].is_null()) trial.ended_at_us = row[4].as<int64_t>();
+  if (!row[5].is_null()) trial.run_id = row[5].as<int32_t>();
   return trial;
 }
 

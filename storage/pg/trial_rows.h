@@ -13,8 +13,10 @@
 
 namespace metrics::storage::pg {
 
-// The columns TrialFromRow maps, for a SELECT or RETURNING list.
+// The columns TrialFromRow maps, for a SELECT or RETURNING list; a query's
+// own columns come after them, from index kTrialColumns.
 std::string TrialColumnsSql();
+inline constexpr int kTrialColumns = 6;
 
 // Maps a row whose first columns are TrialColumnsSql's.
 Trial TrialFromRow(const pqxx::row& row);

@@ -43,7 +43,7 @@ struct Statements {
       "LIMIT 1) p"};
   PreparedStatement read_trials{
       "read_trials",
-      "SELECT id, state FROM trials WHERE id = ANY($1::int[]) "
+      "SELECT id, state, run_id FROM trials WHERE id = ANY($1::int[]) "
       "ORDER BY id FOR SHARE"};
   // Advisory locks, taken in sorted order, so two writers never wait on
   // each other in a cycle. OFFSET 0 keeps the sorted subquery from being
@@ -165,7 +165,9 @@ class GroupTransaction {
     // FOR SHARE: a trial cannot end while a batch for it commits.
     for (const auto& row : tx_.exec_prepared(Sql().read_trials.name, IntArray(ids))) {
       if (auto state = ParseTrialState(row[1].as<std::string>())) {
-        trials_[row[0].as<int32_t>()] = *state;
+        TrialRow& trial = trials_[row[0].as<int32_t>()];
+        trial.state = *state;
+        if (!row[2].is_null()) trial.run_id = row[2].as<int32_t>();
       }
     }
   }
@@ -207,7 +209,7 @@ class GroupTransaction {
         outcome.kind = BatchOutcome::Kind::kDuplicate;
         return outcome;
       }
-      if (batch.sequence > position + 1) {
+      if (batch.sequence > position + 1 && !batch.sequence_is_time) {
         outcome.kind = BatchOutcome::Kind::kFailed;
         outcome.status = absl::FailedPreconditionError(absl::StrCat(
             "batch.sequence ", batch.sequence, ": stream \"", batch.stream_id,
@@ -217,9 +219,9 @@ class GroupTransaction {
     }
     absl::Status refusal = pending.rejection;
     Accepted accepted{&batch, index, {}};
-    if (refusal.ok()) refusal = CheckTrial(batch.trial_id, batch.backfill);
+    if (refusal.ok()) refusal = CheckTrial(batch);
     if (refusal.ok()) refusal = series_.Resolve(batch, accepted.series_ids);
-    if (streamed) {
+    if (streamed && (refusal.ok() || !batch.sequence_is_time)) {
       positions_[key] = batch.sequence;
       advanced_[key] = batch.sequence;
     }
@@ -233,14 +235,18 @@ class GroupTransaction {
     return outcome;
   }
 
-  absl::Status CheckTrial(int32_t trial_id, bool backfill) const {
-    const auto found = trials_.find(trial_id);
+  absl::Status CheckTrial(const MetricBatch& batch) const {
+    const auto found = trials_.find(batch.trial_id);
     if (found == trials_.end()) {
-      return absl::NotFoundError(
-          absl::StrCat("batch.trial_id: trial ", trial_id, " does not exist"));
+      return absl::NotFoundError(absl::StrCat(
+          "batch.trial_id: trial ", batch.trial_id, " does not exist"));
     }
-    if (backfill) return absl::OkStatus();
-    return CheckTrialTakesMetrics("batch.trial_id", trial_id, found->second);
+    const TrialRow& trial = found->second;
+    if (batch.run_id && trial.run_id && *batch.run_id < *trial.run_id) {
+      return OlderRunError(batch.trial_id, *batch.run_id, *trial.run_id);
+    }
+    if (batch.backfill) return absl::OkStatus();
+    return CheckTrialTakesMetrics("batch.trial_id", batch.trial_id, trial.state);
   }
 
   // Registers the planned series, then gives the accepted batches their
@@ -367,7 +373,11 @@ class GroupTransaction {
   SeriesResolver series_;
   std::map<StreamKey, int64_t> positions_;
   std::map<StreamKey, int64_t> advanced_;
-  absl::flat_hash_map<int32_t, TrialState> trials_;
+  struct TrialRow {
+    TrialState state = TrialState::kActive;
+    std::optional<int32_t> run_id;
+  };
+  absl::flat_hash_map<int32_t, TrialRow> trials_;
   std::vector<Accepted> accepted_;
 };
 

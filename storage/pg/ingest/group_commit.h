@@ -1,11 +1,14 @@
 // One group commit: many streams' batches in one transaction on one
 // connection. For each batch, in order: skip it if its stream already has
 // it, refuse it for good if it was refused before the database (validation),
-// or if its trial is unknown or terminal, a unit changes, or the trial would
-// pass its series limit; otherwise store it: raw rows into the profiling
-// partition of `metrics` by COPY, new series into the registry, its samples
-// into the rollups (RollupWriter), and the stream's position. A batch whose
-// sequence number leaves a gap fails without using its number. The series of all the group's batches are looked up and
+// or if its trial is unknown or terminal, it is of an older run than the
+// trial's newest, a unit changes, or the trial would pass its series limit;
+// otherwise store it: raw rows into the profiling partition of `metrics` by
+// COPY, new series into the registry, its samples into the rollups
+// (RollupWriter), and the stream's position. A batch whose sequence number
+// leaves a gap fails without using its number, unless its sequence is a
+// report's time (MetricBatch::sequence_is_time). The series of all the
+// group's batches are looked up and
 // registered with a fixed number of statements (SeriesResolver); the
 // trials' series counters are locked only just before the commit, and the
 // group is decided again with them locked early if another transaction's

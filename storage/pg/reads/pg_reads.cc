@@ -242,7 +242,8 @@ absl::StatusOr<StreamStart> PgReads::GetStreamStart(
         }
         StreamStart start;
         start.trial = TrialFromRow(r[0]);
-        start.position = r[0][5].is_null() ? 0 : r[0][5].as<int64_t>();
+        const pqxx::field position = r[0][kTrialColumns];
+        start.position = position.is_null() ? 0 : position.as<int64_t>();
         return start;
       });
 }
