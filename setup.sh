@@ -31,6 +31,9 @@ packages=(
   python3-venv python3-pip python3-setuptools python3-wheel
   # The Collector configuration in docs/otlp.md is checked as YAML.
   python3-yaml
+  # The platform harness's requests are posted as it posts them
+  # (tests/integration/harness_report_test.py).
+  python3-requests
   # The TLS tests and docker-compose's secrets make certificates with it.
   openssl
   # promtool (in Debian's prometheus package) checks GET /metrics in the tests.

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/presented_credential.h"
 #include "server/http/http_error.h"
 #include "server/otlp/otlp_body.h"
 #include "server/prometheus/prometheus_exporter.h"
@@ -24,7 +25,10 @@ constexpr absl::Duration kOtlpAuthTimeout = absl::Seconds(5);
 HttpResponse HttpPaths::PrometheusExport(const HttpRequest& request) const {
   if (options_.metrics_guard != nullptr) {
     if (absl::Status allowed = options_.metrics_guard->CheckHttp(
-            request.Header("authorization"), Access::kRead, "GET /metrics",
+            common::PresentedCredential(
+                request.Header("authorization"),
+                request.Header(common::kAllocationTokenHeader)),
+            Access::kRead, "GET /metrics",
             absl::Now() + kPrometheusExportTimeout);
         !allowed.ok()) {
       return ErrorResponse(allowed);
@@ -36,6 +40,7 @@ HttpResponse HttpPaths::PrometheusExport(const HttpRequest& request) const {
   input.reads = options_.store->GetReadRoutingStatistics();
   input.statistics = options_.statistics;
   input.legacy_calls = options_.legacy_statistics->Calls();
+  input.trial_metrics = options_.trial_metrics_statistics;
   input.max_latest_series = options_.prometheus_max_series;
   // Agents quiet for longer than --stale-after are not exported as current
   // (nor counted against the cap); one more than the cap tells whether some
@@ -106,7 +111,10 @@ HttpResponse HttpPaths::Handle(const HttpRequest& request) const {
     }
     if (options_.guard != nullptr) {
       if (absl::Status allowed = options_.guard->CheckHttp(
-              request.Header("authorization"), Access::kIngestPerResource,
+              common::PresentedCredential(
+                  request.Header("authorization"),
+                  request.Header(common::kAllocationTokenHeader)),
+              Access::kIngestPerResource,
               "POST /v1/metrics", absl::Now() + kOtlpAuthTimeout);
           !allowed.ok()) {
         return OtlpErrorResponse(request.Header("content-type"), allowed);

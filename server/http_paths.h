@@ -17,6 +17,7 @@
 #include "server/auth/call_guard.h"
 #include "server/http/http_server.h"
 #include "server/legacy/legacy_statistics.h"
+#include "server/platform/trial_metrics_statistics.h"
 #include "server/rest/rest_gateway.h"
 #include "server/services/service_statistics.h"
 #include "server/web/web_assets.h"
@@ -35,6 +36,7 @@ struct HttpPathsOptions {
   const CallGuard* guard = nullptr;
   const ServiceStatistics* statistics = nullptr;  // required
   const LegacyStatistics* legacy_statistics = nullptr;  // required
+  const TrialMetricsStatistics* trial_metrics_statistics = nullptr;  // required
   size_t prometheus_max_series = 0;
   absl::Duration stale_after;
   // Why the server is not ready, or null when it is (/healthz).

@@ -182,6 +182,12 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
       server->store_.get(), &server->legacy_statistics_, options.store.limits,
       guard);
 
+  server->trial_metrics_service_ = std::make_unique<TrialMetricsService>(
+      server->store_.get(), server->executor_.get(), options.store.limits,
+      options.ingest.retry_after, guard, &server->trial_metrics_statistics_);
+  server->determined_service_ = std::make_unique<DeterminedService>(
+      server->trial_metrics_service_.get(), server->legacy_service_.get());
+
   server->otlp_service_ = std::make_unique<OtlpService>(
       server->store_.get(), server->executor_.get(), options.store.limits,
       options.ingest.retry_after, guard);
@@ -203,7 +209,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   builder.RegisterService(server->token_service_.get());
   builder.RegisterService(server->ingest_service_.get());
   builder.RegisterService(server->query_service_.get());
-  builder.RegisterService(server->legacy_service_.get());
+  builder.RegisterService(server->determined_service_.get());
   builder.RegisterService(server->otlp_service_.get());
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   // Clients ping every 30 s or more to find a vanished server
@@ -259,6 +265,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   paths.guard = server->guard_.get();
   paths.statistics = &server->statistics_;
   paths.legacy_statistics = &server->legacy_statistics_;
+  paths.trial_metrics_statistics = &server->trial_metrics_statistics_;
   paths.prometheus_max_series = server->prometheus_max_series_;
   paths.stale_after = server->stale_after_;
   paths.unready_reason = [s = server.get()]() -> const char* {

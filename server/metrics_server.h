@@ -1,5 +1,6 @@
 // The metricsd server: checks the database schema, then serves gRPC (trials,
-// ingest, queries and follow, the deprecated legacy profiler API, the
+// ingest, queries and follow, the platform's trial-metrics API
+// (ReportTrialMetrics, GetMetrics), the deprecated legacy profiler API, the
 // standard grpc.health.v1 health service, server reflection) and HTTP (the
 // REST gateway to those services, /healthz (readiness), /livez, /metrics and
 // the profiler page) until Shutdown.
@@ -27,11 +28,14 @@
 #include "server/rest/gateway_socket.h"
 #include "server/auth/authenticator.h"
 #include "server/auth/call_guard.h"
+#include "server/determined_service.h"
 #include "server/http/http_server.h"
 #include "server/http_paths.h"
 #include "server/services/ingest_service.h"
 #include "server/legacy/legacy_profiler_service.h"
 #include "server/legacy/legacy_statistics.h"
+#include "server/platform/trial_metrics_service.h"
+#include "server/platform/trial_metrics_statistics.h"
 #include "server/readiness.h"
 #include "server/services/otlp_service.h"
 #include "server/services/query_service.h"
@@ -69,6 +73,9 @@ class MetricsServer {
   int grpc_port() const { return grpc_port_; }
   int http_port() const { return http_->port(); }
   const LegacyStatistics& legacy_statistics() const { return legacy_statistics_; }
+  const TrialMetricsStatistics& trial_metrics_statistics() const {
+    return trial_metrics_statistics_;
+  }
 
   // Marks the server NOT_SERVING, lets in-flight RPCs finish for up to
   // `grace`, then stops gRPC and HTTP, and lets the ingest writer commit what
@@ -95,6 +102,9 @@ class MetricsServer {
   std::unique_ptr<QueryService> query_service_;
   LegacyStatistics legacy_statistics_;
   std::unique_ptr<LegacyProfilerService> legacy_service_;
+  TrialMetricsStatistics trial_metrics_statistics_;
+  std::unique_ptr<TrialMetricsService> trial_metrics_service_;
+  std::unique_ptr<DeterminedService> determined_service_;
   std::unique_ptr<OtlpService> otlp_service_;
   std::unique_ptr<GatewaySocket> gateway_socket_;
   std::unique_ptr<RestGateway> gateway_;

@@ -58,6 +58,13 @@ const absl::flat_hash_map<std::string, MethodRule>& Rules() {
        {Access::kReadTrial, {"trial_id"}, false}},
       {"/determined.api.v1.Determined/PostTrialProfilerMetricsBatch",
        {Access::kIngestTrial, {"batches.labels.trial_id"}, false}},
+      // The platform's trial-metrics API: its harness reports with a token
+      // of the trial (a reporter's, or an admin's).
+      {"/determined.api.v1.Determined/ReportTrialMetrics",
+       {Access::kIngestTrial, {"metrics.trial_id"}, false}},
+      // Every trial named: a reporter may read its own trial only.
+      {"/determined.api.v1.Determined/GetMetrics",
+       {Access::kReadTrial, {"trial_ids"}, false}},
       {"/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
        {Access::kIngestPerResource, {}, false}},
   };

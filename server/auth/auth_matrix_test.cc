@@ -1,8 +1,10 @@
 // Authentication and authorization through the real server (--auth=required
 // in-process, real PostgreSQL): every gRPC method of the served proto files
 // and every REST route of the route table, each with no token, a malformed,
-// unknown, expired and revoked one, and tokens of each role, must answer
-// as its access rule says. Methods and routes come from the descriptors, so
+// unknown, expired and revoked one, and tokens of each role (in
+// "authorization", and a reporter's in the platform harness's
+// "x-allocation-token"; two that disagree fail), must answer as its access
+// rule says. Methods and routes come from the descriptors, so
 // one added later is in the matrix. Also: a revocation through another
 // store is seen within the recheck time, and /metrics needs a token.
 #include <google/protobuf/descriptor.h>
@@ -61,6 +63,9 @@ absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
 struct Caller {
   std::string name;
   std::string authorization;  // the header's value; "" sends none
+  // The platform harness's header (gRPC metadata x-allocation-token; HTTP
+  // Grpc-Metadata-x-allocation-token); "" sends none.
+  std::string allocation_token;
   // Who it is, when the token is good; unset: it must not authenticate.
   std::optional<Principal> principal;
 };
@@ -86,12 +91,15 @@ std::unique_ptr<Message> RequestFor(const MethodDescriptor* method,
 grpc::Status CallGeneric(const std::shared_ptr<grpc::Channel>& channel,
                          const std::string& method, const Message& request,
                          const std::string& authorization,
-                         absl::Duration timeout) {
+                         absl::Duration timeout,
+                         const std::string& allocation_token = "") {
   grpc::GenericStub stub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   if (!authorization.empty())
     context.AddMetadata("authorization", authorization);
+  if (!allocation_token.empty())
+    context.AddMetadata("x-allocation-token", allocation_token);
   grpc::CompletionQueue queue;
   std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
       stub.PrepareCall(&context, method, &queue);
@@ -129,6 +137,19 @@ grpc::Status CallGeneric(const std::shared_ptr<grpc::Channel>& channel,
   while (queue.Next(&tag, &ok)) {
   }
   return status;
+}
+
+// The caller's HTTP header lines.
+std::string HeaderLines(const Caller& caller) {
+  std::string lines;
+  if (!caller.authorization.empty()) {
+    absl::StrAppend(&lines, "Authorization: ", caller.authorization, "\r\n");
+  }
+  if (!caller.allocation_token.empty()) {
+    absl::StrAppend(&lines, "Grpc-Metadata-x-allocation-token: ",
+                    caller.allocation_token, "\r\n");
+  }
+  return lines;
 }
 
 bool Allowed(const Caller& caller, const std::string& method,
@@ -182,17 +203,21 @@ class AuthMatrixTest : public ::testing::Test {
       return Principal{t.token.id, t.token.role, t.token.trial_id};
     };
     *callers_ = {
-        {"no token", "", std::nullopt},
-        {"malformed", "Bearer not-a-token", std::nullopt},
-        {"unknown", "Bearer " + unknown, std::nullopt},
-        {"expired", "Bearer " + expired.secret, std::nullopt},
-        {"revoked", "Bearer " + revoked.secret, std::nullopt},
-        {"admin", "Bearer " + admin.secret, principal(admin)},
-        {"viewer", "Bearer " + viewer.secret, principal(viewer)},
-        {"reporter of the trial", "Bearer " + reporter.secret,
+        {"no token", "", "", std::nullopt},
+        {"malformed", "Bearer not-a-token", "", std::nullopt},
+        {"unknown", "Bearer " + unknown, "", std::nullopt},
+        {"expired", "Bearer " + expired.secret, "", std::nullopt},
+        {"revoked", "Bearer " + revoked.secret, "", std::nullopt},
+        {"admin", "Bearer " + admin.secret, "", principal(admin)},
+        {"viewer", "Bearer " + viewer.secret, "", principal(viewer)},
+        {"reporter of the trial", "Bearer " + reporter.secret, "",
          principal(reporter)},
-        {"reporter of another trial", "Bearer " + other.secret,
+        {"reporter of another trial", "Bearer " + other.secret, "",
          principal(other)},
+        {"reporter of the trial, as a task's session", "",
+         "Bearer " + reporter.secret, principal(reporter)},
+        {"two tokens that disagree", "Bearer " + admin.secret,
+         "Bearer " + viewer.secret, std::nullopt},
     };
   }
 
@@ -220,8 +245,9 @@ TEST_F(AuthMatrixTest, EveryGrpcMethodAnswersAsItsRuleSays) {
     if (method->name() == "UpdateTrial") continue;
     std::unique_ptr<Message> request = RequestFor(method, kTrial);
     for (const Caller& caller : *callers_) {
-      const grpc::Status status = CallGeneric(
-          channel, name, *request, caller.authorization, absl::Seconds(2));
+      const grpc::Status status =
+          CallGeneric(channel, name, *request, caller.authorization,
+                      absl::Seconds(2), caller.allocation_token);
       const std::string cell =
           absl::StrCat(name, " by ", caller.name, ": ", status.error_code(),
                        " ", status.error_message());
@@ -247,7 +273,7 @@ TEST_F(AuthMatrixTest, EveryGrpcMethodAnswersAsItsRuleSays) {
       ++cells;
     }
   }
-  EXPECT_EQ(cells, 18 * 9);
+  EXPECT_EQ(cells, 20 * 11);
 }
 
 TEST_F(AuthMatrixTest, EveryRestRouteAnswersAsItsRuleSays) {
@@ -269,9 +295,12 @@ TEST_F(AuthMatrixTest, EveryRestRouteAnswersAsItsRuleSays) {
       absl::StrAppend(&path, "/",
                       segment.variable ? absl::StrCat(kTrial) : segment.text);
     }
-    // Summaries name their trials in the query string.
+    // Summaries and GetMetrics name their trials in the query string.
     if (route.method->name() == "SummarizeSeries") {
       absl::StrAppend(&path, "?trialId=", kTrial);
+    }
+    if (route.method->name() == "GetMetrics") {
+      absl::StrAppend(&path, "?trialIds=", kTrial, "&group=training");
     }
     std::unique_ptr<Message> request = RequestFor(route.method, kTrial);
     // A body naming the trial where the rule looks (the path does too).
@@ -281,10 +310,7 @@ TEST_F(AuthMatrixTest, EveryRestRouteAnswersAsItsRuleSays) {
           absl::StrCat(R"({"batches":[{"labels":{"trialId":)", kTrial, "}}]}");
     }
     for (const Caller& caller : *callers_) {
-      const std::string header =
-          caller.authorization.empty()
-              ? ""
-              : absl::StrCat("Authorization: ", caller.authorization, "\r\n");
+      const std::string header = HeaderLines(caller);
       absl::StatusOr<::metrics::test_util::HttpResult> result =
           HttpCall(server_->http_port(), route.http_method, path, body,
                    absl::Seconds(5), header);
@@ -311,8 +337,8 @@ TEST_F(AuthMatrixTest, EveryRestRouteAnswersAsItsRuleSays) {
     }
   }
   // Every annotated route but UpdateTrial's (the stream has none).
-  EXPECT_EQ(routes, 16);
-  EXPECT_EQ(cells, routes * 9);
+  EXPECT_EQ(routes, 18);
+  EXPECT_EQ(cells, routes * 11);
 }
 
 TEST_F(AuthMatrixTest, UpdateTrialIsForAdminsOnly) {
@@ -325,8 +351,9 @@ TEST_F(AuthMatrixTest, UpdateTrialIsForAdminsOnly) {
     if (caller.principal && caller.principal->role == TokenRole::kAdmin) {
       continue;  // last, below
     }
-    grpc::Status status = CallGeneric(channel, kUpdate, request,
-                                      caller.authorization, absl::Seconds(5));
+    grpc::Status status =
+        CallGeneric(channel, kUpdate, request, caller.authorization,
+                    absl::Seconds(5), caller.allocation_token);
     EXPECT_EQ(status.error_code(), caller.principal
                                        ? grpc::StatusCode::PERMISSION_DENIED
                                        : grpc::StatusCode::UNAUTHENTICATED)
@@ -345,7 +372,7 @@ TEST_F(AuthMatrixTest, ASummaryOfSeveralTrialsIsCheckedOnEachOfThem) {
                                         "&trialId=", kOtherTrial);
   for (const Caller& caller : *callers_) {
     if (!caller.principal) continue;
-    const std::string header = absl::StrCat("Authorization: ", caller.authorization, "\r\n");
+    const std::string header = HeaderLines(caller);
     absl::StatusOr<::metrics::test_util::HttpResult> both =
         HttpCall(server_->http_port(), "GET", path, "", absl::Seconds(5), header);
     ASSERT_TRUE(both.ok()) << caller.name << ": " << both.status();
@@ -369,9 +396,8 @@ TEST_F(AuthMatrixTest, HealthIsOpenAndMetricsNeedAReader) {
   EXPECT_EQ(metrics->status, 401);
   for (const Caller& caller : *callers_) {
     if (!caller.principal) continue;
-    metrics =
-        HttpCall(server_->http_port(), "GET", "/metrics", "", absl::Seconds(10),
-                 absl::StrCat("Authorization: ", caller.authorization, "\r\n"));
+    metrics = HttpCall(server_->http_port(), "GET", "/metrics", "",
+                       absl::Seconds(10), HeaderLines(caller));
     ASSERT_TRUE(metrics.ok());
     EXPECT_EQ(metrics->status,
               caller.principal->role == TokenRole::kReporter ? 403 : 200)

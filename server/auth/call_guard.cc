@@ -3,6 +3,7 @@
 #include <google/protobuf/empty.pb.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/presented_credential.h"
 
 namespace metrics::server {
 
@@ -13,9 +14,13 @@ std::string FullMethodName(absl::string_view service_full_name,
 
 std::string CallGuard::AuthorizationOf(const grpc::ServerContextBase& context) {
   const auto& metadata = context.client_metadata();
-  auto it = metadata.find("authorization");
-  if (it == metadata.end()) return "";
-  return std::string(it->second.data(), it->second.size());
+  auto value = [&metadata](absl::string_view key) -> absl::string_view {
+    auto it = metadata.find(grpc::string_ref(key.data(), key.size()));
+    if (it == metadata.end()) return {};
+    return absl::string_view(it->second.data(), it->second.size());
+  };
+  return common::PresentedCredential(value("authorization"),
+                                     value(common::kAllocationTokenMetadata));
 }
 
 absl::Status CallGuard::Check(const grpc::ServerContextBase& context,

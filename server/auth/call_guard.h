@@ -1,7 +1,9 @@
 // The check every call passes before its work when authentication is on:
-// the caller's token (gRPC metadata "authorization") is authenticated, then
-// the request is authorized by its method's rule. A null guard means
-// authentication is off (--auth=off) and every check passes.
+// the caller's token (gRPC metadata "authorization", or "x-allocation-token"
+// where the platform's harness sends a task's session token) is
+// authenticated, then the request is authorized by its method's rule. A
+// null guard means authentication is off (--auth=off) and every check
+// passes.
 //
 // Thread-safety: thread-safe. Check may block on the token store: call it
 // on an executor or a sync-API thread. CheckCached never blocks.
@@ -50,7 +52,7 @@ class CallGuard {
       const google::protobuf::Message& request, bool first_message) const;
 
   // The caller of an HTTP request, for the HTTP-only doors (/metrics):
-  // `authorization` is the header's value.
+  // `authorization` is common::PresentedCredential of its headers.
   absl::Status CheckHttp(absl::string_view authorization, Access access,
                          absl::string_view what, absl::Time deadline) const;
 

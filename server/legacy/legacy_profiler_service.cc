@@ -63,11 +63,31 @@ absl::Time StoreDeadline(const grpc::ServerContext& context) {
                   absl::Now() + kStoreCallTimeout);
 }
 
+// A stored series as the legacy reads show it. A trial that reported
+// through the platform's current API (its harness since 0.30: a run id is
+// known) is read as that platform's own legacy reads serve it, with the
+// names and units the harness sent (memory_free in bytes, throughput in
+// bytes/s), for its Web UI; any other trial as the releases before served
+// it (storage/legacy_profiler.h).
+storage::StoredName LegacyName(const storage::Trial& trial,
+                               const storage::SeriesInfo& series) {
+  if (trial.run_id.has_value()) return {series.name, series.unit, 1};
+  return storage::ToLegacy(series.metric_group, series.name);
+}
+
+// The platform leaves a series with a mount path out of the list: its Web
+// UI has no place for the label.
+bool ListedForLegacyReads(const storage::Trial& trial,
+                          const storage::SeriesInfo& series) {
+  return !trial.run_id.has_value() ||
+         series.name.find("{mount=") == std::string::npos;
+}
+
 // The labels of a stored series as the old API names it.
-void LegacyLabels(int32_t trial_id, const storage::SeriesInfo& series,
+void LegacyLabels(const storage::Trial& trial, const storage::SeriesInfo& series,
                   TrialProfilerMetricLabels* labels) {
-  labels->set_trial_id(trial_id);
-  labels->set_name(storage::ToLegacy(series.metric_group, series.name).name);
+  labels->set_trial_id(trial.id);
+  labels->set_name(LegacyName(trial, series).name);
   labels->set_agent_id(series.agent_id);
   labels->set_gpu_uuid(series.gpu_uuid);
   TrialProfilerMetricLabels::ProfilerMetricType type =
@@ -78,16 +98,14 @@ void LegacyLabels(int32_t trial_id, const storage::SeriesInfo& series,
 }
 
 // Empty filter labels match any value.
-bool Matches(const TrialProfilerMetricLabels& filter,
+bool Matches(const TrialProfilerMetricLabels& filter, const storage::Trial& trial,
              const storage::SeriesInfo& series) {
   if (filter.metric_type() !=
           TrialProfilerMetricLabels::PROFILER_METRIC_TYPE_UNSPECIFIED &&
       GroupOfLegacyMetricType(filter.metric_type()) != series.metric_group) {
     return false;
   }
-  if (!filter.name().empty() &&
-      storage::ToLegacy(series.metric_group, series.name).name !=
-          filter.name()) {
+  if (!filter.name().empty() && LegacyName(trial, series).name != filter.name()) {
     return false;
   }
   if (!filter.agent_id().empty() && filter.agent_id() != series.agent_id) {
@@ -125,7 +143,7 @@ grpc::Status LegacyProfilerService::Rounds(
     absl::StatusOr<std::vector<storage::SeriesInfo>> series =
         store_->ListSeriesOfEveryGroup(trial_id, deadline);
     if (!series.ok()) return common::ToGrpcStatus(series.status());
-    if (grpc::Status status = round(*series, deadline); !status.ok()) {
+    if (grpc::Status status = round(*trial, *series, deadline); !status.ok()) {
       return status;
     }
     if (last) return grpc::Status::OK;
@@ -171,11 +189,12 @@ grpc::Status LegacyProfilerService::GetTrialProfilerMetrics(
   std::map<int64_t, storage::ReadingCursor> cursors;  // by series id
   return Rounds(
       context, trial_id, request->follow(),
-      [&](const std::vector<storage::SeriesInfo>& series,
+      [&](const storage::Trial& trial,
+          const std::vector<storage::SeriesInfo>& series,
           absl::Time deadline) -> grpc::Status {
         for (const storage::SeriesInfo& s : series) {
-          if (!Matches(filter, s)) continue;
-          const double scale = storage::ToLegacy(s.metric_group, s.name).scale;
+          if (!Matches(filter, trial, s)) continue;
+          const double scale = LegacyName(trial, s).scale;
           storage::ReadingCursor& cursor = cursors[s.series_id];
           while (true) {
             absl::StatusOr<std::vector<storage::Reading>> readings =
@@ -185,7 +204,7 @@ grpc::Status LegacyProfilerService::GetTrialProfilerMetrics(
             if (readings->empty()) break;
             GetTrialProfilerMetricsResponse response;
             TrialProfilerMetricsBatch* batch = response.mutable_batch();
-            LegacyLabels(trial_id, s, batch->mutable_labels());
+            LegacyLabels(trial, s, batch->mutable_labels());
             for (const storage::Reading& r : *readings) {
               batch->add_values(static_cast<float>(r.value / scale));
               batch->add_batches(r.batch.value_or(0));
@@ -219,11 +238,13 @@ grpc::Status LegacyProfilerService::GetTrialProfilerAvailableSeries(
   std::optional<std::string> sent;  // the last list sent, serialized
   return Rounds(
       context, trial_id, request->follow(),
-      [&](const std::vector<storage::SeriesInfo>& series,
+      [&](const storage::Trial& trial,
+          const std::vector<storage::SeriesInfo>& series,
           absl::Time) -> grpc::Status {
         GetTrialProfilerAvailableSeriesResponse response;
         for (const storage::SeriesInfo& s : series) {
-          LegacyLabels(trial_id, s, response.add_labels());
+          if (!ListedForLegacyReads(trial, s)) continue;
+          LegacyLabels(trial, s, response.add_labels());
         }
         std::string serialized = response.SerializeAsString();
         if (sent == serialized) return grpc::Status::OK;

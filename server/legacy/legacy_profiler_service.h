@@ -1,6 +1,9 @@
 // determined.api.v1.Determined: the old profiler API as deprecated shims
 // over the new storage (no storage of its own). Names and units follow
-// storage/legacy_profiler.h both ways.
+// storage/legacy_profiler.h both ways, except that the reads of a trial
+// reported through the platform's current API (ReportTrialMetrics) show its
+// series as that platform's own legacy reads do: with the names and units
+// its harness sent, a series with a mount path left out of the list.
 //
 // - PostTrialProfilerMetricsBatch: the request is converted whole first
 //   (legacy_batch_conversion.h; nothing is stored from a request with a bad
@@ -18,6 +21,8 @@
 // The synchronous gRPC API: a streaming legacy call holds one of gRPC's
 // sync threads while it follows, which is simple and fine for a deprecated
 // API with few callers; the new API's calls never block a thread.
+// DeterminedService (server/determined_service.h) serves these methods with
+// the service's current ones (server/platform/).
 //
 // Thread-safety: thread-safe.
 #ifndef METRICS_SERVER_LEGACY_LEGACY_PROFILER_SERVICE_H_
@@ -42,8 +47,7 @@ inline constexpr absl::string_view kLegacyDeprecationDate = "@1795305600";
 // The Link header naming the successor of a legacy call (RFC 8594).
 std::string LegacySuccessorLink(absl::string_view successor_path);
 
-class LegacyProfilerService final
-    : public determined::api::v1::Determined::Service {
+class LegacyProfilerService final {
  public:
   static constexpr int kReadingsPerMessage = 5000;
 
@@ -65,24 +69,24 @@ class LegacyProfilerService final
       grpc::ServerContext* context,
       const determined::api::v1::GetTrialProfilerMetricsRequest* request,
       grpc::ServerWriter<determined::api::v1::GetTrialProfilerMetricsResponse>*
-          writer) override;
+          writer);
   grpc::Status GetTrialProfilerAvailableSeries(
       grpc::ServerContext* context,
       const determined::api::v1::GetTrialProfilerAvailableSeriesRequest*
           request,
       grpc::ServerWriter<
           determined::api::v1::GetTrialProfilerAvailableSeriesResponse>*
-          writer) override;
+          writer);
   grpc::Status PostTrialProfilerMetricsBatch(
       grpc::ServerContext* context,
       const determined::api::v1::PostTrialProfilerMetricsBatchRequest* request,
-      determined::api::v1::PostTrialProfilerMetricsBatchResponse* response)
-      override;
+      determined::api::v1::PostTrialProfilerMetricsBatchResponse* response);
 
  private:
   // One pass over the trial's series (of every group); a non-OK status ends
   // the call with it.
   using Round = std::function<grpc::Status(
+      const storage::Trial& trial,
       const std::vector<storage::SeriesInfo>& series, absl::Time deadline)>;
 
   // Runs `round` once, or with `follow` again after each change of the trial

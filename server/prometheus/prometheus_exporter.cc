@@ -103,6 +103,28 @@ void WriteServiceStatistics(const PrometheusExportInput& in, PrometheusText& out
     out.Sample("metricsd_legacy_calls_total", {{"method", method}},
                double(calls));
   }
+
+  if (const TrialMetricsStatistics* t = in.trial_metrics; t != nullptr) {
+    using S = TrialMetricsStatistics;
+    out.Family("metricsd_trial_metrics_reports_total", "counter",
+               "Reports of the platform's ReportTrialMetrics, by kind (profiling: "
+               "system samples; generic: the platform's metric rows) and outcome "
+               "(stored, duplicate: a copy of a stored report, refused, failed: "
+               "to be retried).");
+    for (S::Kind kind : S::kKinds) {
+      for (S::Outcome outcome : S::kOutcomes) {
+        out.Sample("metricsd_trial_metrics_reports_total",
+                   {{"kind", std::string(S::Name(kind))},
+                    {"outcome", std::string(S::Name(outcome))}},
+                   double(t->Reports(kind, outcome)));
+      }
+    }
+    out.Family("metricsd_trial_metrics_dropped_values_total", "counter",
+               "Values of the profiling groups of ReportTrialMetrics dropped as NaN "
+               "or infinite.");
+    out.Sample("metricsd_trial_metrics_dropped_values_total", {},
+               double(t->dropped_values()));
+  }
 }
 
 // When each agent of the latest values last reported, by (trial, agent):

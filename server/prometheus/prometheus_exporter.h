@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/platform/trial_metrics_statistics.h"
 #include "server/services/service_statistics.h"
 #include "storage/metric_store.h"
 
@@ -30,6 +31,7 @@ struct PrometheusExportInput {
   storage::ReadRoutingStatistics reads;  // exported with a standby only
   const ServiceStatistics* statistics = nullptr;
   std::map<std::string, int64_t> legacy_calls;
+  const TrialMetricsStatistics* trial_metrics = nullptr;  // none: not exported
   // The latest values of live agents, or why they could not be read.
   absl::StatusOr<storage::LatestValues> latest;
   // The cap on exported trial series; `latest` may hold one more, which

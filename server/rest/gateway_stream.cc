@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "common/presented_credential.h"
 
 namespace metrics::server {
 
@@ -18,20 +19,26 @@ void ForwardCaller(const HttpRequest& request, absl::Duration timeout,
     context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   }
   context.AddMetadata("x-forwarded-for", request.client_address);
-  // The caller's credentials, as gRPC clients send them. gRPC takes only
-  // printable ASCII in metadata, and a long value would pass its metadata
-  // limit and break the gateway's connection (measured: "Broken pipe" for
-  // 10 000 bytes). Neither can be a token (75 bytes with its scheme), so
-  // such a value is replaced by one that fails like any bad token.
-  if (absl::string_view authorization = request.Header("authorization");
-      !authorization.empty()) {
-    constexpr size_t kMaxAuthorizationBytes = 1024;
-    const bool usable =
-        authorization.size() <= kMaxAuthorizationBytes &&
-        std::all_of(authorization.begin(), authorization.end(),
-                    [](char c) { return c >= 0x20 && c < 0x7f; });
-    context.AddMetadata("authorization", usable ? std::string(authorization)
-                                                : std::string("invalid"));
+  // The caller's credentials, as gRPC clients send them: "authorization",
+  // and the platform's allocation token header as its gRPC metadata. gRPC
+  // takes only printable ASCII in metadata, and a long value would pass its
+  // metadata limit and break the gateway's connection (measured: "Broken
+  // pipe" for 10 000 bytes). Neither can be a token (75 bytes with its
+  // scheme), so such a value is replaced by one that fails like any bad
+  // token.
+  for (const auto& [header, key] :
+       {std::pair<absl::string_view, absl::string_view>("authorization",
+                                                         "authorization"),
+        {common::kAllocationTokenHeader, common::kAllocationTokenMetadata}}) {
+    const absl::string_view value = request.Header(header);
+    if (value.empty()) continue;
+    constexpr size_t kMaxCredentialBytes = 1024;
+    const bool usable = value.size() <= kMaxCredentialBytes &&
+                        std::all_of(value.begin(), value.end(), [](char c) {
+                          return c >= 0x20 && c < 0x7f;
+                        });
+    context.AddMetadata(std::string(key),
+                        usable ? std::string(value) : std::string("invalid"));
   }
 }
 

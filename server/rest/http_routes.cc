@@ -51,6 +51,36 @@ absl::StatusOr<std::vector<const FieldDescriptor*>> ResolvePath(
   return fields;
 }
 
+// The methods the platform's own clients call with grpc-gateway's habits.
+bool IsPlatformClientsMethod(const google::protobuf::MethodDescriptor* method) {
+  return method->full_name() == "determined.api.v1.Determined.ReportTrialMetrics";
+}
+
+// The scalar at `path` as text, to compare the body's value with the
+// path's.
+std::string ScalarText(const Message& message, const FieldPath& path) {
+  const Message* m = &message;
+  for (size_t i = 0; i + 1 < path.size(); ++i) {
+    m = &m->GetReflection()->GetMessage(*m, path[i]);
+  }
+  const FieldDescriptor* f = path.back();
+  const google::protobuf::Reflection* r = m->GetReflection();
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32:
+      return absl::StrCat(r->GetInt32(*m, f));
+    case FieldDescriptor::CPPTYPE_INT64:
+      return absl::StrCat(r->GetInt64(*m, f));
+    case FieldDescriptor::CPPTYPE_UINT32:
+      return absl::StrCat(r->GetUInt32(*m, f));
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return absl::StrCat(r->GetUInt64(*m, f));
+    case FieldDescriptor::CPPTYPE_STRING:
+      return r->GetString(*m, f);
+    default:
+      return m->GetReflection()->GetMessage(*m, f).SerializeAsString();
+  }
+}
+
 // Sets the field at a dotted path from text.
 absl::Status SetPath(Message* request, absl::string_view path,
                      absl::string_view value, absl::string_view what) {
@@ -103,6 +133,10 @@ absl::Status ParseRoute(const google::api::HttpRule& rule,
   }
   route.body = rule.body();
   route.method = method;
+  if (IsPlatformClientsMethod(method)) {
+    route.body_options.path_fields_may_repeat = true;
+    route.body_options.python_non_finite = true;
+  }
   if (!absl::StartsWith(route.pattern, "/")) {
     return absl::InvalidArgumentError(absl::StrCat(
         method->full_name(), ": route \"", route.pattern,
@@ -247,6 +281,7 @@ absl::Status BuildRequest(
         ResolvePath(request->GetDescriptor(), path);
     if (fields.ok()) bound.push_back(*std::move(fields));
   }
+  std::vector<FieldPath> repeated;
   if (!route.body.empty()) {
     Message* target = request;
     std::vector<FieldPath> bound_in_body = bound;
@@ -261,11 +296,31 @@ absl::Status BuildRequest(
         }
       }
     }
-    RETURN_IF_ERROR(ParseJsonBody(body, bound_in_body, target));
+    RETURN_IF_ERROR(ParseJsonBody(body, bound_in_body, target,
+                                  route.body_options, &repeated));
+  }
+  // What the body gave for fields the path sets, to compare with the path.
+  std::vector<std::pair<FieldPath, std::string>> from_body;
+  for (const FieldPath& r : repeated) {
+    FieldPath whole = r;
+    if (route.body != "*") {
+      whole.insert(whole.begin(),
+                   request->GetDescriptor()->FindFieldByName(route.body));
+    }
+    from_body.emplace_back(whole, ScalarText(*request, whole));
   }
   for (const auto& [path, value] : match.variables) {
     RETURN_IF_ERROR(SetPath(request, path, value,
                             absl::StrCat("path parameter {", path, "}")));
+  }
+  for (const auto& [path, given] : from_body) {
+    if (ScalarText(*request, path) != given) {
+      std::vector<std::string> names;
+      for (const FieldDescriptor* f : path) names.push_back(f->json_name());
+      return absl::InvalidArgumentError(absl::StrCat(
+          "request body: \"", absl::StrJoin(names, "."),
+          "\": is not the value the request's path gives it"));
+    }
   }
   if (route.body == "*") {
     if (!query.empty()) {

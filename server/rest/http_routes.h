@@ -8,6 +8,10 @@
 //   dotted for nested fields ("labels.agentId"), repeated for lists;
 //   timestamps as RFC 3339 strings.
 // Every error is INVALID_ARGUMENT naming the parameter or body field.
+// The platform's own clients' routes (ReportTrialMetrics, which its harness
+// posts) read the body as grpc-gateway does where that differs: a field the
+// path sets may be repeated in the body with the same value, and Python's
+// NaN and Infinity tokens are taken (JsonBodyOptions).
 //
 // Thread-safety: a RouteTable is immutable after Build; safe to share.
 #ifndef METRICS_SERVER_REST_HTTP_ROUTES_H_
@@ -22,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "server/rest/json_body.h"
 
 namespace metrics::server {
 
@@ -35,6 +40,7 @@ struct Route {
   };
   std::vector<Segment> segments;
   std::string body;  // "", "*" or a field name
+  JsonBodyOptions body_options;
   const google::protobuf::MethodDescriptor* method = nullptr;
 };
 

@@ -39,7 +39,7 @@ std::string MethodOf(const RouteTable& routes, absl::string_view verb,
 
 TEST(HttpRoutesTest, EveryAnnotatedMethodHasItsDesignedPath) {
   const RouteTable routes = Routes();
-  EXPECT_EQ(routes.routes().size(), 14u);  // all but the bidirectional stream
+  EXPECT_EQ(routes.routes().size(), 16u);  // all but the bidirectional stream
   EXPECT_EQ(MethodOf(routes, "POST", "/api/v1/trials"),
             "metrics.v1.TrialService.CreateTrial");
   EXPECT_EQ(MethodOf(routes, "GET", "/api/v1/trials"),
@@ -70,6 +70,10 @@ TEST(HttpRoutesTest, EveryAnnotatedMethodHasItsDesignedPath) {
   // The literal "profiler" wins over the {trial_id} variable.
   EXPECT_EQ(MethodOf(routes, "POST", "/api/v1/trials/profiler/metrics"),
             "determined.api.v1.Determined.PostTrialProfilerMetricsBatch");
+  EXPECT_EQ(MethodOf(routes, "POST", "/api/v1/trials/7/metrics"),
+            "determined.api.v1.Determined.ReportTrialMetrics");
+  EXPECT_EQ(MethodOf(routes, "GET", "/api/v1/trials/metrics/trial_metrics"),
+            "determined.api.v1.Determined.GetMetrics");
 }
 
 TEST(HttpRoutesTest, UnknownPathsAndMethods) {
@@ -157,6 +161,40 @@ TEST(HttpRoutesTest, BodyAndPathTogether) {
   EXPECT_THAT(BuildRequest(match, "{}", {{"streamId", "s"}}, &request),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("request body")));
+}
+
+TEST(HttpRoutesTest, ThePlatformsRouteTakesItsHarnesssBody) {
+  const RouteTable routes = Routes();
+  ASSERT_OK_AND_ASSIGN(RouteMatch match,
+                       routes.Match("POST", "/api/v1/trials/7/metrics", nullptr));
+  // The harness repeats the path's trial in the body, and writes Python's
+  // NaN.
+  determined::api::v1::ReportTrialMetricsRequest request;
+  ASSERT_OK(BuildRequest(match,
+                         R"({"metrics": {"trialId": 7, "metrics": {"avgMetrics": {"a": NaN}}},
+                             "group": "cpu"})",
+                         {}, &request));
+  EXPECT_EQ(request.metrics().trial_id(), 7);
+  EXPECT_EQ(request.metrics().metrics().avg_metrics().fields().at("a").string_value(), "NaN");
+  // Without it in the body, the path's.
+  determined::api::v1::ReportTrialMetricsRequest bare;
+  ASSERT_OK(BuildRequest(match, R"({"group": "cpu"})", {}, &bare));
+  EXPECT_EQ(bare.metrics().trial_id(), 7);
+  // Another trial in the body than in the path is refused.
+  determined::api::v1::ReportTrialMetricsRequest other;
+  EXPECT_THAT(BuildRequest(match, R"({"metrics": {"trialId": 8}, "group": "cpu"})", {}, &other),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("\"metrics.trialId\": is not the value the request's path "
+                                 "gives it")));
+  // Other routes keep the strict rule, for equal values too.
+  ASSERT_OK_AND_ASSIGN(RouteMatch system,
+                       routes.Match("POST", "/api/v1/trials/9/metrics/system", nullptr));
+  v1::ReportSystemMetricsRequest strict;
+  EXPECT_THAT(BuildRequest(system, R"({"batch": {"trialId": 9}})", {}, &strict),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("set by the request's path")));
+  EXPECT_THAT(BuildRequest(system, R"({"streamId": NaN})", {}, &strict),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not valid JSON")));
 }
 
 }  // namespace

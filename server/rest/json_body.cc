@@ -1,12 +1,15 @@
 #include "server/rest/json_body.h"
 
 #include <boost/json/basic_parser_impl.hpp>
+#include <google/protobuf/struct.pb.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/utf8.h"
 #include "server/http/http_target.h"
@@ -18,8 +21,11 @@ namespace {
 
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
+using google::protobuf::ListValue;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
+using google::protobuf::Struct;
+using google::protobuf::Value;
 
 // Objects and arrays nested in each other at most.
 constexpr std::size_t kMaxDepth = 64;
@@ -59,6 +65,11 @@ absl::string_view KindName(Kind kind) {
   return "a value";
 }
 
+bool IsStruct(const FieldDescriptor* field) {
+  return field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE &&
+         field->message_type() == Struct::descriptor();
+}
+
 bool IsWellKnownString(const FieldDescriptor* field) {
   if (field->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) return false;
   const std::string& type = field->message_type()->full_name();
@@ -80,8 +91,13 @@ class Mapper {
   using error_code = boost::json::error_code;
   using string_view = boost::json::string_view;
 
-  Mapper(Message* root, const std::vector<FieldPath>& bound)
-      : root_(root), bound_(bound) {}
+  Mapper(Message* root, const std::vector<FieldPath>& bound,
+         const JsonBodyOptions& options,
+         std::vector<FieldPath>* repeated_bound)
+      : root_(root),
+        bound_(bound),
+        options_(options),
+        repeated_bound_(repeated_bound) {}
 
   const absl::Status& failure() const { return failure_; }
 
@@ -90,16 +106,25 @@ class Mapper {
 
   bool on_object_begin(error_code& ec) {
     if (frames_.empty()) {
-      frames_.push_back(Frame{root_, "", nullptr, "", {}, 0, false});
+      frames_.push_back(Frame(root_, "", nullptr, false));
       return true;
     }
     const Target t = Next();
+    if (t.value != nullptr) {
+      PushStruct(t.value->mutable_struct_value(), t.where);
+      return true;
+    }
     if (!Accepts(t, Kind::kObject)) return Refused(ec);
     const Reflection* r = t.message->GetReflection();
     Message* child = t.field->is_repeated()
                          ? r->AddMessage(t.message, t.field)
                          : r->MutableMessage(t.message, t.field);
-    frames_.push_back(Frame{child, t.where, nullptr, "", {}, 0, false});
+    if (IsStruct(t.field)) {
+      // Generated code is linked for every served message.
+      PushStruct(static_cast<Struct*>(child), t.where);
+      return true;
+    }
+    frames_.push_back(Frame(child, t.where, nullptr, false));
     return true;
   }
 
@@ -112,8 +137,14 @@ class Mapper {
   bool on_array_begin(error_code& ec) {
     if (frames_.empty()) return Refuse(ec, TopLevel(Kind::kArray));
     const Target t = Next();
+    if (t.value != nullptr) {
+      Frame list(nullptr, t.where, nullptr, true);
+      list.list = t.value->mutable_list_value();
+      frames_.push_back(std::move(list));
+      return true;
+    }
     if (!Accepts(t, Kind::kArray)) return Refused(ec);
-    frames_.push_back(Frame{t.message, t.where, t.field, "", {}, 0, true});
+    frames_.push_back(Frame(t.message, t.where, t.field, true));
     return true;
   }
 
@@ -129,8 +160,17 @@ class Mapper {
   }
 
   bool on_key(string_view s, std::size_t, error_code& ec) {
-    const std::string key = TakeText(s);
+    std::string key = TakeText(s);
     Frame& object = frames_.back();
+    if (object.strukt != nullptr) {
+      std::string here = absl::StrCat(object.where, "[", QuoteForMessage(key), "]");
+      if (object.strukt->fields().contains(key)) {
+        return Refuse(ec, Field(here, "is given twice"));
+      }
+      object.key = std::move(key);
+      object.field_where = std::move(here);
+      return true;
+    }
     const std::string here =
         object.where.empty() ? key : absl::StrCat(object.where, ".", key);
     const Descriptor* type = object.message->GetDescriptor();
@@ -154,11 +194,14 @@ class Mapper {
     object.seen.push_back(field);
     path_.push_back(field);
     for (const FieldPath& b : bound_) {
-      if (b == path_) {
-        return Refuse(
-            ec, Field(here, "is set by the request's path; leave it out of "
-                            "the body"));
+      if (b != path_) continue;
+      if (options_.path_fields_may_repeat && repeated_bound_ != nullptr) {
+        repeated_bound_->push_back(path_);
+        break;
       }
+      return Refuse(
+          ec, Field(here, "is set by the request's path; leave it out of "
+                          "the body"));
     }
     object.field = field;
     object.field_where = here;
@@ -194,6 +237,10 @@ class Mapper {
   bool on_null(error_code& ec) {
     if (frames_.empty()) return Refuse(ec, TopLevel(Kind::kNull));
     const Target t = Next();
+    if (t.value != nullptr) {
+      t.value->set_null_value(google::protobuf::NULL_VALUE);
+      return true;
+    }
     if (t.in_array) {
       return Refuse(ec, Field(t.where, "null is not allowed in an array"));
     }
@@ -206,25 +253,45 @@ class Mapper {
   bool on_comment(string_view, error_code&) { return true; }
 
  private:
-  // An object being filled, or a repeated field's array.
+  // An object being filled, or a repeated field's array; or, inside a
+  // Struct field, a JSON object (`strukt`) or array (`list`).
   struct Frame {
+    Frame(Message* message, std::string where, const FieldDescriptor* field,
+          bool is_array)
+        : message(message),
+          where(std::move(where)),
+          field(field),
+          next_index(0),
+          is_array(is_array) {}
+
     Message* message;
     std::string where;  // its path as sent ("batch.reports[0]")
     // An object's field whose value comes next; an array's field.
     const FieldDescriptor* field;
-    std::string field_where;  // an object's: the path of `field`
+    std::string field_where;  // an object's: the path of `field` (or key)
     std::vector<const FieldDescriptor*> seen;  // an object's fields so far
     int next_index;                            // an array's
     bool is_array;
+    Struct* strukt = nullptr;
+    ListValue* list = nullptr;
+    std::string key;  // a Struct object's: the member whose value comes next
   };
 
-  // Where the next value goes.
+  // Where the next value goes: a message's field, or (inside a Struct) a
+  // Value.
   struct Target {
     Message* message;
     const FieldDescriptor* field;
     std::string where;
     bool in_array;  // an element of a repeated field
+    Value* value = nullptr;
   };
+
+  void PushStruct(Struct* strukt, const std::string& where) {
+    Frame object(nullptr, where, nullptr, false);
+    object.strukt = strukt;
+    frames_.push_back(std::move(object));
+  }
 
   static absl::Status Field(absl::string_view where, absl::string_view what) {
     return absl::InvalidArgumentError(
@@ -247,16 +314,26 @@ class Mapper {
 
   Target Next() {
     Frame& top = frames_.back();
+    if (top.list != nullptr) {
+      return Target{nullptr, nullptr,
+                    absl::StrCat(top.where, "[", top.next_index++, "]"), true,
+                    top.list->add_values()};
+    }
+    if (top.strukt != nullptr) {
+      return Target{nullptr, nullptr, top.field_where, false,
+                    &(*top.strukt->mutable_fields())[top.key]};
+    }
     if (top.is_array) {
       return Target{top.message, top.field,
-                    absl::StrCat(top.where, "[", top.next_index++, "]"), true};
+                    absl::StrCat(top.where, "[", top.next_index++, "]"), true,
+                    nullptr};
     }
-    return Target{top.message, top.field, top.field_where, false};
+    return Target{top.message, top.field, top.field_where, false, nullptr};
   }
 
   // A value of an object's field has ended: its key leaves the path.
   void ValueDone() {
-    if (frames_.back().is_array) return;
+    if (frames_.back().is_array || frames_.back().strukt != nullptr) return;
     path_.pop_back();
     frames_.back().field = nullptr;
   }
@@ -329,6 +406,24 @@ class Mapper {
               TextForm form) {
     if (frames_.empty()) return Refuse(ec, TopLevel(kind));
     const Target t = Next();
+    if (t.value != nullptr) {
+      switch (kind) {
+        case Kind::kString:
+          t.value->set_string_value(std::string(text));
+          return true;
+        case Kind::kBoolean:
+          t.value->set_bool_value(text == "true");
+          return true;
+        default: {
+          double number = 0;
+          if (!absl::SimpleAtod(text, &number) || !std::isfinite(number)) {
+            return Refuse(ec, Field(t.where, "is out of the range of a double"));
+          }
+          t.value->set_number_value(number);
+          return true;
+        }
+      }
+    }
     if (!Accepts(t, kind)) return Refused(ec);
     if (absl::Status s = SetFieldFromText(t.message, t.field, text, form);
         !s.ok()) {
@@ -340,6 +435,8 @@ class Mapper {
 
   Message* const root_;
   const std::vector<FieldPath>& bound_;
+  const JsonBodyOptions& options_;
+  std::vector<FieldPath>* const repeated_bound_;
   std::vector<Frame> frames_;
   FieldPath path_;    // the fields from the top down to the current key
   std::string text_;  // a key, string or number given in parts
@@ -376,18 +473,55 @@ std::string SyntaxWords(const boost::json::error_code& ec,
 
 }  // namespace
 
+std::string QuotePythonNonFinite(absl::string_view json) {
+  std::string out;
+  out.reserve(json.size());
+  bool in_string = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < json.size()) {
+        out += json[++i];
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') in_string = true;
+    bool replaced = false;
+    for (absl::string_view token : {"-Infinity", "Infinity", "NaN"}) {
+      if (json.substr(i, token.size()) == token) {
+        absl::StrAppend(&out, "\"", token, "\"");
+        i += token.size() - 1;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out += c;
+  }
+  return out;
+}
+
 absl::Status ParseJsonBody(absl::string_view json,
                            const std::vector<FieldPath>& bound,
-                           Message* message) {
+                           Message* message, const JsonBodyOptions& options,
+                           std::vector<FieldPath>* repeated_bound) {
   if (!common::IsValidUtf8(json)) {
     return absl::InvalidArgumentError("request body: is not valid UTF-8");
+  }
+  std::string quoted;
+  if (options.python_non_finite) {
+    quoted = QuotePythonNonFinite(json);
+    json = quoted;
   }
   if (json.find_first_not_of(" \t\n\r") == absl::string_view::npos) {
     return absl::OkStatus();  // empty: no fields
   }
-  boost::json::parse_options options;  // strict RFC 8259
-  options.max_depth = kMaxDepth;
-  boost::json::basic_parser<Mapper> parser(options, message, bound);
+  boost::json::parse_options parse_options;  // strict RFC 8259
+  parse_options.max_depth = kMaxDepth;
+  boost::json::basic_parser<Mapper> parser(parse_options, message, bound,
+                                           options, repeated_bound);
   boost::json::error_code ec;
   std::size_t parsed =
       parser.write_some(/*more=*/false, json.data(), json.size(), ec);

@@ -3,6 +3,7 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/determined/api/v1/profiler.pb.h"
 #include "proto/metrics/v1/ingest.pb.h"
 #include "proto/metrics/v1/query.pb.h"
 #include "proto/metrics/v1/trials.pb.h"
@@ -154,6 +155,78 @@ TEST(JsonBodyTest, DeepNestingStopsAtTheFirstWrongShape) {
   EXPECT_THAT(Parse(deep, &r),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("\"batch.reports[0]\": expected an object")));
+}
+
+TEST(JsonBodyTest, StructFieldsTakeAnyJsonObject) {
+  determined::api::v1::ReportTrialMetricsRequest r;
+  ASSERT_OK(Parse(R"({"group": "gpu", "metrics": {"trialId": 7, "metrics": {
+      "avgMetrics": {"node-1": {"GPU-a": {"gpu_util": 1.5, "on": true, "s": "x",
+                                          "none": null, "list": [1, "two", [3], {}]}}},
+      "batchMetrics": [{"loss": 1}, {}]}}})",
+                  &r));
+  const google::protobuf::Struct& avg = r.metrics().metrics().avg_metrics();
+  const auto& gpu =
+      avg.fields().at("node-1").struct_value().fields().at("GPU-a").struct_value().fields();
+  EXPECT_EQ(gpu.at("gpu_util").number_value(), 1.5);
+  EXPECT_TRUE(gpu.at("on").bool_value());
+  EXPECT_EQ(gpu.at("s").string_value(), "x");
+  EXPECT_EQ(gpu.at("none").kind_case(), google::protobuf::Value::kNullValue);
+  ASSERT_EQ(gpu.at("list").list_value().values_size(), 4);
+  EXPECT_EQ(gpu.at("list").list_value().values(2).list_value().values(0).number_value(), 3);
+  ASSERT_EQ(r.metrics().metrics().batch_metrics_size(), 2);
+  EXPECT_EQ(r.metrics().metrics().batch_metrics(0).fields().at("loss").number_value(), 1);
+  // batchMetrics: null, as the harness of 0.32 and later sends it.
+  determined::api::v1::ReportTrialMetricsRequest nulls;
+  ASSERT_OK(Parse(R"({"metrics": {"metrics": {"avgMetrics": {}, "batchMetrics": null},
+                      "stepsCompleted": null}})",
+                  &nulls));
+  EXPECT_FALSE(nulls.metrics().has_steps_completed());
+}
+
+TEST(JsonBodyTest, StructFieldsRefuseWhatNoStructHolds) {
+  for (const auto& [body, words] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"metrics": {"metrics": {"avgMetrics": {"a": 1, "a": 2}}}})",
+            R"(metrics.metrics.avgMetrics["a"]": is given twice)"},
+           {R"({"metrics": {"metrics": {"avgMetrics": {"a": 1e999}}}})", "range of a double"},
+           {R"({"metrics": {"metrics": {"avgMetrics": [1]}}})",
+            "avgMetrics\": expected an object, got an array"},
+           // Without the route's option, Python's bare tokens are no JSON.
+           {R"({"metrics": {"metrics": {"avgMetrics": {"a": NaN}}}})", "not valid JSON"},
+       }) {
+    determined::api::v1::ReportTrialMetricsRequest r;
+    EXPECT_THAT(Parse(body, &r), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(words)))
+        << body;
+  }
+}
+
+TEST(JsonBodyTest, PythonsNonFiniteTokensBecomeThePlatformsStrings) {
+  EXPECT_EQ(QuotePythonNonFinite(R"({"a": NaN, "b": [Infinity, -Infinity], "c": "NaN x"})"),
+            R"({"a": "NaN", "b": ["Infinity", "-Infinity"], "c": "NaN x"})");
+  // Inside strings, escapes included, nothing changes.
+  EXPECT_EQ(QuotePythonNonFinite(R"({"a\"NaN": "\" Infinity"})"),
+            R"({"a\"NaN": "\" Infinity"})");
+  determined::api::v1::ReportTrialMetricsRequest r;
+  JsonBodyOptions options;
+  options.python_non_finite = true;
+  ASSERT_OK(ParseJsonBody(R"({"metrics": {"metrics": {"avgMetrics": {"a": -Infinity}}}})", {},
+                          &r, options));
+  EXPECT_EQ(r.metrics().metrics().avg_metrics().fields().at("a").string_value(), "-Infinity");
+}
+
+TEST(JsonBodyTest, APathFieldMayBeRepeatedWhereTheRouteAllowsIt) {
+  determined::api::v1::ReportTrialMetricsRequest r;
+  const FieldPath trial = {
+      determined::api::v1::ReportTrialMetricsRequest::descriptor()->FindFieldByName("metrics"),
+      determined::trial::v1::TrialMetrics::descriptor()->FindFieldByName("trial_id")};
+  EXPECT_THAT(Parse(R"({"metrics": {"trialId": 7}})", &r, {trial}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("is set by the request's path")));
+  JsonBodyOptions options;
+  options.path_fields_may_repeat = true;
+  std::vector<FieldPath> repeated;
+  ASSERT_OK(ParseJsonBody(R"({"metrics": {"trialId": 7}})", {trial}, &r, options, &repeated));
+  EXPECT_THAT(repeated, ElementsAre(trial));
+  EXPECT_EQ(r.metrics().trial_id(), 7);
 }
 
 }  // namespace

@@ -394,7 +394,21 @@ HttpResponse RestGateway::Call(const HttpRequest& request,
   }
   HttpResponse response;
   if (status.ok()) status = AppendJson(response.body, *answer);
-  if (!status.ok()) response = ErrorResponse(status);
+  if (!status.ok()) {
+    response = ErrorResponse(status);
+    // A service's hint that a retry will do (the ingest queue full, the
+    // database unreachable), as HTTP clients read it: whole seconds.
+    int64_t ms = 0;
+    if (auto hint = call->trailing_metadata().find("retry-after-ms");
+        hint != call->trailing_metadata().end() &&
+        (status.code() == absl::StatusCode::kResourceExhausted ||
+         status.code() == absl::StatusCode::kUnavailable) &&
+        absl::SimpleAtoi(absl::string_view(hint->second.data(), hint->second.size()),
+                         &ms) &&
+        ms >= 0) {
+      response.headers.emplace_back("Retry-After", absl::StrCat((ms + 999) / 1000));
+    }
+  }
   AddMetadataHeaders(call->initial_metadata(), response);
   return response;
 }

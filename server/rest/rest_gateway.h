@@ -6,7 +6,8 @@
 // chart data in the hand-made columnar form of chart_json.h; server
 // streams as newline-delimited JSON, one {"result": ...} per message and
 // {"error": ...} for a failure mid-stream; errors as {"code", "message",
-// "details"} with the HTTP status from the gRPC code.
+// "details"} with the HTTP status from the gRPC code, and a service's
+// "retry-after-ms" hint on a 429 or 503 as Retry-After.
 //
 // The server's initial metadata comes back as "Grpc-Metadata-<key>"
 // headers, and "deprecation" and "link" also as the standard Deprecation

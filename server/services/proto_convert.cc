@@ -59,6 +59,7 @@ storage::AgentInventory InventoryFromProto(v1::AgentInventory&& proto) {
   inventory.driver_version = std::move(*proto.mutable_driver_version());
   inventory.cuda_version = std::move(*proto.mutable_cuda_version());
   inventory.gpu_status = std::move(*proto.mutable_gpu_status());
+  inventory.sampling = std::move(*proto.mutable_sampling());
   for (v1::GpuInventory& g : *proto.mutable_gpus()) {
     storage::GpuInventory gpu;
     gpu.index = g.index();
@@ -84,6 +85,7 @@ void InventoryToProto(const storage::StoredInventory& stored,
   proto->set_driver_version(inventory.driver_version);
   proto->set_cuda_version(inventory.cuda_version);
   proto->set_gpu_status(inventory.gpu_status);
+  proto->set_sampling(inventory.sampling);
   for (const storage::GpuInventory& gpu : inventory.gpus) {
     v1::GpuInventory* g = proto->add_gpus();
     g->set_index(gpu.index);
@@ -114,6 +116,7 @@ void TrialToProto(const storage::Trial& trial, v1::Trial* proto) {
   }
   MicrosToProto(trial.created_at_us, proto->mutable_created_at());
   MicrosToProto(trial.updated_at_us, proto->mutable_updated_at());
+  if (trial.run_id.has_value()) proto->set_run_id(*trial.run_id);
   if (trial.ended_at_us.has_value()) {
     MicrosToProto(*trial.ended_at_us, proto->mutable_ended_at());
   }

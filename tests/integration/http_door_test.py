@@ -126,6 +126,14 @@ def report_body(values=b"[1.5]", reports=None, trial_field=b""):
 
 
 LEGACY = "/api/v1/trials/1/profiler"
+REPORT = b"/api/v1/trials/1/metrics"
+
+
+def harness(group, avg, time=b"2026-12-01T00:00:00.5+00:00", trial=b"1"):
+    """A ReportTrialMetrics body as the platform's harness writes one."""
+    return (b'{"metrics": {"metrics": {"avgMetrics": ' + avg + b', "batchMetrics": null}, '
+            b'"trialId": ' + trial + b', "trialRunId": 1, "stepsCompleted": null, '
+            b'"reportTime": "' + time + b'"}, "group": "' + group + b'"}')
 
 def otlp(body, content_type=b"application/x-protobuf", encoding=b""):
     return (b"POST /v1/metrics HTTP/1.1\r\n" + HOST + b"Content-Type: " + content_type +
@@ -331,7 +339,65 @@ ROWS = [
      400, False, "gpu_index"),
     ("summary", "POST", post(b"/api/v1/metrics/system/summary?trialId=1", b"{}"),
      405, False, "not allowed"),
-    # 9. OTLP/HTTP (POST /v1/metrics): bodies it cannot take, before any point.
+    # 9. The platform's ReportTrialMetrics and GetMetrics: what its harness
+    # would never send, refused naming the field, before anything is stored.
+    ("platform", "body UTF-8", post(REPORT, b'{"group": "\xff"}'),
+     400, False, "request body: is not valid UTF-8"),
+    ("platform", "trial of another path", post(REPORT, b'{"metrics": {"trialId": 2}, "group": "cpu"}'),
+     400, False, "is not the value the request's path gives it"),
+    ("platform", "trial overflow", post(b"/api/v1/trials/99999999999/metrics", b"{}"),
+     400, False, "metrics.trial_id"),
+    ("platform", "unknown trial",
+     post(b"/api/v1/trials/987654321/metrics", harness(b"cpu", b'{"a": {"cpu_util_simple": 1}}',
+                                                       trial=b"987654321")),
+     404, False, "987654321"),
+    ("platform", "no group", post(REPORT, harness(b"", b"{}")), 400, False, "group: must not be empty"),
+    ("platform", "dotted group", post(REPORT, harness(b"a.b", b"{}")), 400, False, "must not contain"),
+    ("platform", "avgMetrics not an object", post(REPORT, harness(b"cpu", b"[1]")),
+     400, False, "avgMetrics\": expected an object, got an array"),
+    ("platform", "agent not an object", post(REPORT, harness(b"cpu", b'{"a": 5}')),
+     400, False, 'avgMetrics["a"]: expected an object'),
+    ("platform", "nested too deep", post(REPORT, harness(b"gpu", b'{"a": {"G": {"gpu_util": {"x": 1}}}}')),
+     400, False, "nested deeper than"),
+    ("platform", "labels in cpu", post(REPORT, harness(b"cpu", b'{"a": {"x": {"y": 1}}}')),
+     400, False, "the cpu group has no labels"),
+    ("platform", "not a number", post(REPORT, harness(b"gpu", b'{"a": {"G": {"gpu_util": "x"}}}')),
+     400, False, 'avgMetrics["a"].G.gpu_util: not a number, got the string "x"'),
+    ("platform", "agent id non-printable", post(REPORT, harness(b"cpu", b'{"a\\u0007": {"c": 1}}')),
+     400, False, "(the agent id): has a non-printable character"),
+    ("platform", "key twice", post(REPORT, harness(b"cpu", b'{"a": {"c": 1, "c": 2}}')),
+     400, False, "is given twice"),
+    ("platform", "number past a double", post(REPORT, harness(b"cpu", b'{"a": {"c": 1e999}}')),
+     400, False, "range of a double"),
+    ("platform", "bare NaN elsewhere", post(b"/api/v1/trials/1/metrics/system", report_body(b"[NaN]")),
+     400, False, "not valid JSON"),
+    ("platform", "report time", post(REPORT, b'{"metrics": {"reportTime": "yesterday"}, "group": "cpu"}'),
+     400, False, "reportTime"),
+    ("platform", "report time of 1970",
+     post(REPORT, harness(b"cpu", b'{"a": {"c": 1}}', b"1970-01-01T00:00:00+00:00")),
+     400, False, "metrics.reportTime"),
+    ("platform", "negative run", post(REPORT, b'{"metrics": {"trialRunId": -1}, "group": "cpu"}'),
+     400, False, "metrics.trialRunId"),
+    ("platform", "deep JSON", post(REPORT, b'{"metrics": {"metrics": {"avgMetrics": ' +
+                                   b'{"a":' * 5000), 400, False, "nested too deeply"),
+    ("platform", "epoch not a number",
+     post(REPORT, harness(b"training", b'{"epoch": "one"}')), 400, False, "epoch"),
+    ("platform", "413",
+     b"POST " + REPORT + b" HTTP/1.1\r\n" + HOST + b"Content-Length: 99999999\r\n\r\n",
+     413, True, "larger than the limit"),
+    ("platform", "GetMetrics no trial", get(b"/api/v1/trials/metrics/trial_metrics?group=training"),
+     400, False, "trialIds"),
+    ("platform", "GetMetrics trial text",
+     get(b"/api/v1/trials/metrics/trial_metrics?trialIds=x&group=training"), 400, False, "trialIds"),
+    ("platform", "GetMetrics trial twice",
+     get(b"/api/v1/trials/metrics/trial_metrics?trialIds=1&trialIds=1&group=training"),
+     400, False, "named twice"),
+    ("platform", "GetMetrics no group", get(b"/api/v1/trials/metrics/trial_metrics?trialIds=1"),
+     400, False, "group: must not be empty"),
+    ("platform", "GetMetrics unknown trial",
+     get(b"/api/v1/trials/metrics/trial_metrics?trialIds=987654321&group=training"),
+     404, False, "987654321"),
+    # 10. OTLP/HTTP (POST /v1/metrics): bodies it cannot take, before any point.
     ("otlp", "truncated protobuf", otlp(b"\x0a\x05\x0a\x03"), 400, False, "(protobuf)"),
     ("otlp", "content type", otlp(b"x", b"text/plain"), 415, False, "Content-Type"),
     ("otlp", "encoding", otlp(b"x", encoding=b"br"), 415, False, "only gzip"),
@@ -399,6 +465,9 @@ class HttpDoorTest(unittest.TestCase):
         self.assertEqual(reply.header("content-type"), "application/json", name)
         text = reply.body.decode("utf-8")  # valid UTF-8, or this raises
         error = json.loads(text)
+        # A stream's error before its first message is its error line.
+        if sorted(error) == ["error"]:
+            error = error["error"]
         self.assertEqual(sorted(error), ["code", "details", "message"], name)
         self.assertEqual(error["details"], [], name)
         self.assertIn(words, error["message"], name)
