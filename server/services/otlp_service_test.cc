@@ -131,6 +131,34 @@ TEST_F(OtlpServiceTest, PointsAreStoredUnderTheServicesSeries) {
                                                          {"node-1:gpu_util/GPU-abc", 1}}));
 }
 
+// A Collector's export of more gauges for one host than one batch may
+// declare: stored whole, in as many batches as it takes.
+TEST_F(OtlpServiceTest, AnExportPastTheBatchLimitsIsStoredWhole) {
+  collector::ExportMetricsServiceRequest request;
+  auto* rm = request.add_resource_metrics();
+  for (const auto& [key, value] : {std::pair("trial.id", "7"), std::pair("host.name", "host")}) {
+    auto* kv = rm->mutable_resource()->add_attributes();
+    kv->set_key(key);
+    kv->mutable_value()->set_string_value(value);
+  }
+  auto* scope = rm->add_scope_metrics();
+  const uint64_t t = static_cast<uint64_t>(absl::ToUnixNanos(absl::Now() - absl::Minutes(1)));
+  for (int i = 0; i < 5000; ++i) {
+    auto* g = scope->add_metrics();
+    g->set_name(absl::StrCat("app.gauge_", i));
+    auto* p = g->mutable_gauge()->add_data_points();
+    p->set_time_unix_nano(t);
+    p->set_as_double(i);
+  }
+  collector::ExportMetricsServiceResponse response;
+  const grpc::Status status = Export(request, admin_, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_FALSE(response.has_partial_success()) << response.partial_success().error_message();
+  const std::map<std::string, int64_t> series = Series(7);
+  EXPECT_EQ(series.size(), 5000u);
+  EXPECT_EQ(series.at("host:app.gauge_4999/"), 1);
+}
+
 // A reporter's points of another trial, a histogram and a resource without
 // a trial are refused and counted; the rest is stored.
 TEST_F(OtlpServiceTest, PartialSuccessForWhatIsRefused) {

@@ -2,8 +2,9 @@
 // from one server to another while the first is still committing (a
 // "zombie": slow, not dead) is stored exactly once; two servers ingesting
 // into the same trial and agents keep rollups equal to the raw rows and the
-// series limit exact; a follower on one metricsd process sees what another
-// commits within a second.
+// series limit exact; copies of one report of the platform's harness posted
+// to both at once are stored once; a follower on one metricsd process sees
+// what another commits within a second.
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
 
@@ -22,6 +23,7 @@
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "proto/metrics/v1/query.grpc.pb.h"
 #include "storage/pg/testing/pg_checks.h"
+#include "tests/testing/http_client.h"
 #include "tests/testing/metricsd_process.h"
 #include "tests/testing/realistic_batch.h"
 #include "tests/testing/resending_streamer.h"
@@ -239,6 +241,56 @@ TEST_F(SeveralServersTest, AZombieCommittingALaterBatchDoesNotDoubleIt) {
 // Each agent has a stream through A and one through B at once, their
 // reports interleaved in the same rollup buckets and declaring the same
 // series: the series are registered once, and every bucket holds both.
+// A ReportTrialMetrics body of the platform's harness: one agent's cpu
+// group at `time`.
+std::string HarnessReport(absl::Time time) {
+  return absl::StrCat(
+      R"({"metrics": {"metrics": {"avgMetrics": {"node-1": {"cpu_util_simple": 12.5}}, )",
+      R"("batchMetrics": null}, "trialId": 1, "trialRunId": 1, "stepsCompleted": null, )",
+      R"("reportTime": ")", absl::FormatTime("%Y-%m-%dT%H:%M:%E6S+00:00", time, absl::UTCTimeZone()),
+      R"("}, "group": "cpu"})");
+}
+
+// The harness retries a POST whose answer it lost; behind a load balancer
+// the copy may reach the other server while the first still commits.
+TEST_F(SeveralServersTest, CopiesOfAHarnessReportOnBothServersAreStoredOnce) {
+  const absl::Time t0 = absl::Now() - absl::Minutes(5);
+  auto post = [](TestServer& server, const std::string& body) {
+    absl::StatusOr<HttpResult> r =
+        HttpCall(server.http_port(), "POST", "/api/v1/trials/1/metrics", body,
+                 absl::Seconds(30));
+    EXPECT_OK(r.status());
+    if (r.ok()) {
+      EXPECT_EQ(r->status, 200) << r->body;
+    }
+  };
+  // A stalled in its commit (the test holds the rollups) while B's copy
+  // waits for the report's stream.
+  {
+    ASSERT_OK_AND_ASSIGN(auto lock, pgtest::RollupTableLock::Take(url()));
+    const std::string body = HarnessReport(t0);
+    std::thread on_a([&] { post(*a_, body); });
+    ASSERT_TRUE(AwaitWaitingWriters(url(), 1)) << "A never reached its commit";
+    std::thread on_b([&] { post(*b_, body); });
+    ASSERT_TRUE(AwaitWaitingWriters(url(), 2)) << "B never reached its commit";
+    lock.reset();
+    on_a.join();
+    on_b.join();
+  }
+  // And at the same moment, round after round.
+  for (int i = 1; i <= 20; ++i) {
+    const std::string body = HarnessReport(t0 + absl::Seconds(10 * i));
+    std::thread on_a([&] { post(*a_, body); });
+    std::thread on_b([&] { post(*b_, body); });
+    on_a.join();
+    on_b.join();
+  }
+  EXPECT_EQ(Scalar(url(), "SELECT count(*) FROM metrics WHERE trial_id = 1"), 21);
+  ASSERT_OK_AND_ASSIGN(int64_t repeated, pgtest::CountRepeatedReports(url(), 1));
+  EXPECT_EQ(repeated, 0);
+  EXPECT_OK(pgtest::CheckRollupsMatchRawRows(url(), 1).status());
+}
+
 TEST_F(SeveralServersTest, TwoServersWritingTheSameAgentsKeepRollupsExact) {
   constexpr int kAgents = 3, kBatches = 30;
   const absl::Time start = absl::Now() - absl::Hours(2);
