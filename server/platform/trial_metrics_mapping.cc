@@ -236,7 +236,42 @@ void StoreNonFiniteAsText(Value& value) {
   }
 }
 
+// PostgreSQL's jsonb holds no NUL character, in a key or a string.
+absl::Status CheckNoNul(const Value& v, const std::string& where) {
+  switch (v.kind_case()) {
+    case Value::kStringValue:
+      if (v.string_value().find('\0') != std::string::npos) {
+        return Invalid(where, "a NUL character (\\u0000) cannot be stored");
+      }
+      return absl::OkStatus();
+    case Value::kStructValue:
+      for (const std::string* key : SortedKeys(v.struct_value())) {
+        const std::string at = absl::StrCat(where, Member(*key));
+        if (key->find('\0') != std::string::npos) {
+          return Invalid(at, "a NUL character (\\u0000) cannot be stored");
+        }
+        if (absl::Status s = CheckNoNul(v.struct_value().fields().at(*key), at); !s.ok()) {
+          return s;
+        }
+      }
+      return absl::OkStatus();
+    case Value::kListValue:
+      for (int i = 0; i < v.list_value().values_size(); ++i) {
+        if (absl::Status s = CheckNoNul(v.list_value().values(i), absl::StrCat(where, "[", i, "]"));
+            !s.ok()) {
+          return s;
+        }
+      }
+      return absl::OkStatus();
+    default:
+      return absl::OkStatus();
+  }
+}
+
 absl::StatusOr<std::string> StructJson(Struct s, absl::string_view where) {
+  Value whole;
+  *whole.mutable_struct_value() = s;
+  if (absl::Status nul = CheckNoNul(whole, std::string(where)); !nul.ok()) return nul;
   for (auto& [key, v] : *s.mutable_fields()) StoreNonFiniteAsText(v);
   std::string json;
   if (!google::protobuf::util::MessageToJsonString(s, &json).ok()) {

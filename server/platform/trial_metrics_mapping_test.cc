@@ -190,6 +190,12 @@ TEST(TrialMetricsMappingTest, RefusalsNameTheFieldAsTheHarnessSendsIt) {
            {R"({"metrics": {"trialId": 7, "metrics": {"avgMetrics": {"epoch": "one"}}},
                 "group": "training"})",
             R"(metrics.metrics.avgMetrics.epoch: must be a number, got the string "one")"},
+           {R"({"metrics": {"trialId": 7, "metrics": {"avgMetrics": {"a": {"b\u0000": 1}}}},
+                "group": "training"})",
+            R"(metrics.metrics.avgMetrics.a[(a key of 2 bytes)]: a NUL character (\u0000) cannot)"},
+           {R"({"metrics": {"trialId": 7, "metrics": {"batchMetrics": [{"x": ["\u0000"]}]}},
+                "group": "mine"})",
+            R"(metrics.metrics.batchMetrics[0].x[0]: a NUL character)"},
        }) {
     EXPECT_THAT(Map(body), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(words)))
         << body;

@@ -380,6 +380,8 @@ ROWS = [
      400, False, "metrics.trialRunId"),
     ("platform", "deep JSON", post(REPORT, b'{"metrics": {"metrics": {"avgMetrics": ' +
                                    b'{"a":' * 5000), 400, False, "nested too deeply"),
+    ("platform", "NUL in a generic group", post(REPORT, harness(b"training", b'{"a\\u0000": 1}')),
+     400, False, "a NUL character"),
     ("platform", "epoch not a number",
      post(REPORT, harness(b"training", b'{"epoch": "one"}')), 400, False, "epoch"),
     ("platform", "413",
