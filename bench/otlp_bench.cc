@@ -30,11 +30,11 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/marshalling.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "bench/bench_metricsd.h"
 #include "bench/cpu_time.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
@@ -146,25 +146,10 @@ struct Load {
 absl::StatusOr<Load> RunLoad(absl::string_view way, std::vector<Work>& work,
                              pid_t postmaster) {
   ASSIGN_OR_RETURN(std::unique_ptr<TestDatabase> db, TestDatabase::Create());
-  ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> metricsd,
-                   Subprocess::Start({METRICSD_PATH, "--database-url=" + db->url(),
-                                      "--grpc-address=127.0.0.1:0",
-                                      "--http-address=127.0.0.1:0", "--auth=off"}));
-  ASSIGN_OR_RETURN(std::string grpc_line,
-                   metricsd->WaitForLine("gRPC listening on", absl::Seconds(30)));
-  ASSIGN_OR_RETURN(std::string http_line,
-                   metricsd->WaitForLine("HTTP listening on", absl::Seconds(30)));
-  const std::string target =
-      absl::StrCat("127.0.0.1:", grpc_line.substr(grpc_line.rfind(':') + 1));
-  int http_port = 0;
-  {
-    // "... HTTP listening on http://127.0.0.1:PORT (health: ...)"
-    const size_t at = http_line.find("127.0.0.1:");
-    const std::string rest = at == std::string::npos ? "" : http_line.substr(at + 10);
-    if (!absl::SimpleAtoi(rest.substr(0, rest.find(' ')), &http_port)) {
-      return absl::InternalError("cannot read metricsd's HTTP port: " + http_line);
-    }
-  }
+  ASSIGN_OR_RETURN(BenchMetricsd server, StartBenchMetricsd(METRICSD_PATH, db->url()));
+  std::unique_ptr<Subprocess>& metricsd = server.process;
+  const std::string& target = server.grpc_target;
+  const int http_port = server.http_port;
   auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   {
     grpc::ClientContext context;
