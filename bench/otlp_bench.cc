@@ -34,7 +34,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "bench/bench_metricsd.h"
+#include "bench/bench_loads.h"
 #include "bench/cpu_time.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
@@ -134,12 +134,7 @@ std::vector<Work> BuildWork(int senders, int reports_per_sender, int per_batch) 
   return work;
 }
 
-struct Load {
-  double seconds = 0;
-  CpuUse cpu;
-  int64_t stored = -1;
-  std::string failure;  // the first, if any
-};
+using Load = WayLoad;
 
 // Sends `work` the way `way` says to a metricsd of its own on a fresh
 // database; the time is from the first send to the last answer.
@@ -240,29 +235,18 @@ int Run() {
     for (const std::string& b : w.protobuf_bodies) protobuf_bytes += b.size();
   }
 
-  pid_t postmaster = 0;
-  {
-    absl::StatusOr<std::unique_ptr<TestDatabase>> db = TestDatabase::Create();
-    absl::StatusOr<std::string> data_directory =
-        db.ok() ? storage::pg::test_util::QueryScalar(
-                      (*db)->url(), "SELECT current_setting('data_directory')")
-                : db.status();
-    if (data_directory.ok()) postmaster = PostmasterPid(*data_directory);
-    if (postmaster == 0) {
-      std::fprintf(stderr, "bench: cannot find PostgreSQL's postmaster: %s\n",
-                   data_directory.status().ToString().c_str());
-      return 1;
-    }
+  const absl::StatusOr<pid_t> found = BenchPostmaster();
+  if (!found.ok()) {
+    std::fprintf(stderr, "bench: %s\n", found.status().ToString().c_str());
+    return 1;
   }
+  const pid_t postmaster = *found;
 
   std::printf("%d senders x %d reports x 25 values = %lld values a load; %zu requests of "
               "%d reports\nOTLP bodies: protobuf %.1f bytes a value, JSON %.1f\n\n",
               senders, per_sender, static_cast<long long>(values), requests,
               absl::GetFlag(FLAGS_batch_reports), 1.0 * protobuf_bytes / values,
               1.0 * json_bytes / values);
-  std::printf("%-16s %6s %14s %8s %22s %10s\n", "way", "round", "values/s", "s",
-              "CPU ns/value: all md pg cl", "stored");
-  std::map<std::string, Load> best;
   for (const std::string& way : absl::GetFlag(FLAGS_ways)) {
     if (way != "stream" && way != "otlp_grpc" && way != "otlp_http_pb" &&
         way != "otlp_http_json") {
@@ -271,25 +255,14 @@ int Run() {
     }
   }
   bool ok = true;
-  for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
-    std::vector<std::string> order = absl::GetFlag(FLAGS_ways);
-    if (round % 2 == 1) std::reverse(order.begin(), order.end());
-    for (const std::string& way : order) {
-      absl::StatusOr<Load> load = RunLoad(way, work, postmaster);
-      if (!load.ok()) {
-        std::fprintf(stderr, "bench: %s: %s\n", way.c_str(), load.status().ToString().c_str());
-        return 1;
-      }
-      const double ns = 1e9 / values;
-      std::printf("%-16s %6d %14.0f %8.2f %8.0f %4.0f %4.0f %4.0f %10lld%s\n", way.c_str(),
-                  round + 1, values / load->seconds, load->seconds, ns * load->cpu.Total(),
-                  ns * load->cpu.metricsd, ns * load->cpu.postgres, ns * load->cpu.client,
-                  static_cast<long long>(load->stored),
-                  load->failure.empty() ? "" : ("  FAILED: " + load->failure).c_str());
-      if (!load->failure.empty() || load->stored != values) ok = false;
-      if (best.count(way) == 0 || load->seconds < best[way].seconds) best[way] = *load;
-    }
+  absl::StatusOr<std::map<std::string, Load>> rounds = RunRounds(
+      absl::GetFlag(FLAGS_ways), absl::GetFlag(FLAGS_rounds), values, 16,
+      [&](const std::string& way) { return RunLoad(way, work, postmaster); }, ok);
+  if (!rounds.ok()) {
+    std::fprintf(stderr, "bench: %s\n", rounds.status().ToString().c_str());
+    return 1;
   }
+  std::map<std::string, Load>& best = *rounds;
 
   // The server's side (metricsd and PostgreSQL) is what an operator pays;
   // the client's share differs by way (gRPC serialises in the clock).

@@ -34,7 +34,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "bench/bench_metricsd.h"
+#include "bench/bench_loads.h"
 #include "bench/cpu_time.h"
 #include "common/status_macros.h"
 #include "proto/metrics/v1/ingest.grpc.pb.h"
@@ -146,12 +146,7 @@ absl::Status PostAll(int port, const std::vector<std::string>& bodies) {
   return absl::OkStatus();
 }
 
-struct Load {
-  double seconds = 0;
-  CpuUse cpu;
-  int64_t stored = -1;
-  std::string failure;
-};
+using Load = WayLoad;
 
 absl::StatusOr<Load> RunLoad(absl::string_view way, const std::vector<Work>& work,
                              pid_t postmaster) {
@@ -199,47 +194,24 @@ int Run() {
   const int periods = absl::GetFlag(FLAGS_periods);
   const std::vector<Work> work = BuildWork(agents, periods);
   const int64_t values = int64_t{agents} * periods * kValuesPerPeriod;
-  pid_t postmaster = 0;
-  {
-    absl::StatusOr<std::unique_ptr<TestDatabase>> db = TestDatabase::Create();
-    absl::StatusOr<std::string> data_directory =
-        db.ok() ? storage::pg::test_util::QueryScalar(
-                      (*db)->url(), "SELECT current_setting('data_directory')")
-                : db.status();
-    if (data_directory.ok()) postmaster = PostmasterPid(*data_directory);
-    if (postmaster == 0) {
-      std::fprintf(stderr, "bench: cannot find PostgreSQL's postmaster: %s\n",
-                   data_directory.status().ToString().c_str());
-      return 1;
-    }
+  const absl::StatusOr<pid_t> found = BenchPostmaster();
+  if (!found.ok()) {
+    std::fprintf(stderr, "bench: %s\n", found.status().ToString().c_str());
+    return 1;
   }
+  const pid_t postmaster = *found;
   std::printf("%d agents x %d periods x %d values = %lld values a load (harness: 5 reports "
               "a period)\n\n",
               agents, periods, kValuesPerPeriod, static_cast<long long>(values));
-  std::printf("%-8s %6s %12s %8s %26s %10s\n", "way", "round", "values/s", "s",
-              "CPU ns/value: all md pg cl", "stored");
-  const std::vector<std::string> ways = {"stream", "harness"};
-  std::map<std::string, Load> best;
   bool ok = true;
-  for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
-    std::vector<std::string> order = ways;
-    if (round % 2 == 1) std::reverse(order.begin(), order.end());
-    for (const std::string& way : order) {
-      absl::StatusOr<Load> load = RunLoad(way, work, postmaster);
-      if (!load.ok()) {
-        std::fprintf(stderr, "bench: %s: %s\n", way.c_str(), load.status().ToString().c_str());
-        return 1;
-      }
-      const double ns = 1e9 / values;
-      std::printf("%-8s %6d %12.0f %8.2f %10.0f %4.0f %4.0f %4.0f %10lld%s\n", way.c_str(),
-                  round + 1, values / load->seconds, load->seconds, ns * load->cpu.Total(),
-                  ns * load->cpu.metricsd, ns * load->cpu.postgres, ns * load->cpu.client,
-                  static_cast<long long>(load->stored),
-                  load->failure.empty() ? "" : ("  FAILED: " + load->failure).c_str());
-      if (!load->failure.empty() || load->stored != values) ok = false;
-      if (best.count(way) == 0 || load->seconds < best[way].seconds) best[way] = *load;
-    }
+  absl::StatusOr<std::map<std::string, Load>> rounds = RunRounds(
+      {"stream", "harness"}, absl::GetFlag(FLAGS_rounds), values, 8,
+      [&](const std::string& way) { return RunLoad(way, work, postmaster); }, ok);
+  if (!rounds.ok()) {
+    std::fprintf(stderr, "bench: %s\n", rounds.status().ToString().c_str());
+    return 1;
   }
+  std::map<std::string, Load>& best = *rounds;
   // The server's side (metricsd and PostgreSQL) is what an operator pays.
   const Load& stream = best["stream"];
   const Load& harness = best["harness"];

@@ -12,59 +12,34 @@ Usage: harness_report_test.py PATH/TO/metricsd PATH/TO/metricsctl
 import datetime
 import json
 import os
-import re
 import struct
 import subprocess
 import sys
-import tempfile
-import time
 import unittest
 
 import requests
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rest_api_test  # noqa: E402  (its Server class starts metricsd)
 
 METRICSD = METRICSCTL = None
 TRIAL = 7
 OTHER_TRIAL = 8
 
 
-class Server:
-    """A metricsd process, tokens required, on its own database."""
+class Server(rest_api_test.Server):
+    """rest_api_test's metricsd process, tokens required, and their making."""
 
     def __init__(self):
-        self.db = "harness_report_test_%d" % os.getpid()
-        subprocess.run(["dropdb", "--if-exists", self.db], check=True)
-        subprocess.run(["createdb", self.db], check=True)
-        self.url = "dbname=" + self.db
-        self.log = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(
-            [METRICSD, "--database-url", self.url, "--migrate", "--auth=required",
-             "--http-address", "127.0.0.1:0", "--grpc-address", "127.0.0.1:0"],
-            stdout=subprocess.PIPE, stderr=self.log, text=True)
-        self.port = None
-        deadline = time.time() + 30
-        while time.time() < deadline and self.port is None:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            m = re.search(r"HTTP listening on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                self.port = int(m.group(1))
-        if self.port is None:
-            self.proc.kill()
-            self.log.seek(0)
-            raise RuntimeError("metricsd did not start: " + self.log.read())
+        rest_api_test.METRICSD = METRICSD
+        super().__init__("harness", ["--auth=required"])
         self.base = "http://127.0.0.1:%d" % self.port
 
     def token(self, *flags):
-        out = subprocess.run([METRICSCTL, "--database-url", self.url, "tokens", "create",
-                              "--name=harness test"] + list(flags),
+        out = subprocess.run([METRICSCTL, "--database-url", "dbname=" + self.db, "tokens",
+                              "create", "--name=harness test"] + list(flags),
                              check=True, capture_output=True, text=True).stdout
         return out.strip().splitlines()[-1]
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=60)
-        subprocess.run(["dropdb", "--if-exists", self.db], check=True)
 
 
 SERVER = None
