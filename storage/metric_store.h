@@ -415,7 +415,8 @@ class MetricStore {
   // --- The platform's trial-metrics API (ReportTrialMetrics, GetMetrics).
 
   // Records that run `run_id` of the trial reports: the trial's newest run
-  // becomes it when it is newer. Returns the trial as it is then.
+  // becomes it when it is newer and the trial active. Returns the trial as
+  // it is then.
   // NOT_FOUND for an unknown trial; FAILED_PRECONDITION naming both runs
   // when the trial has reported a newer run.
   virtual absl::StatusOr<Trial> BeginTrialRun(int32_t trial_id, int32_t run_id,

@@ -47,10 +47,11 @@ absl::StatusOr<Trial> BeginTrialRun(ConnectionPool& pool, int32_t trial_id,
       pool, absl::StrCat("recording run ", run_id, " of trial ", trial_id),
       deadline, [&](pqxx::transaction_base& tx) -> absl::StatusOr<Trial> {
         // Writes the row only when the run is newer: most calls just read.
+        // An ended trial keeps its runs (its reports are refused).
         pqxx::result r = tx.exec_params(
             absl::StrCat("UPDATE trials SET run_id = $2, updated_at = now() "
-                         "WHERE id = $1 AND (run_id IS NULL OR run_id < $2) "
-                         "RETURNING ",
+                         "WHERE id = $1 AND state = 'ACTIVE' "
+                         "AND (run_id IS NULL OR run_id < $2) RETURNING ",
                          TrialColumnsSql()),
             trial_id, run_id);
         if (!r.empty()) return TrialFromRow(r[0]);

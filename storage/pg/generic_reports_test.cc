@@ -125,6 +125,10 @@ TEST_F(GenericReportsTest, ATrialsNewestRunOnlyGrows) {
   EXPECT_EQ(store_->GetTrial(7, Deadline())->run_id, 3);
   EXPECT_THAT(store_->BeginTrialRun(99, 1, Deadline()),
               StatusIs(absl::StatusCode::kNotFound));
+  // An ended trial's runs stay as they were.
+  ASSERT_OK(store_->SetTrialState(7, TrialState::kCompleted, Deadline()).status());
+  ASSERT_OK_AND_ASSIGN(t, store_->BeginTrialRun(7, 4, Deadline()));
+  EXPECT_EQ(t.run_id, 3);
 }
 
 TEST_F(GenericReportsTest, ABatchOfAnOlderRunIsRefusedAndMovesNoPosition) {
