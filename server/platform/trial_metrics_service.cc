@@ -260,11 +260,40 @@ grpc::ServerUnaryReactor* TrialMetricsService::ReportTrialMetrics(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto* call = new platform_internal::ReportCall(this, context, request, reactor);
   const absl::Time deadline = CallDeadline(*context);
+  if (ReportWithoutWaiting(call)) return reactor;
   if (!executor_->Post([this, call, deadline] { Report(call, deadline); })) {
     call->Finish(Kind::kProfiling, Outcome::kFailed,
                  absl::ResourceExhaustedError("the server is busy; retry later"));
   }
   return reactor;
+}
+
+bool TrialMetricsService::ReportWithoutWaiting(platform_internal::ReportCall* call) {
+  const ReportTrialMetricsRequest& request = call->request();
+  if (!storage::IsProfilingGroup(request.group())) return false;  // a store call
+  if (guard_ != nullptr) {
+    const std::optional<absl::Status> allowed =
+        guard_->CheckCached(*call->context(), Method("ReportTrialMetrics"), request, true);
+    if (!allowed.has_value()) return false;  // the token's look-up waits
+    if (!allowed->ok()) {
+      call->Finish(Kind::kProfiling, FailureOutcome(*allowed), *allowed);
+      return true;
+    }
+  }
+  const std::optional<absl::Status> run =
+      KnownRun(request.metrics().trial_id(), request.metrics().trial_run_id());
+  if (!run.has_value()) return false;  // the run's record waits
+  absl::StatusOr<MappedTrialMetrics> mapped = MapTrialMetrics(request, limits_, absl::Now());
+  if (!mapped.ok()) {
+    call->Finish(Kind::kProfiling, Outcome::kRefused, mapped.status());
+    return true;
+  }
+  if (!run->ok()) {
+    call->Finish(Kind::kProfiling, FailureOutcome(*run), *run);
+    return true;
+  }
+  Submit(call, *mapped);
+  return true;
 }
 
 void TrialMetricsService::Report(platform_internal::ReportCall* call,
@@ -297,18 +326,23 @@ void TrialMetricsService::Report(platform_internal::ReportCall* call,
                  absl::OkStatus());
     return;
   }
-  ProfilingBatches& profiling = *mapped->profiling;
-  for (const auto& [agent, values] : profiling.dropped) {
-    statistics_->Dropped(mapped->trial_id, agent, mapped->group, values);
-  }
   if (absl::Status run = RecordRun(mapped->trial_id, mapped->run_id, deadline);
       !run.ok()) {
     call->Finish(kind, FailureOutcome(run), run);
     return;
   }
+  Submit(call, *mapped);
+}
+
+void TrialMetricsService::Submit(platform_internal::ReportCall* call,
+                                 MappedTrialMetrics& mapped) {
+  ProfilingBatches& profiling = *mapped.profiling;
+  for (const auto& [agent, values] : profiling.dropped) {
+    statistics_->Dropped(mapped.trial_id, agent, mapped.group, values);
+  }
   std::vector<storage::MetricBatch>& batches = profiling.batches;
   if (batches.empty()) {  // nothing but dropped values, or no agent
-    call->Finish(kind, Outcome::kStored, absl::OkStatus());
+    call->Finish(Kind::kProfiling, Outcome::kStored, absl::OkStatus());
     return;
   }
   for (storage::MetricBatch& b : batches) {
@@ -318,7 +352,7 @@ void TrialMetricsService::Report(platform_internal::ReportCall* call,
     inventory.agent_version = "the platform's harness (ReportTrialMetrics)";
     inventory.sampling = std::string(kHarnessSampling);
     // The harness sends its gpu group first, where it reads GPUs at all.
-    if (mapped->group != "gpu") {
+    if (mapped.group != "gpu") {
       inventory.gpu_status =
           "the platform's harness sent no GPU readings (no pynvml, or no GPU it can read)";
     }
@@ -347,16 +381,19 @@ void TrialMetricsService::Report(platform_internal::ReportCall* call,
   }
 }
 
+std::optional<absl::Status> TrialMetricsService::KnownRun(int32_t trial_id,
+                                                         int32_t run_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = newest_runs_.find(trial_id);
+  if (it == newest_runs_.end() || it->second < run_id) return std::nullopt;
+  if (it->second == run_id) return absl::OkStatus();
+  // Runs only grow: the store would refuse it too.
+  return storage::OlderRunError(trial_id, run_id, it->second);
+}
+
 absl::Status TrialMetricsService::RecordRun(int32_t trial_id, int32_t run_id,
                                             absl::Time deadline) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (auto it = newest_runs_.find(trial_id); it != newest_runs_.end()) {
-      if (it->second == run_id) return absl::OkStatus();
-      // Runs only grow: the store would refuse it too.
-      if (it->second > run_id) return storage::OlderRunError(trial_id, run_id, it->second);
-    }
-  }
+  if (std::optional<absl::Status> known = KnownRun(trial_id, run_id)) return *known;
   absl::StatusOr<storage::Trial> trial = store_->BeginTrialRun(trial_id, run_id, deadline);
   if (!trial.ok()) return trial.status();
   absl::MutexLock lock(&mu_);

@@ -14,14 +14,19 @@
 // - GetMetrics: the trials' generic rows of a group, trial by trial, in
 //   messages of up to kReportsPerMessage, as the platform pages them.
 //
-// The callback API: the work runs on the executor, never on gRPC's
-// threads; a GetMetrics stream holds no thread while its client reads.
+// The callback API: work that may wait for the database (a token not
+// cached, a trial's run not known here, a generic row, GetMetrics' reads)
+// runs on the executor; a profiling report of a known caller and run is
+// mapped and queued on gRPC's thread, which never waits (the writer answers
+// through its callback). A GetMetrics stream holds no thread while its
+// client reads.
 //
 // Thread-safety: thread-safe.
 #ifndef METRICS_SERVER_PLATFORM_TRIAL_METRICS_SERVICE_H_
 #define METRICS_SERVER_PLATFORM_TRIAL_METRICS_SERVICE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -80,8 +85,21 @@ class TrialMetricsService final {
   friend class platform_internal::ReportCall;
   friend class platform_internal::GetMetricsReactor;
 
+  // The call's work when nothing of it waits (a known caller, a profiling
+  // report of a run this process knows), on gRPC's thread: false when it
+  // must go to the executor.
+  bool ReportWithoutWaiting(platform_internal::ReportCall* call)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The call's work, on the executor.
   void Report(platform_internal::ReportCall* call, absl::Time deadline);
+  // Queues a profiling report's batches; the call ends with their outcomes.
+  void Submit(platform_internal::ReportCall* call, MappedTrialMetrics& mapped)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The run check from what this process knows: OK when the trial's newest
+  // run is `run_id`, the older-run refusal when it is newer; nullopt when
+  // the store must be asked.
+  std::optional<absl::Status> KnownRun(int32_t trial_id, int32_t run_id)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Records the report's run unless this process knows the trial has it.
   absl::Status RecordRun(int32_t trial_id, int32_t run_id, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
