@@ -4,6 +4,7 @@ say; the buffer and close behave as documented; a forked child never
 touches the parent's stream."""
 import logging
 import os
+import signal
 import threading
 import time
 
@@ -121,6 +122,10 @@ def _assert_each_instant_once(metricsd, trial, instants):
 def test_exactly_once_across_metricsd_kills(metricsd, trial):
     def kill_and_restart_three_times():
         for _ in range(3):
+            # Frozen first, so the kill finds batches sent and not yet
+            # acknowledged (a quick server had acknowledged everything).
+            metricsd.proc.send_signal(signal.SIGSTOP)
+            time.sleep(0.2)
             metricsd.kill()  # mid-stream: batches in flight are lost with it
             time.sleep(0.3)
             metricsd.start()
