@@ -17,6 +17,7 @@
 #include "common/proto_time.h"
 #include "common/status_macros.h"
 #include "server/legacy/legacy_batch_conversion.h"
+#include "server/platform/trial_metrics_mapping.h"
 #include "server/services/unary_call.h"
 #include "storage/batch_group.h"
 #include "storage/batch_validation.h"
@@ -79,8 +80,7 @@ storage::StoredName LegacyName(const storage::Trial& trial,
 // UI has no place for the label.
 bool ListedForLegacyReads(const storage::Trial& trial,
                           const storage::SeriesInfo& series) {
-  return !trial.run_id.has_value() ||
-         series.name.find("{mount=") == std::string::npos;
+  return !trial.run_id.has_value() || !IsMountSeries(series.name);
 }
 
 // The labels of a stored series as the old API names it.

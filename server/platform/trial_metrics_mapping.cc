@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/proto_time.h"
 #include "common/time_format.h"
@@ -21,6 +22,7 @@ using google::protobuf::Struct;
 using google::protobuf::Value;
 
 constexpr absl::string_view kAvgMetrics = "metrics.metrics.avgMetrics";
+constexpr absl::string_view kMountLabel = "{mount=";
 // Group names are kept in every row's key: bounded like a long label.
 constexpr size_t kMaxGroupBytes = 1024;
 
@@ -173,7 +175,7 @@ class ProfilingMapper {
                                : "nested deeper than {agent: {mount: {name: value}}}");
       }
       absl::Status s = gpu ? Leaf(at, *name, label, v)
-                           : Leaf(at, absl::StrCat(*name, "{mount=", label, "}"), "", v,
+                           : Leaf(at, MountSeriesName(*name, label), "", v,
                                   *name);
       if (!s.ok()) return s;
     }
@@ -320,6 +322,14 @@ absl::StatusOr<storage::GenericReport> MapGeneric(const ReportTrialMetricsReques
 }
 
 }  // namespace
+
+std::string MountSeriesName(absl::string_view name, absl::string_view mount) {
+  return absl::StrCat(name, kMountLabel, mount, "}");
+}
+
+bool IsMountSeries(absl::string_view series_name) {
+  return absl::StrContains(series_name, kMountLabel);
+}
 
 std::string ProfilingStreamId(absl::string_view group, absl::string_view agent) {
   return absl::StrCat("\x01ReportTrialMetrics/", group, "/", agent);

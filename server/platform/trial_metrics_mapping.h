@@ -81,6 +81,11 @@ struct MappedTrialMetrics {
   std::optional<storage::GenericReport> generic;
 };
 
+// The series of the disk group's `name` of one mount path:
+// "disk_util{mount=/}"; and whether a series name is one of those.
+std::string MountSeriesName(absl::string_view name, absl::string_view mount);
+bool IsMountSeries(absl::string_view series_name);
+
 // The stream id of an agent's reports of a profiling group. It begins with
 // a byte no client's stream id may hold (they are printable ASCII), so no
 // other client's stream is ever the same.
