@@ -66,10 +66,12 @@ absl::StatusOr<Listening> Listen(const std::string& host, int port,
       absl::StrCat("HTTP address ", address, ": cannot listen: ", last_error));
 }
 
-// A TLS 1.2+ server context with the certificate chain and key (PEM);
-// errors name the flags.
+// A TLS 1.2+ server context with the certificate chain and key (PEM), and
+// with `client_ca_pem` set, one that ends the handshake of a client without
+// a certificate signed by those CAs; errors name the flags.
 absl::StatusOr<std::unique_ptr<boost::asio::ssl::context>> TlsContext(
-    const std::string& cert_pem, const std::string& key_pem) {
+    const std::string& cert_pem, const std::string& key_pem,
+    const std::string& client_ca_pem) {
   namespace ssl = boost::asio::ssl;
   auto context = std::make_unique<ssl::context>(ssl::context::tls_server);
   context->set_options(ssl::context::default_workarounds |
@@ -92,6 +94,17 @@ absl::StatusOr<std::unique_ptr<boost::asio::ssl::context>> TlsContext(
   if (SSL_CTX_check_private_key(context->native_handle()) != 1) {
     return absl::InvalidArgumentError(
         "--tls-key: does not match the certificate of --tls-cert");
+  }
+  if (!client_ca_pem.empty()) {
+    context->add_certificate_authority(
+        boost::asio::buffer(client_ca_pem.data(), client_ca_pem.size()), ec);
+    if (ec) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tls-client-ca: not a usable PEM certificate (", ec.message(),
+          ")"));
+    }
+    context->set_verify_mode(ssl::verify_peer |
+                             ssl::verify_fail_if_no_peer_cert);
   }
   return context;
 }
@@ -160,7 +173,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   std::unique_ptr<boost::asio::ssl::context> tls;
   if (!options.tls_cert_pem.empty() || !options.tls_key_pem.empty()) {
     absl::StatusOr<std::unique_ptr<boost::asio::ssl::context>> context =
-        TlsContext(options.tls_cert_pem, options.tls_key_pem);
+        TlsContext(options.tls_cert_pem, options.tls_key_pem,
+                   options.tls_client_ca_pem);
     if (!context.ok()) return context.status();
     tls = *std::move(context);
   }

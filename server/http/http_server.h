@@ -103,6 +103,9 @@ struct HttpServerOptions {
   // serve plain HTTP.
   std::string tls_cert_pem;
   std::string tls_key_pem;
+  // Mutual TLS: with this set (PEM CAs), a client without a certificate
+  // signed by one of them fails the handshake, as on the gRPC port.
+  std::string tls_client_ca_pem;
   // Connections open at once. At the limit, a new connection closes the one
   // that has waited longest for a request (idle, or still sending its
   // headers), so slow or idle clients cannot lock others out; when every

@@ -63,6 +63,8 @@ absl::StatusOr<TestCertificates> CreateTestCertificates(const std::string& dir) 
   c.client_cert = dir + "/client.pem";
   c.client_key = dir + "/client.key";
   c.other_ca = dir + "/other-ca.pem";
+  c.other_client_cert = dir + "/other-client.pem";
+  c.other_client_key = dir + "/other-client.key";
   const std::string ca_key = dir + "/ca.key";
   for (absl::Status s :
        {MakeCertificate(dir, "ca", "/CN=metrics test CA", "", "", ""),
@@ -70,7 +72,9 @@ absl::StatusOr<TestCertificates> CreateTestCertificates(const std::string& dir) 
         MakeCertificate(dir, "server", "/CN=localhost", c.ca, ca_key,
                         "subjectAltName=DNS:localhost,IP:127.0.0.1"),
         MakeCertificate(dir, "client", "/CN=agent", c.ca, ca_key,
-                        "extendedKeyUsage=clientAuth")}) {
+                        "extendedKeyUsage=clientAuth"),
+        MakeCertificate(dir, "other-client", "/CN=stranger", c.other_ca,
+                        dir + "/other-ca.key", "extendedKeyUsage=clientAuth")}) {
     if (!s.ok()) return s;
   }
   return c;
