@@ -20,6 +20,16 @@ constexpr absl::Duration kPrometheusExportTimeout = absl::Seconds(5);
 // Checking an OTLP/HTTP caller's token may read the token table once.
 constexpr absl::Duration kOtlpAuthTimeout = absl::Seconds(5);
 
+// `response` to a refused caller, with Retry-After when it was limited.
+HttpResponse WithRetryAfter(HttpResponse response, const absl::Status& status) {
+  if (std::optional<absl::Duration> wait = RetryAfterOf(status)) {
+    response.headers.emplace_back(
+        "Retry-After",
+        absl::StrCat(absl::ToInt64Seconds(absl::Ceil(*wait, absl::Seconds(1)))));
+  }
+  return response;
+}
+
 }  // namespace
 
 HttpResponse HttpPaths::PrometheusExport(const HttpRequest& request) const {
@@ -28,10 +38,10 @@ HttpResponse HttpPaths::PrometheusExport(const HttpRequest& request) const {
             common::PresentedCredential(
                 request.Header("authorization"),
                 request.Header(common::kAllocationTokenHeader)),
-            Access::kRead, "GET /metrics",
+            request.client_address, Access::kRead, "GET /metrics",
             absl::Now() + kPrometheusExportTimeout);
         !allowed.ok()) {
-      return ErrorResponse(allowed);
+      return WithRetryAfter(ErrorResponse(allowed), allowed);
     }
   }
   PrometheusExportInput input;
@@ -41,6 +51,9 @@ HttpResponse HttpPaths::PrometheusExport(const HttpRequest& request) const {
   input.statistics = options_.statistics;
   input.legacy_calls = options_.legacy_statistics->Calls();
   input.trial_metrics = options_.trial_metrics_statistics;
+  if (options_.authenticator != nullptr) {
+    input.auth_refusals = options_.authenticator->refusals();
+  }
   input.max_latest_series = options_.prometheus_max_series;
   // Agents quiet for longer than --stale-after are not exported as current
   // (nor counted against the cap); one more than the cap tells whether some
@@ -114,10 +127,12 @@ HttpResponse HttpPaths::Handle(const HttpRequest& request) const {
               common::PresentedCredential(
                   request.Header("authorization"),
                   request.Header(common::kAllocationTokenHeader)),
-              Access::kIngestPerResource,
+              request.client_address, Access::kIngestPerResource,
               "POST /v1/metrics", absl::Now() + kOtlpAuthTimeout);
           !allowed.ok()) {
-        return OtlpErrorResponse(request.Header("content-type"), allowed);
+        return OtlpErrorResponse(
+            request.Header("content-type"), allowed, 0,
+            RetryAfterOf(allowed).value_or(absl::Seconds(1)));
       }
     }
     return options_.gateway->ExportOtlp(request);

@@ -37,6 +37,7 @@ struct HttpPathsOptions {
   const ServiceStatistics* statistics = nullptr;  // required
   const LegacyStatistics* legacy_statistics = nullptr;  // required
   const TrialMetricsStatistics* trial_metrics_statistics = nullptr;  // required
+  const Authenticator* authenticator = nullptr;  // null: auth off
   size_t prometheus_max_series = 0;
   absl::Duration stale_after;
   // Why the server is not ready, or null when it is (/healthz).

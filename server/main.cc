@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -110,15 +112,40 @@ ABSL_FLAG(std::string, auth, "required",
           "\"required\": every call but health needs an API token "
           "(authorization: Bearer <token>; see metricsctl tokens). \"off\": "
           "no checks, for a private test bench (logs a warning).");
+ABSL_FLAG(absl::Duration, auth_recheck, absl::Seconds(4),
+          "How long a token's check is trusted before the database is asked "
+          "again: a revoked token stops working within this for new calls, "
+          "and within this and half a second for open streams (ingest, "
+          "follows), on every metricsd.");
+ABSL_FLAG(int, auth_failure_burst, 20,
+          "Failed authentications an address may make in a row; past them "
+          "its attempts without a token this server knows to be usable are "
+          "refused 429 / RESOURCE_EXHAUSTED (with Retry-After) before any "
+          "look-up, until it earns more (--auth-failure-refill). 0: no limit.");
+ABSL_FLAG(absl::Duration, auth_failure_refill, absl::Seconds(1),
+          "A limited address earns one more attempt per this.");
+ABSL_FLAG(std::vector<std::string>, auth_limit_exempt, {},
+          "Addresses never limited, comma-separated (\"127.0.0.1,::1\"; an "
+          "IPv6 network as \"2001:db8:1:2::/64\", the unit the limit counts "
+          "by). Loopback is limited unless named here.");
+ABSL_FLAG(int64_t, auth_refused_cache, 100000,
+          "Refused tokens remembered (about 100 bytes each), so repeating one "
+          "costs no database look-up.");
+ABSL_FLAG(absl::Duration, auth_refused_lifetime, absl::Minutes(1),
+          "How long a refused token is remembered.");
 ABSL_FLAG(std::string, tls_cert, "",
           "Serve gRPC and HTTP over TLS with this certificate chain (PEM); "
           "needs --tls-key.");
 ABSL_FLAG(std::string, tls_key, "",
           "The private key (PEM) of --tls-cert.");
 ABSL_FLAG(std::string, tls_client_ca, "",
-          "Require gRPC clients (agents) to present a certificate signed by "
-          "these CAs (PEM): mutual TLS. HTTP (the page, REST) does not ask "
-          "for one.");
+          "Require clients to present a certificate signed by these CAs "
+          "(PEM): mutual TLS, on the gRPC and the HTTP port (see "
+          "--tls-client-ca-on-http).");
+ABSL_FLAG(bool, tls_client_ca_on_http, true,
+          "With --tls-client-ca: ask HTTP clients (the page, REST, OTLP, "
+          "/metrics) for a certificate too. false: only gRPC clients must "
+          "present one, for browsers without client certificates.");
 ABSL_FLAG(bool, insecure_listen, false,
           "With --auth=required and no TLS, listen on a non-loopback address "
           "anyway (tokens then cross the network in plaintext). Without it "
@@ -191,9 +218,17 @@ int Run() {
   if (!auth_required.ok()) return usage_error(auth_required.status());
   options.auth_required = *auth_required;
   options.metrics_public = absl::GetFlag(FLAGS_metrics_public);
+  options.auth_recheck = absl::GetFlag(FLAGS_auth_recheck);
+  options.auth_failure_burst = absl::GetFlag(FLAGS_auth_failure_burst);
+  options.auth_failure_refill = absl::GetFlag(FLAGS_auth_failure_refill);
+  options.auth_limit_exempt = absl::GetFlag(FLAGS_auth_limit_exempt);
+  options.auth_refused_cache =
+      static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_auth_refused_cache)));
+  options.auth_refused_lifetime = absl::GetFlag(FLAGS_auth_refused_lifetime);
   options.tls.cert = absl::GetFlag(FLAGS_tls_cert);
   options.tls.key = absl::GetFlag(FLAGS_tls_key);
   options.tls.client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  options.client_ca_on_http = absl::GetFlag(FLAGS_tls_client_ca_on_http);
   options.insecure_listen = absl::GetFlag(FLAGS_insecure_listen);
   if (absl::Status s = metrics::server::CheckServerOptions(options); !s.ok()) {
     return usage_error(s);

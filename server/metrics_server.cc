@@ -116,6 +116,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   }
   options.http.tls_cert_pem = tls.cert;
   options.http.tls_key_pem = tls.key;
+  if (options.client_ca_on_http) options.http.tls_client_ca_pem = tls.client_ca;
   std::unique_ptr<WebAssets> web;
   if (!options.web.root.empty()) {
     ASSIGN_OR_RETURN(web, WebAssets::Create(options.web));
@@ -137,11 +138,22 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   if (options.auth_required) {
     server->token_store_ =
         std::make_unique<storage::pg::PgTokenStore>(options.database_url);
+    PeerLimiterOptions limit;
+    limit.burst = options.auth_failure_burst;
+    limit.refill = options.auth_failure_refill;
+    limit.exempt = options.auth_limit_exempt;
+    server->peer_limiter_ = std::make_unique<PeerLimiter>(limit);
     AuthenticatorOptions auth;
     auth.recheck = options.auth_recheck;
-    server->authenticator_ =
-        std::make_unique<Authenticator>(server->token_store_.get(), auth);
-    server->guard_ = std::make_unique<CallGuard>(server->authenticator_.get());
+    auth.max_refused = options.auth_refused_cache;
+    auth.refused_lifetime = options.auth_refused_lifetime;
+    auth.log = log;
+    server->authenticator_ = std::make_unique<Authenticator>(
+        server->token_store_.get(), auth, server->peer_limiter_.get());
+    server->credential_watch_ = std::make_unique<CredentialWatch>(
+        server->authenticator_.get(), options.auth_stream_tick);
+    server->guard_ = std::make_unique<CallGuard>(
+        server->authenticator_.get(), server->credential_watch_.get());
     server->metrics_public_ = options.metrics_public;
   }
   const CallGuard* guard = server->guard_.get();
@@ -266,6 +278,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   paths.statistics = &server->statistics_;
   paths.legacy_statistics = &server->legacy_statistics_;
   paths.trial_metrics_statistics = &server->trial_metrics_statistics_;
+  paths.authenticator = server->authenticator_.get();
   paths.prometheus_max_series = server->prometheus_max_series_;
   paths.stale_after = server->stale_after_;
   paths.unready_reason = [s = server.get()]() -> const char* {

@@ -88,7 +88,10 @@ class MetricsServer {
   std::unique_ptr<storage::MetricStore> store_;
   // Null when authentication is off.
   std::unique_ptr<storage::TokenStore> token_store_;
+  std::unique_ptr<PeerLimiter> peer_limiter_;
   std::unique_ptr<Authenticator> authenticator_;
+  // Goes after every stream (gRPC and HTTP stop first, below).
+  std::unique_ptr<CredentialWatch> credential_watch_;
   std::unique_ptr<CallGuard> guard_;
   bool metrics_public_ = true;
   ServiceStatistics statistics_;

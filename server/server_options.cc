@@ -1,5 +1,7 @@
 #include "server/server_options.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "common/time_format.h"
 
@@ -28,6 +30,27 @@ absl::Status CheckServerOptions(const ServerOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("--stale-after ", absl::FormatDuration(options.stale_after),
                      ": must be positive"));
+  }
+  for (const auto& [flag, value] :
+       {std::pair<const char*, absl::Duration>("--auth-recheck",
+                                               options.auth_recheck),
+        {"--auth-failure-refill", options.auth_failure_refill}}) {
+    if (value <= absl::ZeroDuration() || value == absl::InfiniteDuration()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " ", absl::FormatDuration(value),
+                       ": must be a positive duration such as 1s"));
+    }
+  }
+  if (options.auth_failure_burst < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--auth-failure-burst ", options.auth_failure_burst,
+                     ": must be 0 (no limit) or more"));
+  }
+  if (options.auth_refused_lifetime < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--auth-refused-lifetime ",
+        absl::FormatDuration(options.auth_refused_lifetime),
+        ": must not be negative"));
   }
   return absl::OkStatus();
 }

@@ -8,6 +8,7 @@
 #define METRICS_SERVER_SERVER_OPTIONS_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -78,13 +79,27 @@ struct ServerOptions {
   // TLS for the gRPC and HTTP ports (the REST gateway's private socket stays
   // plain); all empty: plaintext.
   common::ServerTlsFiles tls;
+  // With tls.client_ca: whether the HTTP port asks for client certificates
+  // too (the gRPC port always does).
+  bool client_ca_on_http = true;
   // With auth required and no TLS, listen on a non-loopback address anyway
   // (tokens then cross the network in plaintext).
   bool insecure_listen = false;
   // With auth required: GET /metrics without a token.
   bool metrics_public = false;
-  // How old a cached token check may be; a revocation takes effect within.
+  // How old a cached token check may be; a revocation takes effect within,
+  // for new calls and (plus `auth_stream_tick`) for open streams.
   absl::Duration auth_recheck = absl::Seconds(4);
+  absl::Duration auth_stream_tick = absl::Milliseconds(500);
+  // Refused tokens remembered, and for how long (AuthenticatorOptions).
+  size_t auth_refused_cache = 100000;
+  absl::Duration auth_refused_lifetime = absl::Minutes(1);
+  // Failed authentications per peer address (PeerLimiterOptions): a burst,
+  // then one per `refill`; 0 turns the limit off. Exempt peers as
+  // PeerLimiter::KeyOf writes them.
+  int auth_failure_burst = 20;
+  absl::Duration auth_failure_refill = absl::Seconds(1);
+  std::vector<std::string> auth_limit_exempt;
 };
 
 // The flag values main.cc cannot take as they are. Each error is

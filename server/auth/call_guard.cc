@@ -3,6 +3,7 @@
 #include <google/protobuf/empty.pb.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/presented_credential.h"
 
 namespace metrics::server {
@@ -12,18 +13,55 @@ std::string FullMethodName(absl::string_view service_full_name,
   return absl::StrCat("/", service_full_name, "/", method);
 }
 
-std::string CallGuard::AuthorizationOf(const grpc::ServerContextBase& context) {
+namespace {
+
+absl::string_view MetadataValue(const grpc::ServerContextBase& context,
+                                absl::string_view key) {
   const auto& metadata = context.client_metadata();
-  auto value = [&metadata](absl::string_view key) -> absl::string_view {
-    auto it = metadata.find(grpc::string_ref(key.data(), key.size()));
-    if (it == metadata.end()) return {};
-    return absl::string_view(it->second.data(), it->second.size());
-  };
-  return common::PresentedCredential(value("authorization"),
-                                     value(common::kAllocationTokenMetadata));
+  auto it = metadata.find(grpc::string_ref(key.data(), key.size()));
+  if (it == metadata.end()) return {};
+  return absl::string_view(it->second.data(), it->second.size());
 }
 
-absl::Status CallGuard::Check(const grpc::ServerContextBase& context,
+}  // namespace
+
+std::string CallGuard::CredentialOf(const grpc::ServerContextBase& context) {
+  return common::PresentedCredential(
+      MetadataValue(context, "authorization"),
+      MetadataValue(context, common::kAllocationTokenMetadata));
+}
+
+std::string CallGuard::PeerOf(const grpc::ServerContextBase& context) {
+  const std::string peer = context.peer();
+  absl::string_view rest = peer;
+  // Only this process's gateway can reach the private socket (mode 0700),
+  // so only there is the forwarded address believed.
+  if (absl::ConsumePrefix(&rest, "unix:")) {
+    return std::string(MetadataValue(context, "x-forwarded-for"));
+  }
+  if (absl::ConsumePrefix(&rest, "ipv4:") ||
+      absl::ConsumePrefix(&rest, "ipv6:")) {
+    if (const size_t colon = rest.rfind(':'); colon != absl::string_view::npos) {
+      rest = rest.substr(0, colon);
+    }
+    absl::ConsumePrefix(&rest, "[");
+    absl::ConsumeSuffix(&rest, "]");
+  }
+  return std::string(rest);
+}
+
+absl::StatusOr<Principal> CallGuard::Authenticate(
+    grpc::ServerContextBase& context, absl::Time deadline) const {
+  absl::StatusOr<Principal> principal = authenticator_->Authenticate(
+      CredentialOf(context), PeerOf(context), deadline);
+  if (std::optional<absl::Duration> wait = RetryAfterOf(principal.status())) {
+    context.AddTrailingMetadata(
+        "retry-after-ms", absl::StrCat(absl::ToInt64Milliseconds(*wait)));
+  }
+  return principal;
+}
+
+absl::Status CallGuard::Check(grpc::ServerContextBase& context,
                               absl::string_view method,
                               const google::protobuf::Message& request,
                               absl::Time deadline, bool first_message) const {
@@ -33,22 +71,20 @@ absl::Status CallGuard::Check(const grpc::ServerContextBase& context,
         absl::StrCat(method, " has no access rule; it is refused to everyone"));
   }
   if (rule->access == Access::kOpen) return absl::OkStatus();
-  absl::StatusOr<Principal> principal =
-      authenticator_->Authenticate(AuthorizationOf(context), deadline);
+  absl::StatusOr<Principal> principal = Authenticate(context, deadline);
   if (!principal.ok()) return principal.status();
   return Authorize(*principal, method, *rule, request, first_message);
 }
 
 absl::StatusOr<Principal> CallGuard::Caller(
-    const grpc::ServerContextBase& context, absl::string_view method,
+    grpc::ServerContextBase& context, absl::string_view method,
     const google::protobuf::Message& request, absl::Time deadline) const {
   const MethodRule* rule = RuleFor(method);
   if (rule == nullptr || rule->access == Access::kOpen) {
     return absl::PermissionDeniedError(
         absl::StrCat(method, " has no rule that names its callers"));
   }
-  absl::StatusOr<Principal> principal =
-      authenticator_->Authenticate(AuthorizationOf(context), deadline);
+  absl::StatusOr<Principal> principal = Authenticate(context, deadline);
   if (!principal.ok()) return principal.status();
   if (absl::Status allowed = Authorize(*principal, method, *rule, request, true);
       !allowed.ok()) {
@@ -58,24 +94,29 @@ absl::StatusOr<Principal> CallGuard::Caller(
 }
 
 std::optional<absl::Status> CallGuard::CheckCached(
-    const grpc::ServerContextBase& context, absl::string_view method,
+    grpc::ServerContextBase& context, absl::string_view method,
     const google::protobuf::Message& request, bool first_message) const {
   const MethodRule* rule = RuleFor(method);
   if (rule == nullptr || rule->access == Access::kOpen) {
     return Check(context, method, request, absl::InfinitePast(), first_message);
   }
   std::optional<absl::StatusOr<Principal>> principal =
-      authenticator_->FromCache(AuthorizationOf(context));
+      authenticator_->FromCache(CredentialOf(context), PeerOf(context));
   if (!principal.has_value()) return std::nullopt;
+  if (std::optional<absl::Duration> wait = RetryAfterOf(principal->status())) {
+    context.AddTrailingMetadata(
+        "retry-after-ms", absl::StrCat(absl::ToInt64Milliseconds(*wait)));
+  }
   if (!principal->ok()) return principal->status();
   return Authorize(**principal, method, *rule, request, first_message);
 }
 
 absl::Status CallGuard::CheckHttp(absl::string_view authorization,
-                                  Access access, absl::string_view what,
+                                  absl::string_view peer, Access access,
+                                  absl::string_view what,
                                   absl::Time deadline) const {
   absl::StatusOr<Principal> principal =
-      authenticator_->Authenticate(authorization, deadline);
+      authenticator_->Authenticate(authorization, peer, deadline);
   if (!principal.ok()) return principal.status();
   MethodRule rule;
   rule.access = access;
@@ -83,8 +124,14 @@ absl::Status CallGuard::CheckHttp(absl::string_view authorization,
   return Authorize(*principal, what, rule, none, true);
 }
 
+std::unique_ptr<CredentialWatch::Watched> CallGuard::WatchStream(
+    std::string credential, std::function<void(absl::Status)> refused) const {
+  if (watch_ == nullptr) return nullptr;
+  return watch_->Watch(std::move(credential), std::move(refused));
+}
+
 absl::Status CheckCall(const CallGuard* guard,
-                       const grpc::ServerContextBase& context,
+                       grpc::ServerContextBase& context,
                        absl::string_view method,
                        const google::protobuf::Message& request,
                        absl::Time deadline) {

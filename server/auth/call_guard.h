@@ -1,9 +1,11 @@
 // The check every call passes before its work when authentication is on:
 // the caller's token (gRPC metadata "authorization", or "x-allocation-token"
 // where the platform's harness sends a task's session token) is
-// authenticated, then the request is authorized by its method's rule. A
-// null guard means authentication is off (--auth=off) and every check
-// passes.
+// authenticated from the caller's address (its peer, or for the REST
+// gateway's calls the HTTP client's address the gateway forwards), then the
+// request is authorized by its method's rule. A limited peer's refusal
+// carries "retry-after-ms" in the call's trailing metadata. A null guard
+// means authentication is off (--auth=off) and every check passes.
 //
 // Thread-safety: thread-safe. Check may block on the token store: call it
 // on an executor or a sync-API thread. CheckCached never blocks.
@@ -13,6 +15,8 @@
 #include <google/protobuf/message.h>
 #include <grpcpp/server_context.h>
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -21,26 +25,29 @@
 #include "absl/time/time.h"
 #include "server/auth/access_rules.h"
 #include "server/auth/authenticator.h"
+#include "server/auth/credential_watch.h"
 
 namespace metrics::server {
 
 class CallGuard {
  public:
-  // `authenticator` must outlive the guard.
-  explicit CallGuard(Authenticator* authenticator)
-      : authenticator_(authenticator) {}
+  // `authenticator` and `watch` (null: open streams are not rechecked)
+  // must outlive the guard.
+  explicit CallGuard(Authenticator* authenticator,
+                     CredentialWatch* watch = nullptr)
+      : authenticator_(authenticator), watch_(watch) {}
 
   // OK when the caller may make this call with this request; else
   // UNAUTHENTICATED or PERMISSION_DENIED. `first_message`: false for a
   // stream's later messages. A method without a rule is refused.
-  absl::Status Check(const grpc::ServerContextBase& context,
+  absl::Status Check(grpc::ServerContextBase& context,
                      absl::string_view method,
                      const google::protobuf::Message& request,
                      absl::Time deadline, bool first_message = true) const;
 
   // As Check, and the caller when it passes (for a service that keeps a
   // reporter to its trial itself: Access::kIngestPerResource).
-  absl::StatusOr<Principal> Caller(const grpc::ServerContextBase& context,
+  absl::StatusOr<Principal> Caller(grpc::ServerContextBase& context,
                                    absl::string_view method,
                                    const google::protobuf::Message& request,
                                    absl::Time deadline) const;
@@ -48,18 +55,40 @@ class CallGuard {
   // As Check, from the authenticator's cache only: nullopt when the cache
   // cannot answer.
   std::optional<absl::Status> CheckCached(
-      const grpc::ServerContextBase& context, absl::string_view method,
+      grpc::ServerContextBase& context, absl::string_view method,
       const google::protobuf::Message& request, bool first_message) const;
 
   // The caller of an HTTP request, for the HTTP-only doors (/metrics):
-  // `authorization` is common::PresentedCredential of its headers.
-  absl::Status CheckHttp(absl::string_view authorization, Access access,
+  // `authorization` is common::PresentedCredential of its headers, `peer`
+  // the client's address.
+  absl::Status CheckHttp(absl::string_view authorization,
+                         absl::string_view peer, Access access,
                          absl::string_view what, absl::Time deadline) const;
 
+  // Watches `credential` (CredentialOf a stream that passed its check):
+  // `refused` is called once (from another thread) when it stops
+  // authenticating. Null when nothing watches (no CredentialWatch).
+  std::unique_ptr<CredentialWatch::Watched> WatchStream(
+      std::string credential, std::function<void(absl::Status)> refused) const;
+
+  // Tells the authenticator that the token of `secret` was just created
+  // here, so that a refusal it remembers does not outlive the creation.
+  void Created(absl::string_view secret) const {
+    authenticator_->Created(secret);
+  }
+
+  // The credential a call presents, as one header value.
+  static std::string CredentialOf(const grpc::ServerContextBase& context);
+  // The address a call comes from: its peer's, without the port; for a
+  // call over the REST gateway's private socket, the address it forwards.
+  static std::string PeerOf(const grpc::ServerContextBase& context);
+
  private:
-  static std::string AuthorizationOf(const grpc::ServerContextBase& context);
+  absl::StatusOr<Principal> Authenticate(grpc::ServerContextBase& context,
+                                         absl::Time deadline) const;
 
   Authenticator* const authenticator_;
+  CredentialWatch* const watch_;
 };
 
 // "/<service full name>/<method>", the key of the access rules.
@@ -68,7 +97,7 @@ std::string FullMethodName(absl::string_view service_full_name,
 
 // Check for a possibly null guard: OK when `guard` is null (auth off).
 absl::Status CheckCall(const CallGuard* guard,
-                       const grpc::ServerContextBase& context,
+                       grpc::ServerContextBase& context,
                        absl::string_view method,
                        const google::protobuf::Message& request,
                        absl::Time deadline);

@@ -126,13 +126,31 @@ grpc::Status LegacyProfilerService::Rounds(
     const Round& round) {
   ChangeSignal signal;
   std::unique_ptr<storage::ChangeSubscription> subscription;
+  // A follow ends when its token stops authenticating (revoked, expired).
+  absl::Mutex refusal_mu;
+  absl::Status refusal;
+  std::unique_ptr<CredentialWatch::Watched> watched;
   if (follow) {
     subscription = store_->SubscribeToChanges(
         trial_id, {}, [&signal] { signal.Notify(); });
+    if (guard_ != nullptr) {
+      watched = guard_->WatchStream(
+          CallGuard::CredentialOf(*context), [&](absl::Status refused) {
+            {
+              absl::MutexLock lock(&refusal_mu);
+              refusal = std::move(refused);
+            }
+            signal.Notify();
+          });
+    }
   }
   while (true) {
     if (context->IsCancelled()) {
       return grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled");
+    }
+    {
+      absl::MutexLock lock(&refusal_mu);
+      if (!refusal.ok()) return common::ToGrpcStatus(refusal);
     }
     const absl::Time deadline = StoreDeadline(*context);
     // The state is read before the data: once terminal, no commit can follow

@@ -125,6 +125,18 @@ void WriteServiceStatistics(const PrometheusExportInput& in, PrometheusText& out
     out.Sample("metricsd_trial_metrics_dropped_values_total", {},
                double(t->dropped_values()));
   }
+
+  if (const std::optional<AuthRefusals>& a = in.auth_refusals; a.has_value()) {
+    out.Family("metricsd_auth_refusals_total", "counter",
+               "Calls refused before their work, by reason (unauthenticated: no "
+               "usable token; limited: from an address past its failed "
+               "authentications, refused 429 / RESOURCE_EXHAUSTED before any "
+               "token look-up).");
+    out.Sample("metricsd_auth_refusals_total", {{"reason", "unauthenticated"}},
+               double(a->unauthenticated));
+    out.Sample("metricsd_auth_refusals_total", {{"reason", "limited"}},
+               double(a->limited));
+  }
 }
 
 // When each agent of the latest values last reported, by (trial, agent):

@@ -15,11 +15,13 @@
 #define METRICS_SERVER_PROMETHEUS_PROMETHEUS_EXPORTER_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/auth/authenticator.h"
 #include "server/platform/trial_metrics_statistics.h"
 #include "server/services/service_statistics.h"
 #include "storage/metric_store.h"
@@ -32,6 +34,8 @@ struct PrometheusExportInput {
   const ServiceStatistics* statistics = nullptr;
   std::map<std::string, int64_t> legacy_calls;
   const TrialMetricsStatistics* trial_metrics = nullptr;  // none: not exported
+  // Authentication's refusals; none (auth off): not exported.
+  std::optional<AuthRefusals> auth_refusals;
   // The latest values of live agents, or why they could not be read.
   absl::StatusOr<storage::LatestValues> latest;
   // The cap on exported trial series; `latest` may hold one more, which

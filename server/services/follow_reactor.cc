@@ -9,13 +9,18 @@
 
 namespace metrics::server {
 
-FollowReactor::FollowReactor(grpc::CallbackServerContext*, FollowHub* hub,
-                             query::QueryRequest request,
+FollowReactor::FollowReactor(grpc::CallbackServerContext* context,
+                             FollowHub* hub, query::QueryRequest request,
                              v1::QuerySeriesRequest::View view,
                              FollowOptions options,
                              ServiceStatistics::OpenStream open,
-                             std::function<absl::Status(absl::Time)> check)
-    : view_(view), options_(options), open_(std::move(open)) {
+                             std::function<absl::Status(absl::Time)> check,
+                             const CallGuard* guard)
+    : guard_(guard),
+      credential_(guard != nullptr ? CallGuard::CredentialOf(*context) : ""),
+      view_(view),
+      options_(options),
+      open_(std::move(open)) {
   membership_ = hub->Join(std::move(request), std::move(check), this);
 }
 
@@ -41,9 +46,17 @@ void FollowReactor::Deliver(std::shared_ptr<const FollowHub::Part> part,
   std::shared_ptr<const v1::QuerySeriesResponse> update =
       part ? part->Message(view_) : nullptr;
   const bool any = update != nullptr && update->series_size() > 0;
+  // Registered outside mu_, which the callback takes; dropped, when not
+  // kept, at the end of this call, outside it too.
+  std::unique_ptr<CredentialWatch::Watched> watched;
+  if (always && error.ok() && guard_ != nullptr) {
+    watched = guard_->WatchStream(
+        credential_, [this](absl::Status refused) { OnRefused(refused); });
+  }
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
+    if (!leaving_ && watched != nullptr) watched_ = std::move(watched);
     if (finished_ || done_) return;
     if (!error.ok()) {
       FinishLocked(common::ToGrpcStatus(error), actions);
@@ -129,7 +142,28 @@ void FollowReactor::OnCancel() {
   Run(std::move(actions));
 }
 
+void FollowReactor::OnRefused(const absl::Status& status) {
+  // OnDone waits for this callback before it leaves, so the reactor is
+  // alive; the hold keeps it past a Finish that runs OnDone on this thread.
+  Hold();
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!done_) FinishLocked(common::ToGrpcStatus(status), actions);
+  }
+  Run(std::move(actions));
+  Release();
+}
+
 void FollowReactor::OnDone() {
+  std::unique_ptr<CredentialWatch::Watched> watched;
+  {
+    absl::MutexLock lock(&mu_);
+    leaving_ = true;
+    watched = std::move(watched_);
+  }
+  // Waits for a running OnRefused, which takes mu_; none starts after.
+  watched.reset();
   {
     absl::MutexLock lock(&mu_);
     done_ = true;

@@ -10,8 +10,12 @@
 // is waiting is dropped with RESOURCE_EXHAUSTED: memory per call stays
 // bounded.
 //
-// Lifetime: deletes itself once OnDone has left the hub and no round holds
-// it.
+// Once its first answer is out, its caller's token is watched
+// (CallGuard::WatchStream): when it stops authenticating (revoked, expired)
+// the follow ends UNAUTHENTICATED.
+//
+// Lifetime: deletes itself once OnDone has left the hub and no round or
+// watch callback holds it.
 //
 // Thread-safety: reactions and hub rounds run on different threads; shared
 // state is under mu_; gRPC operations start after mu_ is released.
@@ -23,11 +27,13 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/metrics/v1/query.pb.h"
 #include "query/query_engine.h"
+#include "server/auth/call_guard.h"
 #include "server/services/follow_hub.h"
 #include "server/services/service_statistics.h"
 
@@ -42,11 +48,13 @@ class FollowReactor
       public FollowHub::Follower {
  public:
   // `check` (may be null) says whether the caller may follow; the hub runs
-  // it before anything is read.
+  // it before anything is read. `guard` (null: authentication off) watches
+  // the caller's token once the follow is under way.
   FollowReactor(grpc::CallbackServerContext* context, FollowHub* hub,
                 query::QueryRequest request, v1::QuerySeriesRequest::View view,
                 FollowOptions options, ServiceStatistics::OpenStream open,
-                std::function<absl::Status(absl::Time)> check);
+                std::function<absl::Status(absl::Time)> check,
+                const CallGuard* guard);
 
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
   void OnCancel() override ABSL_LOCKS_EXCLUDED(mu_);
@@ -68,7 +76,11 @@ class FollowReactor
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WriteNextLocked(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Run(Actions actions);
+  // The credential watch's word that the token no longer authenticates.
+  void OnRefused(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
+  const CallGuard* const guard_;
+  const std::string credential_;  // as presented, for the watch
   const v1::QuerySeriesRequest::View view_;
   const FollowOptions options_;
   const ServiceStatistics::OpenStream open_;
@@ -87,7 +99,9 @@ class FollowReactor
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;  // gRPC called OnDone
   bool left_ ABSL_GUARDED_BY(mu_) = false;  // OnDone left the hub
-  int refs_ ABSL_GUARDED_BY(mu_) = 0;       // rounds holding the reactor
+  int refs_ ABSL_GUARDED_BY(mu_) = 0;  // rounds and callbacks holding it
+  bool leaving_ ABSL_GUARDED_BY(mu_) = false;  // OnDone began
+  std::unique_ptr<CredentialWatch::Watched> watched_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace metrics::server

@@ -82,14 +82,17 @@ void IngestStreamReactor::HandleOpen(Actions& actions) {
       [this, trial = trial_id_, stream = stream_id_, deadline,
        first = *request_]() {
         if (Gone()) {
-          OnOpened(absl::CancelledError("the stream ended before it opened"));
+          OnOpened(absl::CancelledError("the stream ended before it opened"),
+                   nullptr);
           return;
         }
         if (absl::Now() >= deadline) {
           OnOpened(absl::ResourceExhaustedError(absl::StrCat(
-              "open: waited ", absl::FormatDuration(options_.open_timeout),
-              " for its turn; the server is busy opening other streams; "
-              "retry later")));
+                       "open: waited ",
+                       absl::FormatDuration(options_.open_timeout),
+                       " for its turn; the server is busy opening other "
+                       "streams; retry later")),
+                   nullptr);
           return;
         }
         absl::StatusOr<int64_t> position;
@@ -111,7 +114,13 @@ void IngestStreamReactor::HandleOpen(Actions& actions) {
         } else {
           position = start->position;
         }
-        OnOpened(std::move(position));
+        std::unique_ptr<CredentialWatch::Watched> watched;
+        if (position.ok() && guard_ != nullptr) {
+          watched = guard_->WatchStream(
+              CallGuard::CredentialOf(*context_),
+              [this](absl::Status refused) { OnRefused(refused); });
+        }
+        OnOpened(std::move(position), std::move(watched));
       });
   if (!posted) {
     --refs_;
@@ -185,11 +194,15 @@ void IngestStreamReactor::HandleBatch(Actions& actions) {
   }
 }
 
-void IngestStreamReactor::OnOpened(absl::StatusOr<int64_t> position) {
+void IngestStreamReactor::OnOpened(
+    absl::StatusOr<int64_t> position,
+    std::unique_ptr<CredentialWatch::Watched> watched) {
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
     opening_ = false;
+    // Once OnDone began, dropped outside mu_ (at the end of this call).
+    if (!leaving_) watched_ = std::move(watched);
     if (!done_ && !finished_) {
       if (!position.ok()) {
         if (position.status().code() == absl::StatusCode::kResourceExhausted) {
@@ -203,6 +216,21 @@ void IngestStreamReactor::OnOpened(absl::StatusOr<int64_t> position) {
       }
       ProgressLocked(actions);
     }
+    ++starting_;
+  }
+  RunFromStore(std::move(actions));
+  Release();
+}
+
+void IngestStreamReactor::OnRefused(const absl::Status& status) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    // OnDone waits for this callback before it lets the reactor go, so
+    // the reactor is alive; the hold keeps it so past a Finish that runs
+    // OnDone on this very thread.
+    ++refs_;
+    if (!done_) FinishLocked(status, actions);
     ++starting_;
   }
   RunFromStore(std::move(actions));
@@ -277,6 +305,15 @@ void IngestStreamReactor::OnCancel() {
 }
 
 void IngestStreamReactor::OnDone() {
+  std::unique_ptr<CredentialWatch::Watched> watched;
+  {
+    absl::MutexLock lock(&mu_);
+    leaving_ = true;  // no open registers one after this
+    watched = std::move(watched_);
+  }
+  // Waits for a running OnRefused (outside mu_, which it takes); none
+  // starts after.
+  watched.reset();
   bool last;
   {
     absl::MutexLock lock(&mu_);

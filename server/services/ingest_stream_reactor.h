@@ -8,8 +8,12 @@
 // As commits complete it writes acknowledgements (coalesced: one write
 // carries the highest sequence done and any rejections since the last).
 //
+// Once open, its token is watched (CallGuard::WatchStream): when it stops
+// authenticating (revoked, expired) the stream ends UNAUTHENTICATED, after
+// acknowledging what is stored.
+//
 // Lifetime: created by IngestService for each call; deletes itself once
-// gRPC has called OnDone and no store callback is outstanding.
+// gRPC has called OnDone and no store or watch callback is outstanding.
 //
 // Thread-safety: reactions, executor and writer callbacks run on different
 // threads; all state is under mu_, and gRPC operations are started after
@@ -19,6 +23,7 @@
 
 #include <grpcpp/support/server_callback.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -72,7 +77,11 @@ class IngestStreamReactor
 
   void HandleOpen(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleBatch(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnOpened(absl::StatusOr<int64_t> position) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnOpened(absl::StatusOr<int64_t> position,
+                std::unique_ptr<CredentialWatch::Watched> watched)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The credential watch's word that the token no longer authenticates.
+  void OnRefused(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   void OnCommitted(storage::BatchOutcome outcome) ABSL_LOCKS_EXCLUDED(mu_);
 
   void FinishLocked(const absl::Status& status, Actions& actions)
@@ -131,6 +140,9 @@ class IngestStreamReactor
   // Store callbacks outstanding (each holds a reference): the reactor is
   // deleted only when this is 0 after OnDone.
   int refs_ ABSL_GUARDED_BY(mu_) = 0;
+  bool leaving_ ABSL_GUARDED_BY(mu_) = false;  // OnDone began
+  // From the open until OnDone, which lets go of it outside mu_.
+  std::unique_ptr<CredentialWatch::Watched> watched_ ABSL_GUARDED_BY(mu_);
   int inflight_ ABSL_GUARDED_BY(mu_) = 0;   // batches awaiting commit
   // Store callbacks between deciding gRPC operations and starting them.
   int starting_ ABSL_GUARDED_BY(mu_) = 0;

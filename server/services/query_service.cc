@@ -106,7 +106,8 @@ grpc::ServerWriteReactor<v1::QuerySeriesResponse>* QueryService::FollowSeries(
   }
   return new FollowReactor(context, &follow_hub_, QueryFromProto(*request),
                            request->view(), follow_,
-                           statistics_->OpenFollowStream(), std::move(check));
+                           statistics_->OpenFollowStream(), std::move(check),
+                           guard_);
 }
 
 QueryService::~QueryService() {

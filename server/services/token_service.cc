@@ -86,7 +86,8 @@ grpc::ServerUnaryReactor* TokenService::CreateToken(
     v1::CreateTokenResponse* response) {
   return Run(
       context, executor_, guard_, "CreateToken", request,
-      [tokens = tokens_, request, response](absl::Time deadline) -> absl::Status {
+      [tokens = tokens_, guard = guard_, request,
+       response](absl::Time deadline) -> absl::Status {
         storage::TokenRequest spec;
         std::optional<storage::TokenRole> role = RoleFromProto(request->role());
         if (!role) {
@@ -106,6 +107,7 @@ grpc::ServerUnaryReactor* TokenService::CreateToken(
         absl::StatusOr<storage::CreatedToken> created =
             tokens->Create(spec, deadline);
         if (!created.ok()) return created.status();
+        guard->Created(created->secret);
         TokenToProto(created->token, response->mutable_token());
         response->set_secret(created->secret);
         return absl::OkStatus();

@@ -61,7 +61,7 @@ grpc::ServerUnaryReactor* RunOnExecutor(grpc::CallbackServerContext* context,
 // call. No check when `guard` is null (authentication off). `context` and
 // `request` must live until the work ran (a unary call's do).
 template <typename Work>
-auto Guarded(const CallGuard* guard, const grpc::ServerContextBase* context,
+auto Guarded(const CallGuard* guard, grpc::ServerContextBase* context,
              std::string method, const google::protobuf::Message* request,
              Work work) {
   return [guard, context, method = std::move(method), request,
