@@ -249,6 +249,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   gateway_options.deprecation_headers = {
       {"Deprecation", std::string(kLegacyDeprecationDate)},
       {"Link", LegacySuccessorLink("/api/v1/trials")}};
+  gateway_options.guard = server->guard_.get();
   grpc::ChannelArguments channel_arguments;
   channel_arguments.SetMaxReceiveMessageSize(-1);  // chart answers are large
   ASSIGN_OR_RETURN(

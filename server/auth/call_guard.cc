@@ -124,6 +124,21 @@ absl::Status CallGuard::CheckHttp(absl::string_view authorization,
   return Authorize(*principal, what, rule, none, true);
 }
 
+std::optional<absl::Status> CallGuard::RefusalBeforeCall(
+    absl::string_view credential, absl::string_view peer,
+    absl::string_view method, absl::Time deadline) const {
+  const MethodRule* rule = RuleFor(method);
+  if (rule == nullptr || rule->access == Access::kOpen) return std::nullopt;
+  absl::StatusOr<Principal> principal =
+      authenticator_->Authenticate(credential, peer, deadline);
+  const absl::StatusCode code = principal.status().code();
+  if (code == absl::StatusCode::kUnauthenticated ||
+      code == absl::StatusCode::kResourceExhausted) {
+    return principal.status();
+  }
+  return std::nullopt;  // authenticated, or the store could not say
+}
+
 std::unique_ptr<CredentialWatch::Watched> CallGuard::WatchStream(
     std::string credential, std::function<void(absl::Status)> refused) const {
   if (watch_ == nullptr) return nullptr;

@@ -65,6 +65,17 @@ class CallGuard {
                          absl::string_view peer, Access access,
                          absl::string_view what, absl::Time deadline) const;
 
+  // For a door that can answer before it makes its call (the REST
+  // gateway): the refusal of `credential` from `peer` for `method` when no
+  // request could change it (the method needs a caller, and this one did
+  // not authenticate, or its address is limited), so a refused request
+  // costs no call. nullopt: the call decides (and checks again, from the
+  // cache). May block on the store once.
+  std::optional<absl::Status> RefusalBeforeCall(absl::string_view credential,
+                                                absl::string_view peer,
+                                                absl::string_view method,
+                                                absl::Time deadline) const;
+
   // Watches `credential` (CredentialOf a stream that passed its check):
   // `refused` is called once (from another thread) when it stops
   // authenticating. Null when nothing watches (no CredentialWatch).

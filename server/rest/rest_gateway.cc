@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "common/presented_credential.h"
 #include "server/rest/chart_json.h"
 #include "server/rest/gateway_stream.h"
 #include "server/http/http_error.h"
@@ -372,14 +373,35 @@ HttpResponse RestGateway::Call(const HttpRequest& request,
   const Message* response_type =
       google::protobuf::MessageFactory::generated_factory()->GetPrototype(
           method->output_type());
+  const std::string path =
+      absl::StrCat("/", method->service()->full_name(), "/", method->name());
+  if (options_.guard != nullptr) {
+    if (std::optional<absl::Status> refused = options_.guard->RefusalBeforeCall(
+            common::PresentedCredential(
+                request.Header("authorization"),
+                request.Header(common::kAllocationTokenHeader)),
+            request.client_address, path,
+            absl::Now() + options_.request_timeout)) {
+      HttpResponse response = ErrorResponse(*refused);
+      // As the call would have answered: a line stream's error is its line.
+      if (method->server_streaming() &&
+          response_type->GetDescriptor() != v1::ExportChunk::descriptor()) {
+        response.body = StreamErrorLine(*refused);
+      }
+      if (std::optional<absl::Duration> wait = RetryAfterOf(*refused)) {
+        response.headers.emplace_back(
+            "Retry-After", absl::StrCat(absl::ToInt64Seconds(
+                               absl::Ceil(*wait, absl::Seconds(1)))));
+      }
+      return response;
+    }
+  }
   std::unique_ptr<Message> rpc_request(request_type->New());
   if (absl::Status built =
           BuildRequest(match, request.body, request.query, rpc_request.get());
       !built.ok()) {
     return ErrorResponse(built);
   }
-  const std::string path =
-      absl::StrCat("/", method->service()->full_name(), "/", method->name());
   if (method->server_streaming()) {
     return Stream(request, path, *rpc_request, response_type);
   }
