@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/presented_credential.h"
@@ -72,6 +73,20 @@ HttpResponse HttpPaths::PrometheusExport(const HttpRequest& request) const {
 }
 
 HttpResponse HttpPaths::Handle(const HttpRequest& request) const {
+  // A credential header is a singleton (RFC 9110): two would leave which
+  // one counts to whoever reads them, so none is taken.
+  for (absl::string_view name :
+       {absl::string_view("authorization"), common::kAllocationTokenHeader}) {
+    int given = 0;
+    for (const auto& [key, value] : request.headers) {
+      if (absl::EqualsIgnoreCase(key, name)) ++given;
+    }
+    if (given > 1) {
+      return ErrorResponse(absl::InvalidArgumentError(absl::StrCat(
+          "the ", name, " header is given ", given,
+          " times; send one credential")));
+    }
+  }
   std::optional<HttpResponse> page;
   if (options_.web != nullptr) page = options_.web->Serve(request.path);
   const bool get_only = page.has_value() || request.path == "/metrics" ||

@@ -579,6 +579,71 @@ class HttpDoorTest(unittest.TestCase):
         self.assertLess(grown, 2048, "memory grew under bad requests")
 
 
+def with_auth(value, path=b"/api/v1/trials/1"):
+    return get(path, b"Authorization: " + value + b"\r\n")
+
+
+UNKNOWN = b"Bearer mtk_" + b"0" * 64
+NO_TOKEN = "a valid API token is required"
+# Hostile credentials, against a server that requires tokens: each refused
+# cleanly, none reaching a look-up it should not.
+AUTH_ROWS = [
+    ("none", get(b"/api/v1/trials/1"), 401, False, NO_TOKEN),
+    ("unknown token", with_auth(UNKNOWN), 401, False, NO_TOKEN),
+    ("another scheme", with_auth(b"Basic dXNlcjpwYXNz"), 401, False, NO_TOKEN),
+    ("huge", with_auth(b"Bearer " + b"a" * 12000), 401, False, NO_TOKEN),
+    ("past the header limit", with_auth(b"Bearer " + b"a" * 20000), 431, True, "headers"),
+    ("NUL byte", with_auth(b"Bearer mtk_\x00" + b"0" * 63), 400, True, "bad value"),
+    ("bytes past ASCII", with_auth(b"Bearer mtk_\xff\xfe" + b"0" * 62), 401, False, NO_TOKEN),
+    ("token and more", with_auth(UNKNOWN + b" " + UNKNOWN), 401, False, NO_TOKEN),
+    ("two", get(b"/api/v1/trials/1", b"Authorization: " + UNKNOWN + b"\r\n"
+                b"Authorization: Bearer x\r\n"), 400, False, "given 2 times"),
+    ("a hundred", get(b"/api/v1/trials/1", (b"Authorization: " + UNKNOWN + b"\r\n") * 100),
+     400, False, "given 100 times"),
+    ("two allocation tokens", get(b"/api/v1/trials/1",
+                                  (b"Grpc-Metadata-x-allocation-token: " + UNKNOWN + b"\r\n") * 2),
+     400, False, "given 2 times"),
+    ("huge allocation token",
+     get(b"/api/v1/trials/1", b"Grpc-Metadata-x-allocation-token: Bearer " + b"b" * 9000 + b"\r\n"),
+     401, False, NO_TOKEN),
+    ("on /metrics", with_auth(b"Bearer " + b"a" * 12000, b"/metrics"), 401, False, NO_TOKEN),
+    ("on the legacy shim", with_auth(UNKNOWN, LEGACY.encode() + b"/available_series"), 401, False,
+     NO_TOKEN),
+    ("DEL on a follow", with_auth(b"Bearer \x7f", b"/api/v1/trials/1/metrics/system/follow"), 400,
+     True, "bad value"),
+    ("on a follow", with_auth(UNKNOWN, b"/api/v1/trials/1/metrics/system/follow"), 401, False,
+     NO_TOKEN),
+]
+
+
+class HostileCredentialsTest(unittest.TestCase):
+    """The credential headers' rows, against a metricsd that requires tokens
+    (the per-address limit off: the rows, not the limit, are under test)."""
+
+    check_error = HttpDoorTest.check_error
+
+    @classmethod
+    def setUpClass(cls):
+        cls.auth_server = rest_api_test.Server(
+            "door-auth", flags=["--auth=required", "--auth-failure-burst=0"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.auth_server.stop()
+
+    def test_hostile_credentials_table(self):
+        for name, request, status, closes, words in AUTH_ROWS:
+            with self.subTest(name=name):
+                reply = send_raw(self.auth_server.port, request)
+                self.check_error(reply, status, words, name)
+                self.assertEqual(reply.closed, closes, "%s: connection closed?" % name)
+                if status == 401:
+                    self.assertEqual(reply.header("www-authenticate"), "Bearer", name)
+                self.assertNotIn(b"mtk_", reply.body, name)
+        # Still serving.
+        self.assertEqual(send_raw(self.auth_server.port, get(b"/healthz")).status, 200)
+
+
 class SlowClientTest(unittest.TestCase):
     """A server of its own with a small connection limit and short timeouts."""
 
