@@ -28,12 +28,13 @@ absl::StatusOr<pid_t> BenchPostmaster() {
 }
 
 absl::StatusOr<BenchMetricsd> StartBenchMetricsd(const std::string& metricsd,
-                                                 const std::string& database_url) {
+                                                 const std::string& database_url,
+                                                 const std::vector<std::string>& flags) {
   BenchMetricsd out;
-  ASSIGN_OR_RETURN(out.process,
-                   test_util::Subprocess::Start({metricsd, "--database-url=" + database_url,
-                                                 "--grpc-address=127.0.0.1:0",
-                                                 "--http-address=127.0.0.1:0", "--auth=off"}));
+  std::vector<std::string> argv = {metricsd, "--database-url=" + database_url,
+                                   "--grpc-address=127.0.0.1:0", "--http-address=127.0.0.1:0"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  ASSIGN_OR_RETURN(out.process, test_util::Subprocess::Start(argv));
   ASSIGN_OR_RETURN(std::string grpc_line,
                    out.process->WaitForLine("gRPC listening on", absl::Seconds(30)));
   ASSIGN_OR_RETURN(std::string http_line,

@@ -1,7 +1,7 @@
 // What the benchmarks that load the same values several ways into metricsd
 // (bench/otlp.sh, bench/trial_metrics.sh) share: PostgreSQL's postmaster
 // (whose CPU they count), a metricsd process of each load's own (tokens
-// off, loopback ports chosen at run time and read from its startup lines),
+// off unless flags say, loopback ports chosen at run time and read from its startup lines),
 // and the loads run in rounds of alternating order.
 //
 // Thread-safety: thread-compatible.
@@ -33,9 +33,11 @@ struct BenchMetricsd {
 // whose CPU a benchmark counts (bench/cpu_time.h).
 absl::StatusOr<pid_t> BenchPostmaster();
 
-// `metricsd` (its path) on `database_url`, serving once this returns.
-absl::StatusOr<BenchMetricsd> StartBenchMetricsd(const std::string& metricsd,
-                                                 const std::string& database_url);
+// `metricsd` (its path) on `database_url` with `flags`, serving once this
+// returns.
+absl::StatusOr<BenchMetricsd> StartBenchMetricsd(
+    const std::string& metricsd, const std::string& database_url,
+    const std::vector<std::string>& flags = {"--auth=off"});
 
 // One load of one way: from its first send to its last answer, the CPU it
 // cost, the values it stored, its first failure.

@@ -1,0 +1,387 @@
+// What a flood of bad tokens costs, and what it leaves a good client: four
+// (--flooders) clients send GET /api/v1/trials/1 with a distinct random
+// token each time, as fast as keep-alive connections go, while one client
+// with a good viewer token asks for the same trial. Per configuration (the
+// per-address limit on, as shipped; and off, the refused-token cache alone)
+// it measures, each phase --phase long:
+//   chart   the good client's chart queries alone (1 h of 4 series): CPU a query
+//   refused the flooders alone: CPU (metricsd + PostgreSQL) a refused request
+//   alone   the good client alone: requests a second, p99
+//   flood   the good client beside the flooders: the same, and the CPU the
+//           flooders took
+// and, with --flood, metricsd's RSS through a flood of that length without
+// the limit (one distinct token a request, each then remembered: a million
+// in 5 minutes at this machine's rate).
+// Run it with bench/auth_flood.sh; the last line is JSON.
+#include <arpa/inet.h>
+#include <signal.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "bench/bench_loads.h"
+#include "bench/cpu_time.h"
+#include "common/status_macros.h"
+#include "storage/batch_group.h"
+#include "storage/pg/pg_metric_store.h"
+#include "storage/pg/pg_token_store.h"
+#include "tests/testing/test_database.h"
+
+ABSL_FLAG(int, flooders, 4, "Clients sending bad tokens.");
+ABSL_FLAG(absl::Duration, phase, absl::Seconds(10), "How long each phase runs.");
+ABSL_FLAG(absl::Duration, flood, absl::ZeroDuration(),
+          "A long flood for the RSS figure (5m for the million tokens); 0: none.");
+
+namespace metrics::bench {
+namespace {
+
+// One keep-alive HTTP/1.1 connection to 127.0.0.1:port.
+class Connection {
+ public:
+  explicit Connection(int port) : port_(port) {}
+  ~Connection() { Close(); }
+
+  // The status of GET `path` with `authorization`; 0 when the exchange failed.
+  int Get(const std::string& path, const std::string& authorization) {
+    if (fd_ < 0 && !Open()) return 0;
+    const std::string request =
+        absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ",
+                     authorization, "\r\n\r\n");
+    if (::send(fd_, request.data(), request.size(), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(request.size())) {
+      Close();
+      return 0;
+    }
+    int status = 0;
+    if (!ReadResponse(status)) {
+      Close();
+      return 0;
+    }
+    return status;
+  }
+
+ private:
+  bool Open() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port_);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+      Close();
+      return false;
+    }
+    int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    buffer_.clear();
+    return true;
+  }
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  bool Fill() {
+    char chunk[16384];
+    const ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);
+    if (n <= 0) return false;
+    buffer_.append(chunk, n);
+    return true;
+  }
+  bool ReadResponse(int& status) {
+    size_t end;
+    while ((end = buffer_.find("\r\n\r\n")) == std::string::npos) {
+      if (!Fill()) return false;
+    }
+    const std::string head = buffer_.substr(0, end);
+    if (head.size() < 12 || !absl::SimpleAtoi(head.substr(9, 3), &status)) return false;
+    size_t length = 0;
+    std::string lower = head;
+    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+    if (const size_t at = lower.find("\r\ncontent-length:"); at != std::string::npos) {
+      const size_t from = at + 17;
+      (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(
+                                 lower.substr(from, lower.find("\r\n", from) - from)),
+                             &length);
+    }
+    while (buffer_.size() < end + 4 + length) {
+      if (!Fill()) return false;
+    }
+    buffer_.erase(0, end + 4 + length);
+    if (lower.find("\r\nconnection: close") != std::string::npos) Close();
+    return true;
+  }
+
+  const int port_;
+  int fd_ = -1;
+  std::string buffer_;
+};
+
+// A client's requests over one phase.
+struct Asked {
+  int64_t requests = 0;
+  int64_t failed = 0;  // not the expected status
+  std::vector<double> latencies_ms;
+  double P99() {
+    if (latencies_ms.empty()) return 0;
+    std::sort(latencies_ms.begin(), latencies_ms.end());
+    return latencies_ms[std::min(latencies_ms.size() - 1, latencies_ms.size() * 99 / 100)];
+  }
+};
+
+// Asks `path` with `authorization()` until `stop`, expecting `status()`.
+Asked Ask(int port, const std::string& path, const std::function<std::string()>& authorization,
+          const std::function<bool(int)>& expected, const std::atomic<bool>& stop,
+          bool timed) {
+  Connection connection(port);
+  Asked asked;
+  while (!stop.load(std::memory_order_relaxed)) {
+    const absl::Time start = absl::Now();
+    const int status = connection.Get(path, authorization());
+    if (timed) asked.latencies_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+    ++asked.requests;
+    if (!expected(status)) ++asked.failed;
+  }
+  return asked;
+}
+
+std::string RandomToken(std::mt19937_64& random) {
+  return absl::StrFormat("Bearer mtk_%016x%016x%016x%016x", random(), random(), random(),
+                         random());
+}
+
+int64_t RssKib(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    int64_t kib = 0;
+    if (line.rfind("VmRSS:", 0) == 0 &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(6, line.size() - 9)), &kib)) {
+      return kib;
+    }
+  }
+  return 0;
+}
+
+struct Figures {
+  double chart_cpu_us = 0, refused_cpu_us = 0, refused_per_s = 0;
+  double alone_per_s = 0, alone_p99_ms = 0, flood_per_s = 0, flood_p99_ms = 0;
+  double flood_refused_per_s = 0, flooders_cpu_share = 0;
+  int64_t rss_start_kib = 0, rss_max_kib = 0, rss_end_kib = 0, long_flood_requests = 0;
+};
+
+absl::StatusOr<Figures> Measure(const std::string& name, const std::vector<std::string>& flags,
+                                pid_t postmaster) {
+  ASSIGN_OR_RETURN(std::unique_ptr<test_util::TestDatabase> db,
+                   test_util::TestDatabase::Create());
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  storage::pg::PgMetricStoreOptions store_options;
+  store_options.database_url = db->url();
+  {
+    std::unique_ptr<storage::pg::PgMetricStore> store =
+        storage::pg::PgMetricStore::Create(store_options);
+    RETURN_IF_ERROR(store->CreateTrial(1, deadline).status());
+    // An hour of one agent's four series, for the chart query.
+    const int64_t start_us = absl::ToUnixMicros(absl::Now() - absl::Hours(1));
+    storage::MetricBatch batch;
+    batch.trial_id = 1;
+    batch.stream_id = "bench";
+    batch.agent_id = "agent";
+    batch.sequence = 1;
+    for (const char* series : {"cpu_util", "memory_free", "gpu_util", "net_rx"}) {
+      batch.series.push_back({series, "", "percent"});
+    }
+    for (int s = 0; s < 3600; ++s) {
+      storage::Report report;
+      report.time_us = start_us + int64_t{s} * 1000000;
+      for (uint32_t i = 0; i < 4; ++i) {
+        report.series.push_back(i);
+        report.values.push_back(double((s * 7 + i) % 100));
+      }
+      batch.reports.push_back(std::move(report));
+    }
+    absl::Status stored;
+    {
+      storage::BatchGroup group(*store, /*wait_for_room=*/true);
+      group.Submit(std::move(batch),
+                   [&stored](const storage::BatchOutcome& o) { stored = o.status; });
+    }
+    RETURN_IF_ERROR(stored);
+  }
+  storage::pg::PgTokenStore tokens(db->url());
+  storage::TokenRequest viewer_request;
+  viewer_request.role = storage::TokenRole::kViewer;
+  ASSIGN_OR_RETURN(storage::CreatedToken viewer, tokens.Create(viewer_request, deadline));
+  std::vector<std::string> all_flags = {"--auth=required"};
+  all_flags.insert(all_flags.end(), flags.begin(), flags.end());
+  ASSIGN_OR_RETURN(BenchMetricsd server, StartBenchMetricsd(METRICSD_PATH, db->url(), all_flags));
+  const pid_t md = server.process->pid();
+  const std::string good = "Bearer " + viewer.secret;
+  const absl::Duration phase = absl::GetFlag(FLAGS_phase);
+  const int flooders = absl::GetFlag(FLAGS_flooders);
+  const auto good_status = [](int s) { return s == 200; };
+  const auto refused_status = [](int s) { return s == 401 || s == 429; };
+
+  // Runs the good client (with `path`) and/or the flooders for `length`.
+  struct Run {
+    Asked good, bad;
+    CpuUse cpu;
+    double seconds = 0;
+  };
+  const auto run = [&](bool with_good, const std::string& path, bool with_flood,
+                       absl::Duration length) {
+    std::atomic<bool> stop{false};
+    Run r;
+    std::vector<Asked> bad(flooders);
+    std::vector<std::thread> threads;
+    const CpuUse before = CpuUse::Now(postmaster, {md});
+    const absl::Time start = absl::Now();
+    if (with_flood) {
+      for (int f = 0; f < flooders; ++f) {
+        threads.emplace_back([&, f] {
+          std::mt19937_64 random(f * 7919 + absl::ToUnixNanos(absl::Now()));
+          bad[f] = Ask(server.http_port, "/api/v1/trials/1",
+                       [&] { return RandomToken(random); }, refused_status, stop, false);
+        });
+      }
+    }
+    if (with_good) {
+      threads.emplace_back([&] {
+        r.good = Ask(server.http_port, path, [&] { return good; }, good_status, stop, true);
+      });
+    }
+    absl::SleepFor(length);
+    stop = true;
+    for (auto& t : threads) t.join();
+    r.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    r.cpu = CpuUse::Now(postmaster, {md}) - before;
+    for (const Asked& a : bad) {
+      r.bad.requests += a.requests;
+      r.bad.failed += a.failed;
+    }
+    return r;
+  };
+  const std::string chart = "/api/v1/trials/1/metrics/system?maxPoints=300";
+  Figures f;
+  // Warm both paths once.
+  (void)run(true, chart, true, absl::Seconds(1));
+  Run charts = run(true, chart, false, phase);
+  Run refused = run(false, "", true, phase);
+  Run alone = run(true, "/api/v1/trials/1", false, phase);
+  Run flood = run(true, "/api/v1/trials/1", true, phase);
+  const auto server_us = [](const Run& r, int64_t n) {
+    return n == 0 ? 0 : 1e6 * (r.cpu.metricsd + r.cpu.postgres) / n;
+  };
+  f.chart_cpu_us = server_us(charts, charts.good.requests);
+  f.refused_cpu_us = server_us(refused, refused.bad.requests);
+  f.refused_per_s = refused.bad.requests / refused.seconds;
+  f.alone_per_s = alone.good.requests / alone.seconds;
+  f.alone_p99_ms = alone.good.P99();
+  f.flood_per_s = flood.good.requests / flood.seconds;
+  f.flood_p99_ms = flood.good.P99();
+  f.flood_refused_per_s = flood.bad.requests / flood.seconds;
+  f.flooders_cpu_share = flood.cpu.client / flood.seconds;
+  const int64_t wrong = charts.good.failed + refused.bad.failed + alone.good.failed +
+                        flood.good.failed + flood.bad.failed;
+  std::printf(
+      "%-14s chart %.0f us CPU/query; refused %.0f us CPU/request (%.1f%% of a chart query, "
+      "%.0f/s); good client alone %.0f/s p99 %.2f ms, beside %d flooders (%.0f refused/s, "
+      "they took %.2f cores) %.0f/s p99 %.2f ms: %.2f of its throughput, p99 %.1fx; "
+      "unexpected answers %lld\n",
+      name.c_str(), f.chart_cpu_us, f.refused_cpu_us, 100 * f.refused_cpu_us / f.chart_cpu_us,
+      f.refused_per_s, f.alone_per_s, f.alone_p99_ms, flooders, f.flood_refused_per_s,
+      f.flooders_cpu_share, f.flood_per_s, f.flood_p99_ms, f.flood_per_s / f.alone_per_s,
+      f.flood_p99_ms / f.alone_p99_ms, static_cast<long long>(wrong));
+  // Without the limit every refusal reaches the refused-token cache: the
+  // configuration whose memory a long flood could grow.
+  if (const absl::Duration length = absl::GetFlag(FLAGS_flood);
+      length > absl::ZeroDuration() && name == "no-limit") {
+    f.rss_start_kib = f.rss_max_kib = RssKib(md);
+    std::atomic<bool> done{false};
+    std::thread sampler([&] {
+      while (!done) {
+        absl::SleepFor(absl::Seconds(1));
+        f.rss_max_kib = std::max(f.rss_max_kib, RssKib(md));
+      }
+    });
+    Run long_flood = run(false, "", true, length);
+    done = true;
+    sampler.join();
+    f.rss_end_kib = RssKib(md);
+    f.long_flood_requests = long_flood.bad.requests;
+    std::printf("%-14s flood of %s: %lld distinct tokens; metricsd RSS %lld KiB before, "
+                "%lld at most, %lld after\n",
+                name.c_str(), absl::FormatDuration(length).c_str(),
+                static_cast<long long>(f.long_flood_requests),
+                static_cast<long long>(f.rss_start_kib), static_cast<long long>(f.rss_max_kib),
+                static_cast<long long>(f.rss_end_kib));
+  }
+  server.process->Signal(SIGTERM);
+  (void)server.process->Wait(absl::Seconds(60));
+  if (wrong > 0) return absl::InternalError(absl::StrCat(name, ": unexpected answers"));
+  return f;
+}
+
+std::string Json(const std::string& name, const Figures& f) {
+  return absl::StrFormat(
+      "\"%s\": {\"chart_cpu_us\": %.1f, \"refused_cpu_us\": %.2f, \"refused_cost_ratio\": %.4f, "
+      "\"good_alone_per_s\": %.0f, \"good_alone_p99_ms\": %.2f, \"good_flood_per_s\": %.0f, "
+      "\"good_flood_p99_ms\": %.2f, \"throughput_kept\": %.3f, \"p99_ratio\": %.2f, "
+      "\"flooders_cores\": %.2f, \"flood_requests\": %lld, \"rss_start_kib\": %lld, "
+      "\"rss_max_kib\": %lld, \"rss_end_kib\": %lld}",
+      name, f.chart_cpu_us, f.refused_cpu_us, f.refused_cpu_us / f.chart_cpu_us, f.alone_per_s,
+      f.alone_p99_ms, f.flood_per_s, f.flood_p99_ms, f.flood_per_s / f.alone_per_s,
+      f.flood_p99_ms / f.alone_p99_ms, f.flooders_cpu_share,
+      static_cast<long long>(f.long_flood_requests), static_cast<long long>(f.rss_start_kib),
+      static_cast<long long>(f.rss_max_kib), static_cast<long long>(f.rss_end_kib));
+}
+
+int Main() {
+  const absl::StatusOr<pid_t> postmaster = BenchPostmaster();
+  if (!postmaster.ok()) {
+    std::fprintf(stderr, "bench: %s\n", postmaster.status().ToString().c_str());
+    return 1;
+  }
+  std::string json = "{";
+  for (const auto& [name, flags] :
+       {std::pair<std::string, std::vector<std::string>>("limit", {}),
+        {"no-limit", {"--auth-failure-burst=0"}}}) {
+    absl::StatusOr<Figures> f = Measure(name, flags, *postmaster);
+    if (!f.ok()) {
+      std::fprintf(stderr, "bench: %s\n", f.status().ToString().c_str());
+      return 1;
+    }
+    if (json.size() > 1) json += ", ";
+    json += Json(name, *f);
+  }
+  std::printf("%s}\n", json.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace metrics::bench
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "What a flood of bad tokens costs metricsd and PostgreSQL, and what it leaves a good "
+      "client. Run it with bench/auth_flood.sh.");
+  absl::ParseCommandLine(argc, argv);
+  return metrics::bench::Main();
+}
