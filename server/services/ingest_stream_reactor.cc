@@ -201,7 +201,7 @@ void IngestStreamReactor::OnOpened(
   {
     absl::MutexLock lock(&mu_);
     opening_ = false;
-    // Once OnDone began, dropped outside mu_ (at the end of this call).
+    // Once OnDone began, it is not kept (dropped below).
     if (!leaving_) watched_ = std::move(watched);
     if (!done_ && !finished_) {
       if (!position.ok()) {
@@ -218,6 +218,9 @@ void IngestStreamReactor::OnOpened(
     }
     ++starting_;
   }
+  // Outside mu_, which a running OnRefused takes, and while this call still
+  // holds the reactor: the registration is gone before the hold is.
+  watched.reset();
   RunFromStore(std::move(actions));
   Release();
 }
