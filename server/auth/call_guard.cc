@@ -39,15 +39,7 @@ std::string CallGuard::PeerOf(const grpc::ServerContextBase& context) {
   if (absl::ConsumePrefix(&rest, "unix:")) {
     return std::string(MetadataValue(context, "x-forwarded-for"));
   }
-  if (absl::ConsumePrefix(&rest, "ipv4:") ||
-      absl::ConsumePrefix(&rest, "ipv6:")) {
-    if (const size_t colon = rest.rfind(':'); colon != absl::string_view::npos) {
-      rest = rest.substr(0, colon);
-    }
-    absl::ConsumePrefix(&rest, "[");
-    absl::ConsumeSuffix(&rest, "]");
-  }
-  return std::string(rest);
+  return PeerLimiter::AddressOfGrpcPeer(peer);
 }
 
 absl::StatusOr<Principal> CallGuard::Authenticate(

@@ -7,7 +7,10 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 
 namespace metrics::server {
 
@@ -32,6 +35,21 @@ std::string PeerLimiter::KeyOf(absl::string_view address) {
   if (std::memcmp(bytes, kLoopback, sizeof(kLoopback)) == 0) return "::1";
   std::memset(bytes + 8, 0, 8);
   return absl::StrCat(::inet_ntop(AF_INET6, bytes, out, sizeof(out)), "/64");
+}
+
+std::string PeerLimiter::AddressOfGrpcPeer(absl::string_view peer) {
+  absl::string_view rest = peer;
+  if (absl::ConsumePrefix(&rest, "ipv4:")) {
+    return std::string(rest.substr(0, rest.rfind(':')));
+  }
+  if (!absl::ConsumePrefix(&rest, "ipv6:")) return std::string(peer);
+  const std::string decoded =
+      absl::StrReplaceAll(rest, {{"%5B", "["}, {"%5D", "]"}, {"%25", "%"}});
+  if (!decoded.empty() && decoded.front() == '[') {
+    const size_t end = decoded.find(']');
+    return decoded.substr(1, end == std::string::npos ? std::string::npos : end - 1);
+  }
+  return decoded.substr(0, decoded.rfind(':'));
 }
 
 void PeerLimiter::Refill(Bucket& bucket, absl::Time now) const {

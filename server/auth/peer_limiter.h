@@ -66,6 +66,11 @@ class PeerLimiter {
   // an address, as it is.
   static std::string KeyOf(absl::string_view address);
 
+  // The address of a gRPC peer ("ipv4:10.0.0.1:5000", "ipv6:[::1]:5000",
+  // or percent-encoded "ipv6:%5B::1%5D:5000"), without its port; other
+  // peers (a Unix socket's) as they are.
+  static std::string AddressOfGrpcPeer(absl::string_view peer);
+
  private:
   struct Bucket {
     double left;  // failures it may still make

@@ -80,6 +80,16 @@ TEST_F(PeerLimiterTest, AddressesAreCountedByHostOrSlash64) {
   EXPECT_EQ(limiter.Wait("2001:db8:1:3::1"), absl::ZeroDuration());
 }
 
+TEST_F(PeerLimiterTest, GrpcPeersLoseTheirPorts) {
+  EXPECT_EQ(PeerLimiter::AddressOfGrpcPeer("ipv4:10.1.2.3:50051"), "10.1.2.3");
+  EXPECT_EQ(PeerLimiter::AddressOfGrpcPeer("ipv6:[::1]:50051"), "::1");
+  EXPECT_EQ(PeerLimiter::AddressOfGrpcPeer("ipv6:%5B2001:db8::7%5D:50051"),
+            "2001:db8::7");
+  EXPECT_EQ(PeerLimiter::AddressOfGrpcPeer("ipv6:%5Bfe80::1%25eth0%5D:9"),
+            "fe80::1%eth0");
+  EXPECT_EQ(PeerLimiter::AddressOfGrpcPeer("unix:/tmp/socket"), "unix:/tmp/socket");
+}
+
 TEST_F(PeerLimiterTest, TheTableIsBounded) {
   PeerLimiterOptions options = Options();
   options.max_peers = 100;
