@@ -26,6 +26,10 @@ std::string Method(absl::string_view name) {
 grpc::ServerUnaryReactor* QueryService::ListSeries(
     grpc::CallbackServerContext* context, const v1::ListSeriesRequest* request,
     v1::ListSeriesResponse* response) {
+  if (auto* refused =
+          RefusedFromCache(context, guard_, Method("ListSeries"), *request)) {
+    return refused;
+  }
   return RunOnExecutor(
       context, executor_,
       Guarded(guard_, context, Method("ListSeries"), request,
@@ -45,6 +49,10 @@ grpc::ServerUnaryReactor* QueryService::ListSeries(
 grpc::ServerUnaryReactor* QueryService::QuerySeries(
     grpc::CallbackServerContext* context,
     const v1::QuerySeriesRequest* request, v1::QuerySeriesResponse* response) {
+  if (auto* refused =
+          RefusedFromCache(context, guard_, Method("QuerySeries"), *request)) {
+    return refused;
+  }
   return RunOnExecutor(
       context, executor_,
       Guarded(guard_, context, Method("QuerySeries"), request,
@@ -68,6 +76,10 @@ grpc::ServerUnaryReactor* QueryService::QuerySeries(
 grpc::ServerUnaryReactor* QueryService::SummarizeSeries(
     grpc::CallbackServerContext* context,
     const v1::SummarizeSeriesRequest* request, v1::QuerySeriesResponse* response) {
+  if (auto* refused =
+          RefusedFromCache(context, guard_, Method("SummarizeSeries"), *request)) {
+    return refused;
+  }
   return RunOnExecutor(
       context, executor_,
       Guarded(guard_, context, Method("SummarizeSeries"), request,

@@ -74,6 +74,9 @@ grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
     reactor->Finish(common::ToGrpcStatus(AuthIsOff()));
     return reactor;
   }
+  if (auto* refused = RefusedFromCache(context, guard, Method(name), *request)) {
+    return refused;
+  }
   return RunOnExecutor(context, executor,
                        Guarded(guard, context, Method(name), request,
                                std::move(work)));

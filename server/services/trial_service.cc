@@ -97,6 +97,10 @@ grpc::ServerUnaryReactor* TrialService::CreateTrial(
     v1::Trial* response) {
   const std::optional<int32_t> id =
       request->id() == 0 ? std::nullopt : std::optional<int32_t>(request->id());
+  if (auto* refused =
+          RefusedFromCache(context, guard_, Method("CreateTrial"), *request)) {
+    return refused;
+  }
   return RunTrialCall(context, executor_, response,
                       Guarded(guard_, context, Method("CreateTrial"), request,
                               [store = store_, id](absl::Time deadline) {
@@ -108,6 +112,10 @@ grpc::ServerUnaryReactor* TrialService::GetTrial(
     grpc::CallbackServerContext* context, const v1::GetTrialRequest* request,
     v1::Trial* response) {
   const int32_t id = request->trial_id();
+  if (auto* refused =
+          RefusedFromCache(context, guard_, Method("GetTrial"), *request)) {
+    return refused;
+  }
   return RunOnExecutor(
       context, executor_,
       Guarded(guard_, context, Method("GetTrial"), request,
@@ -143,6 +151,10 @@ grpc::ServerUnaryReactor* TrialService::ListTrials(
     filter.before_id = request->before_id();
   }
   // Checked after the caller: a stranger learns nothing of the request.
+  if (auto* refused =
+          RefusedFromCache(context, guard_, Method("ListTrials"), *request)) {
+    return refused;
+  }
   return RunOnExecutor(
       context, executor_,
       Guarded(guard_, context, Method("ListTrials"), request,
@@ -167,6 +179,10 @@ grpc::ServerUnaryReactor* TrialService::UpdateTrial(
   const std::optional<storage::TrialState> state =
       TrialStateFromProto(request->state());
   const int32_t id = request->trial_id();
+  if (auto* refused =
+          RefusedFromCache(context, guard_, Method("UpdateTrial"), *request)) {
+    return refused;
+  }
   return RunTrialCall(
       context, executor_, response,
       Guarded(guard_, context, Method("UpdateTrial"), request,

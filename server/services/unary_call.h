@@ -56,6 +56,16 @@ grpc::ServerUnaryReactor* RunOnExecutor(grpc::CallbackServerContext* context,
   return reactor;
 }
 
+// A refusal the authenticator's caches already know (a bad or refused
+// token, a limited address, a known token outside its rights), answered on
+// gRPC's thread, so a flood of bad tokens takes no executor slot from good
+// callers. Null: go on (Guarded checks again, from the cache). Null too
+// when `guard` is null.
+grpc::ServerUnaryReactor* RefusedFromCache(grpc::CallbackServerContext* context,
+                                           const CallGuard* guard,
+                                           absl::string_view method,
+                                           const google::protobuf::Message& request);
+
 // `work` (for RunOnExecutor) behind `guard`'s check of `request` for
 // `method`: the caller is refused before any work when it may not make the
 // call. No check when `guard` is null (authentication off). `context` and
