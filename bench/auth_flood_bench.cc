@@ -14,9 +14,9 @@
 // in 5 minutes at this machine's rate).
 // Run it with bench/auth_flood.sh; the last line is JSON.
 #include <arpa/inet.h>
-#include <signal.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -29,6 +29,8 @@
 #include <thread>
 #include <vector>
 
+#include <grpcpp/create_channel.h>
+
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -40,6 +42,7 @@
 #include "bench/bench_loads.h"
 #include "bench/cpu_time.h"
 #include "common/status_macros.h"
+#include "proto/metrics/v1/trials.grpc.pb.h"
 #include "storage/batch_group.h"
 #include "storage/pg/pg_metric_store.h"
 #include "storage/pg/pg_token_store.h"
@@ -162,6 +165,30 @@ Asked Ask(int port, const std::string& path, const std::function<std::string()>&
   return asked;
 }
 
+// The same over gRPC: TrialService.GetTrial of trial 1 on one channel,
+// expecting `expected(code)`.
+Asked AskGrpc(const std::string& target, const std::function<std::string()>& authorization,
+              const std::function<bool(grpc::StatusCode)>& expected,
+              const std::atomic<bool>& stop, bool timed) {
+  auto stub = v1::TrialService::NewStub(
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  Asked asked;
+  v1::GetTrialRequest request;
+  request.set_trial_id(1);
+  while (!stop.load(std::memory_order_relaxed)) {
+    const absl::Time start = absl::Now();
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", authorization());
+    context.set_deadline(absl::ToChronoTime(start + absl::Seconds(10)));
+    v1::Trial trial;
+    const grpc::Status status = stub->GetTrial(&context, request, &trial);
+    if (timed) asked.latencies_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+    ++asked.requests;
+    if (!expected(status.error_code())) ++asked.failed;
+  }
+  return asked;
+}
+
 std::string RandomToken(std::mt19937_64& random) {
   return absl::StrFormat("Bearer mtk_%016x%016x%016x%016x", random(), random(), random(),
                          random());
@@ -187,8 +214,10 @@ struct Figures {
   int64_t rss_start_kib = 0, rss_max_kib = 0, rss_end_kib = 0, long_flood_requests = 0;
 };
 
+// `grpc`: the flooders and the good client's trial asks over gRPC (the chart
+// over HTTP still, the yardstick).
 absl::StatusOr<Figures> Measure(const std::string& name, const std::vector<std::string>& flags,
-                                pid_t postmaster) {
+                                bool grpc, pid_t postmaster) {
   ASSIGN_OR_RETURN(std::unique_ptr<test_util::TestDatabase> db,
                    test_util::TestDatabase::Create());
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
@@ -238,6 +267,11 @@ absl::StatusOr<Figures> Measure(const std::string& name, const std::vector<std::
   const int flooders = absl::GetFlag(FLAGS_flooders);
   const auto good_status = [](int s) { return s == 200; };
   const auto refused_status = [](int s) { return s == 401 || s == 429; };
+  const auto good_code = [](grpc::StatusCode c) { return c == grpc::StatusCode::OK; };
+  const auto refused_code = [](grpc::StatusCode c) {
+    return c == grpc::StatusCode::UNAUTHENTICATED || c == grpc::StatusCode::RESOURCE_EXHAUSTED;
+  };
+  static const std::string kTrialPath = "/api/v1/trials/1";
 
   // Runs the good client (with `path`) and/or the flooders for `length`.
   struct Run {
@@ -257,14 +291,19 @@ absl::StatusOr<Figures> Measure(const std::string& name, const std::vector<std::
       for (int f = 0; f < flooders; ++f) {
         threads.emplace_back([&, f] {
           std::mt19937_64 random(f * 7919 + absl::ToUnixNanos(absl::Now()));
-          bad[f] = Ask(server.http_port, "/api/v1/trials/1",
-                       [&] { return RandomToken(random); }, refused_status, stop, false);
+          const auto token = [&] { return RandomToken(random); };
+          bad[f] = grpc ? AskGrpc(server.grpc_target, token, refused_code, stop, false)
+                        : Ask(server.http_port, "/api/v1/trials/1", token, refused_status,
+                              stop, false);
         });
       }
     }
     if (with_good) {
       threads.emplace_back([&] {
-        r.good = Ask(server.http_port, path, [&] { return good; }, good_status, stop, true);
+        const auto token = [&] { return good; };
+        r.good = grpc && path == kTrialPath
+                     ? AskGrpc(server.grpc_target, token, good_code, stop, true)
+                     : Ask(server.http_port, path, token, good_status, stop, true);
       });
     }
     absl::SleepFor(length);
@@ -284,8 +323,8 @@ absl::StatusOr<Figures> Measure(const std::string& name, const std::vector<std::
   (void)run(true, chart, true, absl::Seconds(1));
   Run charts = run(true, chart, false, phase);
   Run refused = run(false, "", true, phase);
-  Run alone = run(true, "/api/v1/trials/1", false, phase);
-  Run flood = run(true, "/api/v1/trials/1", true, phase);
+  Run alone = run(true, kTrialPath, false, phase);
+  Run flood = run(true, kTrialPath, true, phase);
   const auto server_us = [](const Run& r, int64_t n) {
     return n == 0 ? 0 : 1e6 * (r.cpu.metricsd + r.cpu.postgres) / n;
   };
@@ -362,8 +401,10 @@ int Main() {
   std::string json = "{";
   for (const auto& [name, flags] :
        {std::pair<std::string, std::vector<std::string>>("limit", {}),
-        {"no-limit", {"--auth-failure-burst=0"}}}) {
-    absl::StatusOr<Figures> f = Measure(name, flags, *postmaster);
+        {"no-limit", {"--auth-failure-burst=0"}},
+        {"grpc-limit", {}}}) {
+    absl::StatusOr<Figures> f =
+        Measure(name, flags, name.rfind("grpc", 0) == 0, *postmaster);
     if (!f.ok()) {
       std::fprintf(stderr, "bench: %s\n", f.status().ToString().c_str());
       return 1;
