@@ -1,6 +1,6 @@
 #include "server/auth/authenticator.h"
 
-#include <cmath>
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/ascii.h"

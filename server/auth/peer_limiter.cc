@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <utility>
 
