@@ -21,16 +21,6 @@ constexpr absl::Duration kPrometheusExportTimeout = absl::Seconds(5);
 // Checking an OTLP/HTTP caller's token may read the token table once.
 constexpr absl::Duration kOtlpAuthTimeout = absl::Seconds(5);
 
-// `response` to a refused caller, with Retry-After when it was limited.
-HttpResponse WithRetryAfter(HttpResponse response, const absl::Status& status) {
-  if (std::optional<absl::Duration> wait = RetryAfterOf(status)) {
-    response.headers.emplace_back(
-        "Retry-After",
-        absl::StrCat(absl::ToInt64Seconds(absl::Ceil(*wait, absl::Seconds(1)))));
-  }
-  return response;
-}
-
 }  // namespace
 
 HttpResponse HttpPaths::PrometheusExport(const HttpRequest& request) const {
@@ -42,7 +32,9 @@ HttpResponse HttpPaths::PrometheusExport(const HttpRequest& request) const {
             request.client_address, Access::kRead, "GET /metrics",
             absl::Now() + kPrometheusExportTimeout);
         !allowed.ok()) {
-      return WithRetryAfter(ErrorResponse(allowed), allowed);
+      HttpResponse response = ErrorResponse(allowed);
+      AddRetryAfter(allowed, response);
+      return response;
     }
   }
   PrometheusExportInput input;

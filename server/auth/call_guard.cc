@@ -23,6 +23,14 @@ absl::string_view MetadataValue(const grpc::ServerContextBase& context,
   return absl::string_view(it->second.data(), it->second.size());
 }
 
+// A limited caller's wait, as gRPC clients read it.
+void AddRetryAfter(const absl::Status& refusal, grpc::ServerContextBase& context) {
+  if (std::optional<absl::Duration> wait = RetryAfterOf(refusal)) {
+    context.AddTrailingMetadata(
+        "retry-after-ms", absl::StrCat(absl::ToInt64Milliseconds(*wait)));
+  }
+}
+
 }  // namespace
 
 std::string CallGuard::CredentialOf(const grpc::ServerContextBase& context) {
@@ -46,10 +54,7 @@ absl::StatusOr<Principal> CallGuard::Authenticate(
     grpc::ServerContextBase& context, absl::Time deadline) const {
   absl::StatusOr<Principal> principal = authenticator_->Authenticate(
       CredentialOf(context), PeerOf(context), deadline);
-  if (std::optional<absl::Duration> wait = RetryAfterOf(principal.status())) {
-    context.AddTrailingMetadata(
-        "retry-after-ms", absl::StrCat(absl::ToInt64Milliseconds(*wait)));
-  }
+  AddRetryAfter(principal.status(), context);
   return principal;
 }
 
@@ -95,10 +100,7 @@ std::optional<absl::Status> CallGuard::CheckCached(
   std::optional<absl::StatusOr<Principal>> principal =
       authenticator_->FromCache(CredentialOf(context), PeerOf(context));
   if (!principal.has_value()) return std::nullopt;
-  if (std::optional<absl::Duration> wait = RetryAfterOf(principal->status())) {
-    context.AddTrailingMetadata(
-        "retry-after-ms", absl::StrCat(absl::ToInt64Milliseconds(*wait)));
-  }
+  AddRetryAfter(principal->status(), context);
   if (!principal->ok()) return principal->status();
   return Authorize(**principal, method, *rule, request, first_message);
 }

@@ -388,11 +388,7 @@ HttpResponse RestGateway::Call(const HttpRequest& request,
           response_type->GetDescriptor() != v1::ExportChunk::descriptor()) {
         response.body = StreamErrorLine(*refused);
       }
-      if (std::optional<absl::Duration> wait = RetryAfterOf(*refused)) {
-        response.headers.emplace_back(
-            "Retry-After", absl::StrCat(absl::ToInt64Seconds(
-                               absl::Ceil(*wait, absl::Seconds(1)))));
-      }
+      AddRetryAfter(*refused, response);
       return response;
     }
   }
@@ -495,6 +491,14 @@ HttpResponse RestGateway::Preflight(const HttpRequest& request) const {
                                 "Content-Type, Authorization");
   response.headers.emplace_back("Access-Control-Max-Age", "600");
   return response;
+}
+
+void AddRetryAfter(const absl::Status& refusal, HttpResponse& response) {
+  if (std::optional<absl::Duration> wait = RetryAfterOf(refusal)) {
+    response.headers.emplace_back(
+        "Retry-After",
+        absl::StrCat(absl::ToInt64Seconds(absl::Ceil(*wait, absl::Seconds(1)))));
+  }
 }
 
 }  // namespace metrics::server

@@ -58,6 +58,10 @@ struct RestGatewayOptions {
   const CallGuard* guard = nullptr;
 };
 
+// Adds Retry-After (whole seconds) to `response` when `refusal` asks its
+// caller to wait (a limited address: RetryAfterOf).
+void AddRetryAfter(const absl::Status& refusal, HttpResponse& response);
+
 class RestGateway {
  public:
   // Routes the annotated methods of `services` (full names, of generated
