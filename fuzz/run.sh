@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (with AddressSanitizer and UBSan, in the
 # build-asan/ folder that .ci/sanitize.sh address shares) and runs each for
-# SECONDS (default 30), or only the TARGETs named, one per core at a time. Each starts from its
-# committed seeds (fuzz/corpus/<target>/) plus what earlier runs found
-# (build-asan/fuzz/found/<target>/, not committed); a crashing input is
-# saved as build-asan/fuzz/crashes/<target>/crash-* (copy it into the seed
-# corpus with the fix, as a regression input).
+# SECONDS (default 30), or only the TARGETs named, one per core at a time.
+# Each starts from its committed seeds (fuzz/corpus/<target>/) plus what
+# earlier runs found (build-asan/fuzz/found/<target>/, not committed); a
+# crashing input is saved as build-asan/fuzz/crashes/<target>/crash-* (copy
+# it into the seed corpus with the fix, as a regression input).
 # Prints a line per target, then one JSON object as the last line:
 #   {"targets": N, "execs": TOTAL, "crashes": C}
 # and exits 1 when C > 0.
