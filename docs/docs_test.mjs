@@ -3,7 +3,8 @@
 // anchor, a heading of that file (as GitHub makes anchors of headings); the
 // flags docs/operating.md lists for metricsd are the ones `metricsd
 // --helpfull` has, and its metricsctl commands the ones `metricsctl --help`
-// has.
+// has; and the README's Layout names every folder at the top and in
+// server/.
 //
 // Usage: node docs_test.mjs PATH/TO/metricsd PATH/TO/metricsctl
 
@@ -87,3 +88,20 @@ test('the docs list metricsctl\'s commands, all of them', { skip: !metricsctlPat
   assert.deepEqual([...fromHelp].filter((c) => !documented.has(c)), [], 'commands the docs leave out');
   assert.deepEqual([...documented].filter((c) => !fromHelp.has(c)), [], 'commands metricsctl lacks');
 });
+
+test('the README\'s Layout names every folder at the top and in server/', () => {
+  // What .gitignore keeps out at the top (build folders, data) is no part of
+  // the layout.
+  const ignored = new Set(readFileSync(path.join(root, '.gitignore'), 'utf8').split('\n')
+    .map((line) => line.match(/^\/([^/*]+)\/$/)).filter(Boolean).map((m) => m[1]));
+  const folders = (dir) => readdirSync(path.join(root, dir), { withFileTypes: true })
+    .filter((e) => e.isDirectory() && !e.name.startsWith('.') && !(dir === '' && ignored.has(e.name)))
+    .map((e) => `${dir}${e.name}/`);
+  const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
+  const layout = readme.split('\n## Layout\n')[1].split('\n## ')[0];
+  const listed = new Set([...layout.matchAll(/^\| `([^`]+)` \|/gm)].map((m) => m[1]));
+  const all = [...folders(''), ...folders('server/')];
+  assert.ok(all.length > 20, `only ${all.length} folders found: is the walk right?`);
+  assert.deepEqual(all.filter((f) => !listed.has(f)), [], 'folders the Layout leaves out');
+});
+
