@@ -110,7 +110,7 @@ absl::StatusOr<Selection> SelectSeries(storage::ChartReads& reads, const QueryRe
 
 class QueryEngine {
  public:
-  // `reads` (a store's Reads() or FreshReads()) must outlive the engine.
+  // `reads` (a store's Reads() or PrimaryReads()) must outlive the engine.
   QueryEngine(storage::ChartReads* reads, QueryOptions options)
       : reads_(reads), options_(options) {}
 

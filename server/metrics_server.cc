@@ -174,7 +174,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   // Follow reads the primary: a standby's lag could take its answers back
   // in time.
   server->follow_engine_ = std::make_unique<query::QueryEngine>(
-      &server->store_->FreshReads(), options.query);
+      &server->store_->PrimaryReads(), options.query);
   server->query_service_ = std::make_unique<QueryService>(
       server->query_engine_.get(), server->follow_engine_.get(),
       server->store_.get(), server->executor_.get(), options.follow,

@@ -314,7 +314,7 @@ struct LatestValues {
 
 // The reads a chart needs: trial lists, series, stored buckets and raw
 // samples. A store may answer them from a standby (MetricStore::Reads) or
-// from the primary alone (MetricStore::FreshReads).
+// from the primary alone (MetricStore::PrimaryReads).
 //
 // Thread-safety: implementations are thread-safe.
 // The OUT_OF_RANGE of a raw read whose window starts before the raw data
@@ -455,7 +455,7 @@ class MetricStore {
   // The chart reads as follow must read them: they see every commit
   // acknowledged so far, so a follow never goes back in time (from the
   // primary, where there is a standby). Lives as long as the store.
-  virtual ChartReads& FreshReads() { return Reads(); }
+  virtual ChartReads& PrimaryReads() { return Reads(); }
 
   // Calls `on_change` soon after data of `trial_id` is committed (by one of
   // `agent_ids`; any agent when empty) or its state changes, by any metricsd

@@ -96,7 +96,7 @@ class MetricStoreWrapper : public MetricStore {
   // Itself rather than the target's view, so that follow still passes
   // through the wrapper (wrappers are for tests, without a standby).
   ChartReads& Reads() override { return target_->Reads(); }
-  ChartReads& FreshReads() override { return target_->FreshReads(); }
+  ChartReads& PrimaryReads() override { return target_->PrimaryReads(); }
   absl::Status CheckDatabase() override { return target_->CheckDatabase(); }
   void Shutdown(absl::Time deadline) override { target_->Shutdown(deadline); }
 

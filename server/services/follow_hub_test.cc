@@ -29,7 +29,7 @@ using ::metrics::test_util::TestServer;
 
 const int64_t kStart = absl::ToUnixSeconds(absl::Now()) - 600;
 
-// Counts the chart reads a follow makes (the primary's, FreshReads).
+// Counts the chart reads a follow makes (PrimaryReads).
 class CountingReads : public storage::ChartReads {
  public:
   explicit CountingReads(storage::ChartReads& target) : target_(target) {}
@@ -81,7 +81,7 @@ class CountingStore : public storage::MetricStoreWrapper {
  public:
   explicit CountingStore(std::unique_ptr<storage::MetricStore> target)
       : MetricStoreWrapper(std::move(target)),
-        fresh_(MetricStoreWrapper::FreshReads()) {}
+        primary_(MetricStoreWrapper::PrimaryReads()) {}
 
   absl::StatusOr<storage::Trial> GetTrial(int32_t id,
                                           absl::Time deadline) override {
@@ -98,18 +98,18 @@ class CountingStore : public storage::MetricStoreWrapper {
     absl::MutexLock lock(&gate_mu_);
     gate_closed_ = closed;
   }
-  storage::ChartReads& FreshReads() override { return fresh_; }
+  storage::ChartReads& PrimaryReads() override { return primary_; }
 
-  int reads() const { return fresh_.reads + trial_lookups; }
+  int reads() const { return primary_.reads + trial_lookups; }
   void Reset() {
-    fresh_.reads = 0;
+    primary_.reads = 0;
     trial_lookups = 0;
   }
 
   std::atomic<int> trial_lookups{0};
 
  private:
-  CountingReads fresh_;
+  CountingReads primary_;
   absl::Mutex gate_mu_;
   bool gate_closed_ ABSL_GUARDED_BY(gate_mu_) = false;
 };

@@ -28,7 +28,7 @@ class QueryService final : public v1::QueryService::CallbackService {
 
   // `engine` answers ListSeries and QuerySeries (it may read a standby);
   // `follow_engine` answers FollowSeries and must see every acknowledged
-  // commit (it reads store->FreshReads()). They, `store`, `executor`,
+  // commit (it reads store->PrimaryReads()). They, `store`, `executor`,
   // `statistics` and `guard` must outlive the service; a null `guard` checks
   // no caller (authentication off).
   QueryService(query::QueryEngine* engine, query::QueryEngine* follow_engine,

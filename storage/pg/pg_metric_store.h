@@ -4,7 +4,7 @@
 // group-commit IngestWriter; change notifications come from one LISTEN
 // connection (ChangeNotifier). With a standby (options.read), a second
 // PgReads over the standby's pool answers the chart reads while it is
-// current (RoutedReads, ReadReplica); FreshReads() are the primary's.
+// current (RoutedReads, ReadReplica); PrimaryReads() are the primary's.
 //
 // Usage:
 //   PgMetricStoreOptions options;
@@ -58,7 +58,7 @@ class PgMetricStore : public MetricStore {
   }
   ReadRoutingStatistics GetReadRoutingStatistics() const override;
   ChartReads& Reads() override;
-  ChartReads& FreshReads() override { return reads_; }
+  ChartReads& PrimaryReads() override { return reads_; }
   absl::StatusOr<LatestValues> LatestValuesOfActiveTrials(
       size_t limit, int64_t live_since_us, absl::Time deadline) override;
   absl::StatusOr<std::vector<AgentActivity>> AgentActivityOfTrials(
