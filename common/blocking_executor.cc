@@ -1,5 +1,7 @@
 #include "common/blocking_executor.h"
 
+#include <memory>
+
 namespace metrics::common {
 
 BlockingExecutor::BlockingExecutor(int threads, size_t max_queued)
@@ -14,6 +16,39 @@ bool BlockingExecutor::Post(absl::AnyInvocable<void() &&> work) {
   if (stopping_ || queue_.size() >= max_queued_) return false;
   queue_.push_back(std::move(work));
   return true;
+}
+
+void BlockingExecutor::RunAlongside(absl::FunctionRef<void()> here,
+                                    absl::FunctionRef<void()> there) {
+  // Whoever takes `there` first runs it. It refers to the caller's frame:
+  // a pool thread that finds it taken returns without touching it, and a
+  // caller that finds it taken waits until it has run.
+  struct Turn {
+    absl::Mutex mu;
+    bool taken ABSL_GUARDED_BY(mu) = false;
+    bool done ABSL_GUARDED_BY(mu) = false;
+  };
+  auto turn = std::make_shared<Turn>();
+  Post([turn, there] {
+    {
+      absl::MutexLock lock(&turn->mu);
+      if (turn->taken) return;
+      turn->taken = true;
+    }
+    there();
+    absl::MutexLock lock(&turn->mu);
+    turn->done = true;
+  });
+  here();
+  {
+    absl::MutexLock lock(&turn->mu);
+    if (turn->taken) {
+      turn->mu.Await(absl::Condition(&turn->done));
+      return;
+    }
+    turn->taken = true;
+  }
+  there();
 }
 
 void BlockingExecutor::Shutdown() {
