@@ -230,6 +230,37 @@ void AnswerFromRawSamples(const QueryRequest& request, const Plan& plan,
 
 }  // namespace
 
+QueryEngine::QueryEngine(storage::ChartReads* reads, QueryOptions options)
+    : reads_(reads),
+      options_(options),
+      side_reads_(options.side_read_threads > 0
+                      ? std::make_unique<common::BlockingExecutor>(
+                            options.side_read_threads, options.side_read_threads)
+                      : nullptr) {}
+
+void QueryEngine::RunAlongside(absl::FunctionRef<void()> here, absl::FunctionRef<void()> there) {
+  if (side_reads_ == nullptr) {
+    here();
+    there();
+    return;
+  }
+  side_reads_->RunAlongside(here, there);
+}
+
+absl::Status QueryEngine::ReadStored(int32_t trial_id, const std::vector<SeriesInfo>& series,
+                                     const Plan& plan, absl::Time deadline,
+                                     storage::RollupSink& sink) {
+  std::vector<std::string> agents;
+  absl::flat_hash_set<absl::string_view> seen;
+  std::vector<int64_t> ids;
+  for (const SeriesInfo& s : series) {
+    if (seen.insert(s.agent_id).second) agents.push_back(s.agent_id);
+    ids.push_back(s.series_id);
+  }
+  return reads_->ReadRollups(trial_id, agents, plan.stored_width_s, ids, plan.read_from_us,
+                             plan.read_to_us, deadline, sink);
+}
+
 absl::StatusOr<std::vector<SeriesInfo>> QueryEngine::ListSeries(
     int32_t trial_id, absl::Time deadline) {
   return reads_->ListSeries(trial_id, /*extents=*/true, deadline);
@@ -288,18 +319,8 @@ absl::StatusOr<QueryResult> QueryEngine::Query(const QueryRequest& request,
     plan = PlanAtResolution(result.start_us, result.end_us,
                             int64_t{storage::kRollupWidthsSeconds[0]} * 1000000);
   }
-  std::vector<std::string> agents;
-  absl::flat_hash_set<absl::string_view> seen;
-  std::vector<int64_t> ids;
-  for (const SeriesInfo& s : selected) {
-    if (seen.insert(s.agent_id).second) agents.push_back(s.agent_id);
-    ids.push_back(s.series_id);
-  }
   BucketMerger merger(selected, plan.bucket_us, result.series);
-  RETURN_IF_ERROR(reads_->ReadRollups(request.trial_id, agents,
-                                      plan.stored_width_s, ids,
-                                      plan.read_from_us, plan.read_to_us,
-                                      deadline, merger));
+  RETURN_IF_ERROR(ReadStored(request.trial_id, selected, plan, deadline, merger));
   merger.Finish();
   return result;
 }

@@ -9,13 +9,17 @@
 #define METRICS_QUERY_QUERY_ENGINE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/blocking_executor.h"
+#include "query/plan.h"
 #include "storage/metric_store.h"
 
 namespace metrics::query {
@@ -28,6 +32,10 @@ struct QueryOptions {
   // from the finest rollup: coarser than asked, still exact, and the
   // query's memory stays bounded however dense the data.
   int64_t max_raw_reports_per_agent = 20000;
+  // Threads that read the second half of a many-agent summary meanwhile
+  // (0: every read on the calling thread). A read finding none free runs
+  // on the caller.
+  int side_read_threads = 2;
 };
 
 struct QueryRequest {
@@ -111,11 +119,9 @@ absl::StatusOr<Selection> SelectSeries(storage::ChartReads& reads, const QueryRe
 class QueryEngine {
  public:
   // `reads` (a store's Reads() or PrimaryReads()) must outlive the engine.
-  QueryEngine(storage::ChartReads* reads, QueryOptions options)
-      : reads_(reads), options_(options) {}
+  QueryEngine(storage::ChartReads* reads, QueryOptions options);
 
   const QueryOptions& options() const { return options_; }
-  storage::ChartReads& reads() const { return *reads_; }
 
   // Every series of the trial with its extent and count. NOT_FOUND for an
   // unknown trial.
@@ -128,9 +134,21 @@ class QueryEngine {
   absl::StatusOr<QueryResult> Query(const QueryRequest& request,
                                     absl::Time deadline);
 
+  // The stored rollups of `series` (of one trial) at `plan`'s stored width
+  // in its read window, handed to `sink` ordered by agent and bucket start:
+  // the read of stored buckets Query makes, for callers that merge them
+  // otherwise (summaries). REQUIRES: plan.stored_width_s > 0.
+  absl::Status ReadStored(int32_t trial_id, const std::vector<storage::SeriesInfo>& series,
+                          const Plan& plan, absl::Time deadline, storage::RollupSink& sink);
+
+  // Runs `here`, and `there` meanwhile on one of the side-read threads
+  // when one is free (else after `here`, on the caller).
+  void RunAlongside(absl::FunctionRef<void()> here, absl::FunctionRef<void()> there);
+
  private:
   storage::ChartReads* const reads_;
   const QueryOptions options_;
+  const std::unique_ptr<common::BlockingExecutor> side_reads_;  // null: none
 };
 
 }  // namespace metrics::query

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -104,35 +103,17 @@ struct Extent {
   std::vector<SeriesInfo> selected;  // with the GPU index chosen, if any
 };
 
-// The pooled buckets of one summary series, on the trial's grid.
+// The pooled buckets of one summary series, on the trial's grid; a bucket
+// with count 0 holds nothing yet. Buckets pool by RollupStats::Merge, as
+// stored buckets do: first and last go by time, and at equal times (the
+// GPUs of one report) the first series poured gives the first value and
+// the last one poured the last value. Series pour by agent, then as the
+// store orders them.
 struct Pool {
   std::vector<RollupStats> buckets;  // by (start - grid_from) / width
-  std::vector<char> filled;
   std::set<std::string> gpus;  // agent + "/" + uuid
   std::set<std::string> agents;
 };
-
-// Adds a bucket of one series to a pooled bucket (series pooled have
-// samples at any times: first and last go by time, not by arrival).
-void Pour(RollupStats& into, char& filled, const RollupStats& b) {
-  if (!filled) {
-    into = b;
-    filled = true;
-    return;
-  }
-  into.count += b.count;
-  into.sum += b.sum;
-  into.min = std::min(into.min, b.min);
-  into.max = std::max(into.max, b.max);
-  if (b.first_time_us < into.first_time_us) {
-    into.first_time_us = b.first_time_us;
-    into.first_value = b.first_value;
-  }
-  if (b.last_time_us > into.last_time_us) {
-    into.last_time_us = b.last_time_us;
-    into.last_value = b.last_value;
-  }
-}
 
 // One trial's summary series being pooled: the selected series of the
 // trial, each mapped to its pool, and the pools on the trial's grid.
@@ -159,10 +140,7 @@ class TrialPools : public storage::RollupSink {
   }
 
   void Restart() override {
-    for (Pool& pool : pools_) {
-      pool.buckets.assign(slots_, RollupStats());
-      pool.filled.assign(slots_, 0);
-    }
+    for (Pool& pool : pools_) pool.buckets.assign(slots_, RollupStats());
   }
 
   void Take(const storage::RollupRow& row) override {
@@ -173,18 +151,16 @@ class TrialPools : public storage::RollupSink {
     for (const auto& [id, stats] : row.stats) {
       const auto it = agent->second.find(id);
       if (it == agent->second.end()) continue;
-      Pool& pool = pools_[it->second];
-      Pour(pool.buckets[slot], pool.filled[slot], stats);
+      pools_[it->second].buckets[slot].Merge(stats);
     }
   }
 
-  // Another's pools, over the same series and grid, poured in.
+  // Another's pools, over the same series and grid and poured from later
+  // agents, poured in.
   void Absorb(const TrialPools& other) {
     for (size_t p = 0; p < pools_.size(); ++p) {
       for (size_t slot = 0; slot < slots_; ++slot) {
-        if (other.pools_[p].filled[slot]) {
-          Pour(pools_[p].buckets[slot], pools_[p].filled[slot], other.pools_[p].buckets[slot]);
-        }
+        pools_[p].buckets[slot].Merge(other.pools_[p].buckets[slot]);
       }
     }
   }
@@ -199,9 +175,9 @@ class TrialPools : public storage::RollupSink {
     for (size_t i = 0; i < s.bucket_start_us.size(); ++i) {
       const int64_t slot = Slot(s.bucket_start_us[i]);
       if (slot < 0) continue;
-      Pour(pool.buckets[slot], pool.filled[slot],
-           RollupStats{s.count[i], s.sum[i], s.min[i], s.max[i], s.first_time_us[i],
-                       s.first_value[i], s.last_time_us[i], s.last_value[i]});
+      pool.buckets[slot].Merge(RollupStats{s.count[i], s.sum[i], s.min[i], s.max[i],
+                                           s.first_time_us[i], s.first_value[i],
+                                           s.last_time_us[i], s.last_value[i]});
     }
   }
 
@@ -218,7 +194,7 @@ class TrialPools : public storage::RollupSink {
       std::tie(data.series.agent_id, data.series.name, data.series.unit) = keys_[p];
       data.resolution_us = grid_.bucket_us;
       for (size_t slot = 0; slot < slots_; ++slot) {
-        if (!pool.filled[slot]) continue;
+        if (pool.buckets[slot].count == 0) continue;
         AppendBucket(data, grid_.read_from_us + static_cast<int64_t>(slot) * grid_.bucket_us,
                      pool.buckets[slot]);
       }
@@ -253,30 +229,30 @@ absl::Status SummarizeTrial(QueryEngine& engine, const SummaryRequest& request,
   if (plan.stored_width_s > 0) {
     std::vector<std::string> agents;
     absl::flat_hash_set<absl::string_view> seen;
-    std::vector<int64_t> ids;
     for (const SeriesInfo& s : selected) {
       if (seen.insert(s.agent_id).second) agents.push_back(s.agent_id);
-      ids.push_back(s.series_id);
     }
-    auto read = [&](std::vector<std::string> some, TrialPools& into) {
-      return engine.reads().ReadRollups(query.trial_id, some, plan.stored_width_s, ids,
-                                        plan.read_from_us, plan.read_to_us, deadline, into);
-    };
     if (agents.size() < kAgentsToSplit) {
-      RETURN_IF_ERROR(read(agents, pools));
+      RETURN_IF_ERROR(engine.ReadStored(query.trial_id, selected, plan, deadline, pools));
     } else {
-      // Many agents: half of them read on a second connection and thread
-      // meanwhile (the database's work and the decoding both split).
-      const std::vector<std::string> second_half(agents.begin() + agents.size() / 2,
-                                                 agents.end());
-      agents.resize(agents.size() / 2);
+      // Many agents: the later half of them read meanwhile on a second
+      // connection and thread, when the engine has one free (the
+      // database's work and the decoding both split).
+      const absl::flat_hash_set<absl::string_view> later(agents.begin() + agents.size() / 2,
+                                                         agents.end());
+      std::vector<SeriesInfo> first_half, second_half;
+      for (const SeriesInfo& s : selected) {
+        (later.contains(s.agent_id) ? second_half : first_half).push_back(s);
+      }
       TrialPools other(request, selected, plan);
-      absl::Status other_read;
-      std::thread reader([&] { other_read = read(second_half, other); });
-      const absl::Status read_here = read(agents, pools);
-      reader.join();
+      absl::Status read_here, read_there;
+      engine.RunAlongside(
+          [&] { read_here = engine.ReadStored(query.trial_id, first_half, plan, deadline, pools); },
+          [&] {
+            read_there = engine.ReadStored(query.trial_id, second_half, plan, deadline, other);
+          });
       RETURN_IF_ERROR(read_here);
-      RETURN_IF_ERROR(other_read);
+      RETURN_IF_ERROR(read_there);
       pools.Absorb(other);
     }
   } else {

@@ -3,12 +3,16 @@
 // node of a trial at once). A pooled bucket holds every sample of its
 // series in that bucket: count and sum add up, min and max are the extremes
 // of all of them, so one GPU's stall on one node shows in its summary's
-// min. The trials share one bucket width; in relative time each trial's
-// window starts at its own start, aligned down to that width, so bucket k
-// of every trial is the same time into its run.
+// min; first and last are the earliest and latest samples, and at equal
+// times (the GPUs of one report) the first GPU's first value and the last
+// GPU's last value, by agent and then the store's order of series. The
+// trials share one bucket width; in relative time each trial's window
+// starts at its own start, aligned down to that width, so bucket k of every
+// trial is the same time into its run.
 //
 // Stored rows of a trial of many agents are read in two halves at once, on
-// the calling thread and one more.
+// the calling thread and one of the engine's side-read threads when one is
+// free (else one after the other).
 //
 // Thread-safety: thread-safe (the engine is).
 #ifndef METRICS_QUERY_SUMMARY_H_

@@ -1,6 +1,6 @@
 // Summaries over the real store on PostgreSQL: every pooled bucket against
-// the test's own sums of the samples it sent (count, min and max exact,
-// mean to rounding), a stalled GPU on one node showing in that node's min,
+// the test's own sums of the samples it sent (count, min, max, first and
+// last exact, mean to rounding), a stalled GPU on one node showing in that node's min,
 // runs laid on one grid relative to their starts, one GPU chosen, and the
 // refusals.
 #include "query/summary.h"
@@ -133,11 +133,14 @@ class SummaryTest : public ::testing::Test {
 struct Expected {
   int64_t count = 0;
   double sum = 0, min = INFINITY, max = -INFINITY;
+  int64_t first_time_us = 0, last_time_us = 0;
+  double first_value = 0, last_value = 0;
 };
 
 // The test's own pooling of what it sent: trial's samples of `gpus` (true:
 // the GPU series, false: the agent-wide one) of `agents` ("" all), in
-// [bucket, bucket + width).
+// [bucket, bucket + width). At equal times (the GPUs of one report) the
+// first is the first GPU's and the last the last GPU's, agents in order.
 Expected Oracle(int32_t trial, const std::string& agent, bool gpus,
                 std::optional<int> gpu_index, int64_t bucket, int64_t width) {
   Expected e;
@@ -146,6 +149,14 @@ Expected Oracle(int32_t trial, const std::string& agent, bool gpus,
     for (const Sent& s : samples) {
       if ((s.gpu >= 0) != gpus || s.time_us < bucket || s.time_us >= bucket + width) continue;
       if (gpu_index && s.gpu >= 0 && s.gpu != *gpu_index) continue;
+      if (e.count == 0 || s.time_us < e.first_time_us) {
+        e.first_time_us = s.time_us;
+        e.first_value = s.value;
+      }
+      if (e.count == 0 || s.time_us >= e.last_time_us) {
+        e.last_time_us = s.time_us;
+        e.last_value = s.value;
+      }
       ++e.count;
       e.sum += s.value;
       e.min = std::min(e.min, s.value);
@@ -169,6 +180,10 @@ void ExpectMatchesOracle(const SummarySeries& s, std::optional<int> gpu_index = 
     ASSERT_EQ(d.min[i], e.min);
     ASSERT_EQ(d.max[i], e.max);
     ASSERT_NEAR(d.mean[i], e.sum / e.count, 1e-9 * std::abs(e.sum / e.count));
+    ASSERT_EQ(d.first_time_us[i], e.first_time_us);
+    ASSERT_EQ(d.first_value[i], e.first_value);
+    ASSERT_EQ(d.last_time_us[i], e.last_time_us);
+    ASSERT_EQ(d.last_value[i], e.last_value);
   }
 }
 

@@ -173,8 +173,10 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
       &server->store_->Reads(), options.query);
   // Follow reads the primary: a standby's lag could take its answers back
   // in time.
+  query::QueryOptions follow_query = options.query;
+  follow_query.side_read_threads = 0;  // follow makes no summaries
   server->follow_engine_ = std::make_unique<query::QueryEngine>(
-      &server->store_->PrimaryReads(), options.query);
+      &server->store_->PrimaryReads(), follow_query);
   server->query_service_ = std::make_unique<QueryService>(
       server->query_engine_.get(), server->follow_engine_.get(),
       server->store_.get(), server->executor_.get(), options.follow,
