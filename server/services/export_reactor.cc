@@ -1,18 +1,21 @@
 #include "server/services/export_reactor.h"
 
-#include <thread>
 #include <utility>
 
 #include "common/grpc_status.h"
 
 namespace metrics::server {
 
-ExportReactor* ExportReactor::Start(std::string content_type, std::string file_name,
-                                    Produce produce, std::function<void()> produced) {
+ExportReactor* ExportReactor::Start(common::BlockingExecutor& pool, std::string content_type,
+                                    std::string file_name, Produce produce,
+                                    std::function<void()> produced) {
   auto* reactor = new ExportReactor(std::move(content_type), std::move(file_name));
-  std::thread([reactor, produce = std::move(produce), produced = std::move(produced)] {
-    reactor->Run(produce, produced);
-  }).detach();
+  auto refused = [](const query::ExportEmit&) {
+    return absl::ResourceExhaustedError("the server is busy; export again later");
+  };
+  // A refused export is answered here: Run makes no read and no wait then.
+  auto run = [reactor, produce, produced] { reactor->Run(produce, produced); };
+  if (!pool.Post(std::move(run))) reactor->Run(refused, produced);
   return reactor;
 }
 

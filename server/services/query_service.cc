@@ -143,8 +143,10 @@ grpc::ServerWriteReactor<v1::ExportChunk>* QueryService::StartExport(
           "too many exports at once (the limit is ", kMaxExports, "); try again"));
     };
   }
+  // A refused export still checks its caller first, on the chart
+  // executor: the export threads are the admitted exports'.
   return ExportReactor::Start(
-      std::move(content_type), std::move(file_name),
+      full ? *executor_ : export_threads_, std::move(content_type), std::move(file_name),
       [guard = guard_, context, method = Method(method), request,
        deadline = CallDeadline(*context), produce = std::move(produce)](const query::ExportEmit& emit) {
         // The caller is checked on the export's thread: a stranger learns

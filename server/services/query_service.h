@@ -1,22 +1,22 @@
 // metrics.v1.QueryService: ListSeries, QuerySeries and SummarizeSeries
 // (unary, run on the blocking executor), FollowSeries (one FollowReactor per call), and the
-// exports ExportSamples and ExportTrace (one ExportReactor per call, each on
-// a thread of its own; kMaxExports at once, RESOURCE_EXHAUSTED beyond).
+// exports ExportSamples and ExportTrace (one ExportReactor per call, on the
+// service's kMaxExports export threads; RESOURCE_EXHAUSTED beyond).
 //
 // Thread-safety: thread-safe; gRPC calls it from its callback threads.
 #ifndef METRICS_SERVER_SERVICES_QUERY_SERVICE_H_
 #define METRICS_SERVER_SERVICES_QUERY_SERVICE_H_
 
-#include "proto/metrics/v1/query.grpc.pb.h"
-#include "query/query_engine.h"
-#include "common/blocking_executor.h"
-#include "server/auth/call_guard.h"
-#include "server/services/export_reactor.h"
-#include "server/services/follow_hub.h"
-#include "server/services/follow_reactor.h"
-
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/blocking_executor.h"
+#include "proto/metrics/v1/query.grpc.pb.h"
+#include "query/follow_hub.h"
+#include "query/query_engine.h"
+#include "server/auth/call_guard.h"
+#include "server/services/export_reactor.h"
+#include "server/services/follow_reactor.h"
+#include "server/services/unary_call.h"
 
 namespace metrics::server {
 
@@ -36,7 +36,7 @@ class QueryService final : public v1::QueryService::CallbackService {
                FollowOptions follow, ServiceStatistics* statistics,
                const CallGuard* guard)
       : engine_(engine),
-        follow_hub_(follow_engine, store, executor),
+        follow_hub_(follow_engine, store, executor, kStoreCallTimeout),
         store_(store),
         executor_(executor),
         follow_(follow),
@@ -77,7 +77,7 @@ class QueryService final : public v1::QueryService::CallbackService {
 
   query::QueryEngine* const engine_;
   // Followers of the same query share its rounds.
-  FollowHub follow_hub_;
+  query::FollowHub follow_hub_;
   storage::MetricStore* const store_;
   common::BlockingExecutor* const executor_;
   const FollowOptions follow_;
@@ -85,6 +85,9 @@ class QueryService final : public v1::QueryService::CallbackService {
   const CallGuard* const guard_;
   absl::Mutex exports_mu_;
   int exports_ ABSL_GUARDED_BY(exports_mu_) = 0;  // running, refused ones too
+  // The admitted exports' threads (never more queued than kMaxExports
+  // admits); last, so that they are joined first.
+  common::BlockingExecutor export_threads_{kMaxExports, kMaxExports};
 };
 
 }  // namespace metrics::server
