@@ -5,12 +5,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "server/services/proto_convert.h"
 #include "server/services/unary_call.h"
 
 namespace metrics::server {
 
 FollowReactor::FollowReactor(grpc::CallbackServerContext* context,
-                             FollowHub* hub, query::QueryRequest request,
+                             query::FollowHub* hub, query::QueryRequest request,
                              v1::QuerySeriesRequest::View view,
                              FollowOptions options,
                              ServiceStatistics::OpenStream open,
@@ -39,12 +40,19 @@ void FollowReactor::Release() {
   if (last) delete this;
 }
 
-void FollowReactor::Deliver(std::shared_ptr<const FollowHub::Part> part,
+void FollowReactor::Deliver(std::shared_ptr<const query::FollowHub::Part> part,
                             bool always, bool last,
                             const absl::Status& error) {
   // Made once per part and view, for every follower of it.
   std::shared_ptr<const v1::QuerySeriesResponse> update =
-      part ? part->Message(view_) : nullptr;
+      part ? part->Rendered<v1::QuerySeriesResponse>(
+                 view_,
+                 [this](const query::QueryResult& result) {
+                   auto made = std::make_shared<v1::QuerySeriesResponse>();
+                   QueryResultToProto(result, view_, made.get());
+                   return std::shared_ptr<const v1::QuerySeriesResponse>(std::move(made));
+                 })
+           : nullptr;
   const bool any = update != nullptr && update->series_size() > 0;
   // Registered outside mu_, which the callback takes; dropped, when not
   // kept, at the end of this call, outside it too.

@@ -1,5 +1,5 @@
 // The reactor of one FollowSeries call: a follower of the FollowHub
-// (follow_hub.h), which sends it the current answer, then what is new or
+// (query/follow_hub.h), which sends it the current answer, then what is new or
 // changed after each change of the trial (storage notifications, so commits
 // on any metricsd count), one round at a time for all followers of the same
 // query; changes arriving during a round fold into the next, so a busy trial
@@ -32,9 +32,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/metrics/v1/query.pb.h"
+#include "query/follow_hub.h"
 #include "query/query_engine.h"
 #include "server/auth/call_guard.h"
-#include "server/services/follow_hub.h"
 #include "server/services/service_statistics.h"
 
 namespace metrics::server {
@@ -45,12 +45,12 @@ struct FollowOptions {
 
 class FollowReactor
     : public grpc::ServerWriteReactor<v1::QuerySeriesResponse>,
-      public FollowHub::Follower {
+      public query::FollowHub::Follower {
  public:
   // `check` (may be null) says whether the caller may follow; the hub runs
   // it before anything is read. `guard` (null: authentication off) watches
   // the caller's token once the follow is under way.
-  FollowReactor(grpc::CallbackServerContext* context, FollowHub* hub,
+  FollowReactor(grpc::CallbackServerContext* context, query::FollowHub* hub,
                 query::QueryRequest request, v1::QuerySeriesRequest::View view,
                 FollowOptions options, ServiceStatistics::OpenStream open,
                 std::function<absl::Status(absl::Time)> check,
@@ -60,7 +60,7 @@ class FollowReactor
   void OnCancel() override ABSL_LOCKS_EXCLUDED(mu_);
   void OnDone() override ABSL_LOCKS_EXCLUDED(mu_);
 
-  void Deliver(std::shared_ptr<const FollowHub::Part> part, bool first,
+  void Deliver(std::shared_ptr<const query::FollowHub::Part> part, bool first,
                bool last, const absl::Status& error) override
       ABSL_LOCKS_EXCLUDED(mu_);
   void Hold() override ABSL_LOCKS_EXCLUDED(mu_);
@@ -84,7 +84,7 @@ class FollowReactor
   const v1::QuerySeriesRequest::View view_;
   const FollowOptions options_;
   const ServiceStatistics::OpenStream open_;
-  std::unique_ptr<FollowHub::Membership> membership_;
+  std::unique_ptr<query::FollowHub::Membership> membership_;
 
   absl::Mutex mu_;
   // Messages are shared with the other followers of the same part: never

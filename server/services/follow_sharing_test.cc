@@ -1,4 +1,4 @@
-// Followers of the same query share its rounds (follow_hub.h), through gRPC
+// Followers of the same query share its rounds (query/follow_hub.h), through gRPC
 // against the real server and PostgreSQL: 50 followers of one trial cost
 // the store what one follower costs per change, and each of them receives
 // what a lone follower of an identical trial receives.
@@ -165,7 +165,7 @@ class Follower {
   std::vector<std::string> points_ ABSL_GUARDED_BY(mu_);
 };
 
-class FollowHubTest : public ::testing::Test {
+class FollowSharingTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_OK_AND_ASSIGN(
@@ -208,7 +208,7 @@ class FollowHubTest : public ::testing::Test {
   std::unique_ptr<v1::QueryService::Stub> query_;
 };
 
-TEST_F(FollowHubTest, FiftyFollowersCostOneFollowersReadsAndSeeTheSame) {
+TEST_F(FollowSharingTest, FiftyFollowersCostOneFollowersReadsAndSeeTheSame) {
   constexpr int kFollowers = 50;
   constexpr int kChanges = 6;
   for (int32_t trial : {1, 2}) Report(trial, kStart + 1, 1);
@@ -258,7 +258,7 @@ TEST_F(FollowHubTest, FiftyFollowersCostOneFollowersReadsAndSeeTheSame) {
   for (const auto& f : many) EXPECT_EQ(f->points(), lone.points());
 }
 
-TEST_F(FollowHubTest, AFollowerOfOneAgentHearsOnlyItsCommits) {
+TEST_F(FollowSharingTest, AFollowerOfOneAgentHearsOnlyItsCommits) {
   // Agent ids may hold spaces, and one may begin with another's id.
   Report(1, kStart + 1, 1, "node 1 gpu box");
   Report(1, kStart + 1, 1, "node 1");
@@ -287,7 +287,7 @@ TEST_F(FollowHubTest, AFollowerOfOneAgentHearsOnlyItsCommits) {
   EXPECT_GT(store_->reads(), 0);
 }
 
-TEST_F(FollowHubTest, FollowersJoiningTogetherShareTheirFirstQuery) {
+TEST_F(FollowSharingTest, FollowersJoiningTogetherShareTheirFirstQuery) {
   constexpr int kFollowers = 50;
   for (int32_t trial : {1, 2}) Report(trial, kStart + 1, 1);
   store_->Reset();

@@ -14,13 +14,16 @@
 // work per follower is shared too: followers whose cursors are in the same
 // state (the same first request, or the same tail taken) share one cursor,
 // so a round takes each answer once per state, and hands each of them the
-// same Part, whose message is made once per view. A channel hears only the
+// same Part, which the server renders once per view. A channel hears only the
 // commits of the agents it selects (all, when it selects none).
+//
+// Query logic only: a round's outcome is a QueryResult, and the server
+// renders it (a message per view) once per Part, through Part::Rendered.
 //
 // Thread-safety: thread-safe. Rounds run on the executor; Deliver is called
 // from them, for one follower at a time.
-#ifndef METRICS_SERVER_SERVICES_FOLLOW_HUB_H_
-#define METRICS_SERVER_SERVICES_FOLLOW_HUB_H_
+#ifndef METRICS_QUERY_FOLLOW_HUB_H_
+#define METRICS_QUERY_FOLLOW_HUB_H_
 
 #include <functional>
 #include <map>
@@ -29,15 +32,15 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/blocking_executor.h"
-#include "proto/metrics/v1/query.pb.h"
 #include "query/query_engine.h"
 #include "storage/metric_store.h"
 
-namespace metrics::server {
+namespace metrics::query {
 
 class FollowHub {
  public:
@@ -47,16 +50,27 @@ class FollowHub {
   // Thread-safety: thread-safe.
   class Part {
    public:
-    explicit Part(query::QueryResult result) : result_(std::move(result)) {}
-    // As a message of `view`, made on first use and shared.
-    std::shared_ptr<const v1::QuerySeriesResponse> Message(
-        v1::QuerySeriesRequest::View view) const ABSL_LOCKS_EXCLUDED(mu_);
+    explicit Part(QueryResult result) : result_(std::move(result)) {}
+
+    const QueryResult& result() const { return result_; }
+
+    // What `render` makes of the result for `view`, made on first use and
+    // shared by every follower asking for that view. One caller, one T:
+    // every call for a view must ask for the same type.
+    template <typename T>
+    std::shared_ptr<const T> Rendered(
+        int view, absl::FunctionRef<std::shared_ptr<const T>(const QueryResult&)> render)
+        const ABSL_LOCKS_EXCLUDED(mu_) {
+      absl::MutexLock lock(&mu_);
+      std::shared_ptr<const void>& made = rendered_[view];
+      if (made == nullptr) made = render(result_);
+      return std::static_pointer_cast<const T>(made);
+    }
 
    private:
-    const query::QueryResult result_;
+    const QueryResult result_;
     mutable absl::Mutex mu_;
-    mutable std::map<int, std::shared_ptr<const v1::QuerySeriesResponse>>
-        messages_ ABSL_GUARDED_BY(mu_);
+    mutable std::map<int, std::shared_ptr<const void>> rendered_ ABSL_GUARDED_BY(mu_);
   };
 
   // One follower, as the hub sees it.
@@ -81,9 +95,10 @@ class FollowHub {
     virtual ~Membership() = default;
   };
 
-  // The engine, store and executor must outlive the hub.
-  FollowHub(query::QueryEngine* engine, storage::MetricStore* store,
-            common::BlockingExecutor* executor);
+  // The engine, store and executor must outlive the hub. Each round's
+  // reads end by `round_timeout` after it starts.
+  FollowHub(QueryEngine* engine, storage::MetricStore* store,
+            common::BlockingExecutor* executor, absl::Duration round_timeout);
   ~FollowHub();
 
   FollowHub(const FollowHub&) = delete;
@@ -93,7 +108,7 @@ class FollowHub {
   // first round comes soon. `check` (may be null) runs first in that round:
   // a non-OK status ends the follow with it, before anything is read.
   std::unique_ptr<Membership> Join(
-      query::QueryRequest request,
+      QueryRequest request,
       std::function<absl::Status(absl::Time)> check, Follower* follower);
 
   // Channels open now (for tests and /metrics).
@@ -106,15 +121,16 @@ class FollowHub {
   void Leave(const std::shared_ptr<Channel>& channel,
              const std::shared_ptr<Member>& member) ABSL_LOCKS_EXCLUDED(mu_);
 
-  query::QueryEngine* const engine_;
+  QueryEngine* const engine_;
   storage::MetricStore* const store_;
   common::BlockingExecutor* const executor_;
+  const absl::Duration round_timeout_;
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Channel>> channels_
       ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace metrics::server
+}  // namespace metrics::query
 
-#endif  // METRICS_SERVER_SERVICES_FOLLOW_HUB_H_
+#endif  // METRICS_QUERY_FOLLOW_HUB_H_

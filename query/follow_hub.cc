@@ -1,4 +1,4 @@
-#include "server/services/follow_hub.h"
+#include "query/follow_hub.h"
 
 #include <algorithm>
 #include <optional>
@@ -9,17 +9,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "query/follow_cursor.h"
-#include "server/services/proto_convert.h"
-#include "server/services/unary_call.h"
 
-namespace metrics::server {
+namespace metrics::query {
 
 namespace {
 
 // What makes followers share a channel: everything of the query but its
 // start (each follower's own) and its resolution (a group per resolution
 // inside the channel).
-std::string ChannelKey(const query::QueryRequest& request) {
+std::string ChannelKey(const QueryRequest& request) {
   std::string key = absl::StrCat(request.trial_id, "|");
   for (const auto* list :
        {&request.names, &request.agent_ids, &request.gpu_uuids}) {
@@ -33,7 +31,7 @@ std::string ChannelKey(const query::QueryRequest& request) {
 
 // What, with the channel's key, makes a first request: followers whose
 // keys are equal and whose cursors have not started can share a cursor.
-std::string FirstRequestKey(const query::QueryRequest& request) {
+std::string FirstRequestKey(const QueryRequest& request) {
   return absl::StrCat(request.start ? absl::ToUnixMicros(*request.start)
                                     : INT64_MIN,
                       "|", request.max_points.value_or(-1), "|",
@@ -46,16 +44,16 @@ std::string FirstRequestKey(const query::QueryRequest& request) {
 // rounds, which run one at a time.
 class FollowHub::Member {
  public:
-  Member(query::QueryRequest request,
+  Member(QueryRequest request,
          std::function<absl::Status(absl::Time)> check, Follower* follower)
       : first_key(FirstRequestKey(request)),
-        cursor(std::make_shared<query::FollowCursor>(std::move(request))),
+        cursor(std::make_shared<FollowCursor>(std::move(request))),
         check(std::move(check)),
         follower(follower) {}
 
   const std::string first_key;
   // Shared with the channel's other followers in the same state.
-  std::shared_ptr<query::FollowCursor> cursor;
+  std::shared_ptr<FollowCursor> cursor;
   std::function<absl::Status(absl::Time)> check;  // until its first round
   Follower* const follower;
   bool sent_first = false;
@@ -142,7 +140,7 @@ class FollowHub::Channel : public std::enable_shared_from_this<Channel> {
   }
 
   void Round() {
-    const absl::Time deadline = absl::Now() + kStoreCallTimeout;
+    const absl::Time deadline = absl::Now() + hub_->round_timeout_;
     std::vector<std::shared_ptr<Member>> members = HoldMembers();
     std::vector<absl::Status> errors(members.size());
     // A stranger learns nothing: the check comes before any read.
@@ -178,18 +176,18 @@ class FollowHub::Channel : public std::enable_shared_from_this<Channel> {
       std::shared_ptr<const Part> part;
       absl::Status error;
     };
-    std::map<const query::FollowCursor*, Work> work;
+    std::map<const FollowCursor*, Work> work;
     struct Group {
-      query::QueryRequest request;
-      std::vector<query::FollowCursor*> cursors;
+      QueryRequest request;
+      std::vector<FollowCursor*> cursors;
     };
     std::map<int64_t, Group> groups;
     const absl::Time now = absl::Now();
     for (size_t i : live) {
-      query::FollowCursor* cursor = members[i]->cursor.get();
+      FollowCursor* cursor = members[i]->cursor.get();
       if (!work.emplace(cursor, Work{}).second) continue;
       if (!cursor->started()) {
-        absl::StatusOr<std::optional<query::QueryResult>> whole =
+        absl::StatusOr<std::optional<QueryResult>> whole =
             Whole(*cursor, deadline);
         if (!whole.ok()) {
           work[cursor].error = whole.status();
@@ -198,7 +196,7 @@ class FollowHub::Channel : public std::enable_shared_from_this<Channel> {
         }
         continue;
       }
-      std::optional<query::QueryRequest> tail = cursor->NextRequest(now);
+      std::optional<QueryRequest> tail = cursor->NextRequest(now);
       if (!tail) continue;  // the window is over: nothing more can come
       Group& group = groups[tail->resolution_us.value_or(0)];
       if (group.cursors.empty() || *tail->start < *group.request.start) {
@@ -207,14 +205,14 @@ class FollowHub::Channel : public std::enable_shared_from_this<Channel> {
       group.cursors.push_back(cursor);
     }
     for (auto& [resolution, group] : groups) {
-      absl::StatusOr<query::QueryResult> answer =
+      absl::StatusOr<QueryResult> answer =
           hub_->engine_->Query(group.request, deadline);
-      for (query::FollowCursor* cursor : group.cursors) {
+      for (FollowCursor* cursor : group.cursors) {
         if (!answer.ok()) {
           work[cursor].error = answer.status();
           continue;
         }
-        query::QueryResult part = cursor->Take(*answer);
+        QueryResult part = cursor->Take(*answer);
         if (!part.series.empty()) {
           work[cursor].part = std::make_shared<const Part>(std::move(part));
         }
@@ -255,7 +253,7 @@ class FollowHub::Channel : public std::enable_shared_from_this<Channel> {
   // took).
   static void ShareCursors(const std::vector<std::shared_ptr<Member>>& members,
                            const std::vector<size_t>& live) {
-    std::set<const query::FollowCursor*> seen;
+    std::set<const FollowCursor*> seen;
     std::vector<const Member*> kept;  // a member per distinct cursor kept
     for (size_t i : live) {
       Member& m = *members[i];
@@ -281,14 +279,14 @@ class FollowHub::Channel : public std::enable_shared_from_this<Channel> {
 
   // A cursor's whole query, at one resolution; what it yields (none when
   // its window is over).
-  absl::StatusOr<std::optional<query::QueryResult>> Whole(
-      query::FollowCursor& cursor, absl::Time deadline) {
-    std::optional<query::QueryRequest> request = cursor.NextRequest(absl::Now());
+  absl::StatusOr<std::optional<QueryResult>> Whole(
+      FollowCursor& cursor, absl::Time deadline) {
+    std::optional<QueryRequest> request = cursor.NextRequest(absl::Now());
     if (!request) return std::nullopt;
-    absl::StatusOr<query::QueryResult> answer =
+    absl::StatusOr<QueryResult> answer =
         hub_->engine_->Query(*request, deadline);
     if (!answer.ok()) return answer.status();
-    if (std::optional<query::QueryRequest> again =
+    if (std::optional<QueryRequest> again =
             cursor.AtOneResolution(*answer)) {
       answer = hub_->engine_->Query(*again, deadline);
       if (!answer.ok()) return answer.status();
@@ -311,26 +309,14 @@ class FollowHub::Channel : public std::enable_shared_from_this<Channel> {
       ABSL_GUARDED_BY(mu_);
 };
 
-std::shared_ptr<const v1::QuerySeriesResponse> FollowHub::Part::Message(
-    v1::QuerySeriesRequest::View view) const {
-  absl::MutexLock lock(&mu_);
-  std::shared_ptr<const v1::QuerySeriesResponse>& message = messages_[view];
-  if (message == nullptr) {
-    auto made = std::make_shared<v1::QuerySeriesResponse>();
-    QueryResultToProto(result_, view, made.get());
-    message = std::move(made);
-  }
-  return message;
-}
-
-FollowHub::FollowHub(query::QueryEngine* engine, storage::MetricStore* store,
-                     common::BlockingExecutor* executor)
-    : engine_(engine), store_(store), executor_(executor) {}
+FollowHub::FollowHub(QueryEngine* engine, storage::MetricStore* store,
+                     common::BlockingExecutor* executor, absl::Duration round_timeout)
+    : engine_(engine), store_(store), executor_(executor), round_timeout_(round_timeout) {}
 
 FollowHub::~FollowHub() = default;
 
 std::unique_ptr<FollowHub::Membership> FollowHub::Join(
-    query::QueryRequest request, std::function<absl::Status(absl::Time)> check,
+    QueryRequest request, std::function<absl::Status(absl::Time)> check,
     Follower* follower) {
   class Joined : public Membership {
    public:
@@ -387,4 +373,4 @@ size_t FollowHub::channels() const {
   return channels_.size();
 }
 
-}  // namespace metrics::server
+}  // namespace metrics::query
