@@ -19,6 +19,8 @@
 #include "common/tls_files.h"
 #include "migrations/migrator.h"
 #include "storage/pg/connection.h"
+#include "storage/pg/jobs/raw_retention.h"
+#include "storage/pg/pg_metric_store.h"
 #include "storage/pg/pg_token_store.h"
 
 namespace metrics::server {

@@ -45,8 +45,12 @@
 #include "server/services/token_service.h"
 #include "server/services/trial_service.h"
 #include "server/web/web_assets.h"
-#include "storage/pg/pg_metric_store.h"
-#include "storage/pg/jobs/raw_retention.h"
+#include "storage/metric_store.h"
+#include "storage/token_store.h"
+
+namespace metrics::storage::pg {
+class RetentionLoop;
+}  // namespace metrics::storage::pg
 
 namespace metrics::server {
 

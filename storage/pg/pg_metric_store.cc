@@ -1,20 +1,82 @@
 #include "storage/pg/pg_metric_store.h"
 
+#include <pqxx/connection>
 #include <pqxx/nontransaction>
 #include <pqxx/result>
 #include <pqxx/transaction>
 
+#include <initializer_list>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
+#include "storage/pg/change_notifier.h"
 #include "storage/pg/connection.h"
+#include "storage/pg/connection_pool.h"
 #include "storage/pg/generic_reports.h"
+#include "storage/pg/ingest/ingest_writer.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/pooled_transaction.h"
+#include "storage/pg/reads/chart_reads.h"
+#include "storage/pg/reads/fleet_reads.h"
+#include "storage/pg/reads/legacy_reads.h"
+#include "storage/pg/reads/read_replica.h"
+#include "storage/pg/reads/routed_reads.h"
+#include "storage/pg/reads/trial_reads.h"
 #include "storage/pg/trial_rows.h"
 
 namespace metrics::storage::pg {
+
+namespace {
+
+// The statements of `lists`, each once (several reads share one).
+std::vector<PreparedStatement> Union(std::initializer_list<std::vector<PreparedStatement>> lists) {
+  std::vector<PreparedStatement> all;
+  absl::flat_hash_set<std::string> names;
+  for (const std::vector<PreparedStatement>& list : lists) {
+    for (const PreparedStatement& statement : list) {
+      if (names.insert(statement.name).second) all.push_back(statement);
+    }
+  }
+  return all;
+}
+
+}  // namespace
+
+struct PgMetricStore::Parts {
+  explicit Parts(const PgMetricStoreOptions& options)
+      : pool(ConnectionPoolOptions{
+            options.database_url, "metricsd", options.pool_size,
+            Union({PgChartReads::Statements(), PgTrialReads::Statements(),
+                   PgLegacyReads::Statements()}),
+            KeyedAccessSettings()}),
+        chart(pool, ""),
+        trial(pool, ""),
+        fleet(pool, ""),
+        legacy(pool, ""),
+        notifier(options.database_url) {}
+
+  ConnectionPool pool;
+  // Over pool: the primary.
+  PgChartReads chart;
+  PgTrialReads trial;
+  PgFleetReads fleet;
+  PgLegacyReads legacy;
+  ChangeNotifier notifier;
+  std::unique_ptr<IngestWriter> writer;
+  // Null without a standby.
+  std::unique_ptr<ReadReplica> replica;
+  std::unique_ptr<PgChartReads> standby_chart;  // over replica->pool()
+  std::unique_ptr<RoutedReads> routed;
+  absl::Mutex check_mu;
+  // CheckDatabase's; null until its first call and after a failure.
+  std::unique_ptr<pqxx::connection> check_connection ABSL_GUARDED_BY(check_mu);
+};
 
 std::unique_ptr<PgMetricStore> PgMetricStore::Create(
     PgMetricStoreOptions options) {
@@ -22,40 +84,45 @@ std::unique_ptr<PgMetricStore> PgMetricStore::Create(
 }
 
 PgMetricStore::PgMetricStore(PgMetricStoreOptions options)
-    : options_(std::move(options)),
-      pool_(ConnectionPoolOptions{options_.database_url, "metricsd",
-                                  options_.pool_size, PgReads::Statements(),
-                                  KeyedAccessSettings()}),
-      reads_(pool_, ""),
-      notifier_(options_.database_url) {
+    : options_(std::move(options)), parts_(std::make_unique<Parts>(options_)) {
   IngestWriterOptions writer = options_.writer;
   writer.database_url = options_.database_url;
   writer.max_series_per_trial = options_.limits.max_series_per_trial;
-  writer_ = std::make_unique<IngestWriter>(std::move(writer));
+  parts_->writer = std::make_unique<IngestWriter>(std::move(writer));
   if (!options_.read.database_url.empty()) {
     ReadReplicaOptions read;
     read.primary_url = options_.database_url;
     read.standby_url = options_.read.database_url;
     read.pool_size = options_.pool_size;
-    read.statements = PgReads::Statements();
+    // The standby serves chart reads only.
+    read.statements = PgChartReads::Statements();
     read.max_lag = options_.read.max_lag;
     read.check_every = options_.read.check_every;
     read.on_change = options_.read.on_change;
-    replica_ = std::make_unique<ReadReplica>(std::move(read));
-    standby_reads_ =
-        std::make_unique<PgReads>(replica_->pool(), " on the standby");
-    routed_reads_ = std::make_unique<RoutedReads>(&reads_, standby_reads_.get(),
-                                                  replica_.get());
+    parts_->replica = std::make_unique<ReadReplica>(std::move(read));
+    parts_->standby_chart =
+        std::make_unique<PgChartReads>(parts_->replica->pool(), " on the standby");
+    parts_->routed = std::make_unique<RoutedReads>(
+        &parts_->chart, parts_->standby_chart.get(), parts_->replica.get());
   }
 }
 
 ChartReads& PgMetricStore::Reads() {
-  if (routed_reads_ != nullptr) return *routed_reads_;
-  return reads_;
+  if (parts_->routed != nullptr) return *parts_->routed;
+  return parts_->chart;
 }
 
+ChartReads& PgMetricStore::PrimaryReads() { return parts_->chart; }
+
+IngestStatistics PgMetricStore::GetIngestStatistics() const {
+  return parts_->writer->Statistics();
+}
+
+size_t PgMetricStore::queued_values() const { return parts_->writer->queued_values(); }
+
 ReadRoutingStatistics PgMetricStore::GetReadRoutingStatistics() const {
-  return replica_ != nullptr ? replica_->Statistics() : ReadRoutingStatistics();
+  return parts_->replica != nullptr ? parts_->replica->Statistics()
+                                    : ReadRoutingStatistics();
 }
 
 PgMetricStore::~PgMetricStore() { Shutdown(absl::Now()); }
@@ -69,7 +136,7 @@ absl::StatusOr<Trial> PgMetricStore::CreateTrial(std::optional<int32_t> id,
   const std::string operation =
       id.has_value() ? absl::StrCat("creating trial ", *id) : "creating a trial";
   return Write<Trial>(
-      pool_, operation, deadline,
+      parts_->pool, operation, deadline,
       [&](pqxx::transaction_base& tx) -> absl::StatusOr<Trial> {
         if (id.has_value()) {
           pqxx::result r = tx.exec_params(
@@ -98,13 +165,13 @@ absl::StatusOr<Trial> PgMetricStore::CreateTrial(std::optional<int32_t> id,
 
 
 absl::StatusOr<Trial> PgMetricStore::GetTrial(int32_t id, absl::Time deadline) {
-  return reads_.GetTrial(id, deadline);
+  return parts_->trial.GetTrial(id, deadline);
 }
 
 absl::StatusOr<Trial> PgMetricStore::SetTrialState(int32_t id, TrialState state,
                                                    absl::Time deadline) {
   return Write<Trial>(
-      pool_, absl::StrCat("setting the state of trial ", id), deadline,
+      parts_->pool, absl::StrCat("setting the state of trial ", id), deadline,
       [&](pqxx::transaction_base& tx) -> absl::StatusOr<Trial> {
         pqxx::result r = tx.exec_params(
             absl::StrCat("SELECT ", TrialColumnsSql(),
@@ -136,56 +203,56 @@ absl::StatusOr<Trial> PgMetricStore::SetTrialState(int32_t id, TrialState state,
 absl::StatusOr<Trial> PgMetricStore::BeginTrialRun(int32_t trial_id,
                                                    int32_t run_id,
                                                    absl::Time deadline) {
-  return pg::BeginTrialRun(pool_, trial_id, run_id, deadline);
+  return pg::BeginTrialRun(parts_->pool, trial_id, run_id, deadline);
 }
 
 absl::StatusOr<GenericWrite> PgMetricStore::WriteGenericReport(
     const GenericReport& report, absl::Time deadline) {
-  return pg::WriteGenericReport(pool_, report, deadline);
+  return pg::WriteGenericReport(parts_->pool, report, deadline);
 }
 
 absl::StatusOr<std::vector<GenericRow>> PgMetricStore::ReadGenericReports(
     int32_t trial_id, absl::string_view group, int32_t after_batches,
     size_t limit, absl::Time deadline) {
-  return pg::ReadGenericReports(pool_, trial_id, group, after_batches, limit,
+  return pg::ReadGenericReports(parts_->pool, trial_id, group, after_batches, limit,
                                 deadline);
 }
 
 absl::StatusOr<StreamStart> PgMetricStore::GetStreamStart(
     int32_t trial_id, absl::string_view stream_id, absl::Time deadline) {
-  return reads_.GetStreamStart(trial_id, stream_id, deadline);
+  return parts_->trial.GetStreamStart(trial_id, stream_id, deadline);
 }
 
 absl::StatusOr<LatestValues> PgMetricStore::LatestValuesOfActiveTrials(
     size_t limit, int64_t live_since_us, absl::Time deadline) {
-  return reads_.LatestValuesOfActiveTrials(limit, live_since_us, deadline);
+  return parts_->fleet.LatestValuesOfActiveTrials(limit, live_since_us, deadline);
 }
 
 absl::StatusOr<std::vector<AgentActivity>> PgMetricStore::AgentActivityOfTrials(
     const std::vector<int32_t>& trial_ids, absl::Time deadline) {
-  return reads_.AgentActivityOfTrials(trial_ids, deadline);
+  return parts_->fleet.AgentActivityOfTrials(trial_ids, deadline);
 }
 
 absl::StatusOr<std::vector<StoredInventory>> PgMetricStore::InventoriesOfTrial(
     int32_t trial_id, absl::Time deadline) {
-  return reads_.InventoriesOfTrial(trial_id, deadline);
+  return parts_->trial.InventoriesOfTrial(trial_id, deadline);
 }
 
 absl::StatusOr<std::vector<SeriesInfo>> PgMetricStore::ListSeriesOfEveryGroup(
     int32_t trial_id, absl::Time deadline) {
-  return reads_.ListSeriesOfEveryGroup(trial_id, deadline);
+  return parts_->legacy.ListSeriesOfEveryGroup(trial_id, deadline);
 }
 
 absl::StatusOr<std::vector<Reading>> PgMetricStore::ReadReadings(
     int32_t trial_id, const SeriesInfo& series, ReadingCursor after,
     size_t limit, absl::Time deadline) {
-  return reads_.ReadReadings(trial_id, series, after, limit, deadline);
+  return parts_->legacy.ReadReadings(trial_id, series, after, limit, deadline);
 }
 
 std::unique_ptr<ChangeSubscription> PgMetricStore::SubscribeToChanges(
     int32_t trial_id, std::vector<std::string> agent_ids,
     std::function<void()> on_change) {
-  return notifier_.Subscribe(trial_id, std::move(agent_ids),
+  return parts_->notifier.Subscribe(trial_id, std::move(agent_ids),
                              std::move(on_change));
 }
 
@@ -196,34 +263,34 @@ absl::Status PgMetricStore::SubmitBatch(
   pending->rollup_buckets = FinestRollupBuckets(batch);
   pending->batch = std::move(batch);
   pending->done = std::move(done);
-  return writer_->Submit(std::move(pending));
+  return parts_->writer->Submit(std::move(pending));
 }
 
 absl::Status PgMetricStore::CheckDatabase() {
-  absl::MutexLock lock(&check_mu_);
+  absl::MutexLock lock(&parts_->check_mu);
   absl::Status status = GuardPg("checking the database", [&]() -> absl::Status {
-    check_mu_.AssertHeld();  // tells the lock analysis: this runs here
-    if (check_connection_ == nullptr) {
+    parts_->check_mu.AssertHeld();  // tells the lock analysis: this runs here
+    if (parts_->check_connection == nullptr) {
       // Bounded waits: a check must fail, not hang, when the network does.
       ASSIGN_OR_RETURN(std::string url,
                        WithConnectionOptions(options_.database_url,
                                              {{"connect_timeout", "3"},
                                               {"tcp_user_timeout", "3000"}}));
-      ASSIGN_OR_RETURN(check_connection_, Connect(url, "metricsd-readiness"));
+      ASSIGN_OR_RETURN(parts_->check_connection, Connect(url, "metricsd-readiness"));
     }
-    pqxx::nontransaction tx(*check_connection_);
+    pqxx::nontransaction tx(*parts_->check_connection);
     tx.exec("SELECT 1");
     return absl::OkStatus();
   });
-  if (!status.ok()) check_connection_.reset();  // a new one next time
+  if (!status.ok()) parts_->check_connection.reset();  // a new one next time
   return status;
 }
 
 void PgMetricStore::Shutdown(absl::Time deadline) {
-  writer_->Shutdown(deadline);
-  notifier_.Shutdown();
-  if (replica_ != nullptr) replica_->Shutdown();
-  pool_.Shutdown();
+  parts_->writer->Shutdown(deadline);
+  parts_->notifier.Shutdown();
+  if (parts_->replica != nullptr) parts_->replica->Shutdown();
+  parts_->pool.Shutdown();
 }
 
 }  // namespace metrics::storage::pg

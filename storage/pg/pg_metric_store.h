@@ -1,10 +1,12 @@
 // PgMetricStore: the MetricStore on PostgreSQL. Blocking calls (trials,
 // stream positions, reads) run on the calling thread with a connection
-// leased from a bounded pool; the reads are PgReads'. Batches go to the
-// group-commit IngestWriter; change notifications come from one LISTEN
-// connection (ChangeNotifier). With a standby (options.read), a second
-// PgReads over the standby's pool answers the chart reads while it is
-// current (RoutedReads, ReadReplica); PrimaryReads() are the primary's.
+// leased from a bounded pool; the reads are those of reads/ (chart, trial,
+// fleet and legacy reads). Batches go to the group-commit IngestWriter;
+// change notifications come from one LISTEN connection (ChangeNotifier).
+// With a standby (options.read), a second PgChartReads over the standby's
+// pool answers the chart reads while it is current (RoutedReads,
+// ReadReplica); PrimaryReads() are the primary's. Its parts live in the
+// .cc, so including this header brings no libpqxx.
 //
 // Usage:
 //   PgMetricStoreOptions options;
@@ -15,20 +17,10 @@
 #ifndef METRICS_STORAGE_PG_PG_METRIC_STORE_H_
 #define METRICS_STORAGE_PG_PG_METRIC_STORE_H_
 
-#include <pqxx/connection>
-
 #include <memory>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "storage/metric_store.h"
-#include "storage/pg/change_notifier.h"
-#include "storage/pg/connection_pool.h"
-#include "storage/pg/ingest/ingest_writer.h"
 #include "storage/pg/pg_metric_store_options.h"
-#include "storage/pg/reads/read_replica.h"
-#include "storage/pg/reads/pg_reads.h"
-#include "storage/pg/reads/routed_reads.h"
 
 namespace metrics::storage::pg {
 
@@ -53,12 +45,10 @@ class PgMetricStore : public MetricStore {
   absl::StatusOr<StreamStart> GetStreamStart(int32_t trial_id,
                                              absl::string_view stream_id,
                                              absl::Time deadline) override;
-  IngestStatistics GetIngestStatistics() const override {
-    return writer_->Statistics();
-  }
+  IngestStatistics GetIngestStatistics() const override;
   ReadRoutingStatistics GetReadRoutingStatistics() const override;
   ChartReads& Reads() override;
-  ChartReads& PrimaryReads() override { return reads_; }
+  ChartReads& PrimaryReads() override;
   absl::StatusOr<LatestValues> LatestValuesOfActiveTrials(
       size_t limit, int64_t live_since_us, absl::Time deadline) override;
   absl::StatusOr<std::vector<AgentActivity>> AgentActivityOfTrials(
@@ -76,26 +66,18 @@ class PgMetricStore : public MetricStore {
   absl::Status SubmitBatch(
       MetricBatch batch,
       absl::AnyInvocable<void(BatchOutcome) &&> done) override;
-  absl::Status CheckDatabase() override ABSL_LOCKS_EXCLUDED(check_mu_);
+  absl::Status CheckDatabase() override;
   void Shutdown(absl::Time deadline) override;
 
-  size_t queued_values() const { return writer_->queued_values(); }
+  size_t queued_values() const;
 
  private:
   explicit PgMetricStore(PgMetricStoreOptions options);
 
+  struct Parts;
+
   const PgMetricStoreOptions options_;
-  ConnectionPool pool_;
-  PgReads reads_;  // over pool_: the primary
-  ChangeNotifier notifier_;
-  std::unique_ptr<IngestWriter> writer_;
-  // Null without a standby.
-  std::unique_ptr<ReadReplica> replica_;
-  std::unique_ptr<PgReads> standby_reads_;  // over replica_->pool()
-  std::unique_ptr<RoutedReads> routed_reads_;
-  absl::Mutex check_mu_;
-  // CheckDatabase's; null until its first call and after a failure.
-  std::unique_ptr<pqxx::connection> check_connection_ ABSL_GUARDED_BY(check_mu_);
+  const std::unique_ptr<Parts> parts_;
 };
 
 }  // namespace metrics::storage::pg

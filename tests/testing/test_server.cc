@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "storage/pg/pg_metric_store.h"
 
 namespace metrics::test_util {
 

@@ -19,12 +19,12 @@ absl::StatusOr<T> RoutedReads::Route(Body read) {
 absl::StatusOr<std::vector<Trial>> RoutedReads::ListTrials(
     const TrialListFilter& filter, absl::Time deadline) {
   return Route<std::vector<Trial>>(
-      [&](PgReads& reads) { return reads.ListTrials(filter, deadline); });
+      [&](PgChartReads& reads) { return reads.ListTrials(filter, deadline); });
 }
 
 absl::StatusOr<std::vector<SeriesInfo>> RoutedReads::ListSeries(
     int32_t trial_id, bool extents, absl::Time deadline) {
-  return Route<std::vector<SeriesInfo>>([&](PgReads& reads) {
+  return Route<std::vector<SeriesInfo>>([&](PgChartReads& reads) {
     return reads.ListSeries(trial_id, extents, deadline);
   });
 }
@@ -34,7 +34,7 @@ absl::Status RoutedReads::ReadRollups(
     const std::vector<int64_t>& series_ids, int64_t from_us, int64_t to_us,
     absl::Time deadline, RollupSink& sink) {
   // The value is unused: the rows went to the sink (restarted by each try).
-  return Route<bool>([&](PgReads& reads) -> absl::StatusOr<bool> {
+  return Route<bool>([&](PgChartReads& reads) -> absl::StatusOr<bool> {
            RETURN_IF_ERROR(reads.ReadRollups(trial_id, agents, width_s,
                                              series_ids, from_us, to_us,
                                              deadline, sink));
@@ -46,7 +46,7 @@ absl::Status RoutedReads::ReadRollups(
 absl::StatusOr<std::vector<std::vector<Sample>>> RoutedReads::ReadRawSamples(
     int32_t trial_id, const std::vector<SeriesInfo>& series, int64_t from_us,
     int64_t to_us, int64_t max_reports, absl::Time deadline) {
-  return Route<std::vector<std::vector<Sample>>>([&](PgReads& reads) {
+  return Route<std::vector<std::vector<Sample>>>([&](PgChartReads& reads) {
     return reads.ReadRawSamples(trial_id, series, from_us, to_us, max_reports,
                                 deadline);
   });

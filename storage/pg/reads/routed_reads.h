@@ -1,5 +1,5 @@
 // RoutedReads: the chart reads of a store with a standby. Each read goes to
-// the standby's PgReads while the standby is current (ReadReplica decides),
+// the standby's PgChartReads while the standby is current (ReadReplica decides),
 // else to the primary's; a standby read that fails in a way the primary may
 // not (a lost connection, a recovery conflict, a trial not replayed yet) is
 // read again from the primary.
@@ -14,14 +14,14 @@
 
 #include "storage/metric_store.h"
 #include "storage/pg/reads/read_replica.h"
-#include "storage/pg/reads/pg_reads.h"
+#include "storage/pg/reads/chart_reads.h"
 
 namespace metrics::storage::pg {
 
 class RoutedReads : public ChartReads {
  public:
   // All three must outlive this.
-  RoutedReads(PgReads* primary, PgReads* standby, ReadReplica* replica)
+  RoutedReads(PgChartReads* primary, PgChartReads* standby, ReadReplica* replica)
       : primary_(primary), standby_(standby), replica_(replica) {}
 
   absl::StatusOr<std::vector<Trial>> ListTrials(const TrialListFilter& filter,
@@ -46,8 +46,8 @@ class RoutedReads : public ChartReads {
   template <typename T, typename Body>
   absl::StatusOr<T> Route(Body read);
 
-  PgReads* const primary_;
-  PgReads* const standby_;
+  PgChartReads* const primary_;
+  PgChartReads* const standby_;
   ReadReplica* const replica_;
 };
 
