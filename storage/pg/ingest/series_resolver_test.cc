@@ -7,6 +7,7 @@
 #include <pqxx/connection>
 #include <pqxx/nontransaction>
 #include <pqxx/result>
+#include <pqxx/transaction>
 
 #include <atomic>
 #include <chrono>
@@ -21,15 +22,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/pg/pg_metric_store.h"
-#include "tests/testing/test_database.h"
+#include "storage/pg/testing/store_test.h"
 
 namespace metrics::storage::pg {
 namespace {
 
 using ::metrics::test_util::StatusIs;
-using ::metrics::test_util::TestDatabase;
+namespace test_util = ::metrics::storage::pg::test_util;
+using test_util::kT0;
 
-const absl::Time kT0 = absl::FromUnixSeconds(1763800000);  // 2025-11-22
 
 // absl::Notification's way, on std::mutex: ThreadSanitizer sees through
 // the standard library's locks, not through Debian's uninstrumented Abseil.
@@ -52,50 +53,21 @@ class Done {
   bool done_ = false;
 };
 
-std::unique_ptr<TestDatabase>& SharedDatabase() {
-  static auto* db = new std::unique_ptr<TestDatabase>();
-  return *db;
-}
-
-class SeriesResolverTest : public ::testing::Test {
+class SeriesResolverTest : public test_util::StoreTest {
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<TestDatabase>> db = TestDatabase::Create();
-    ASSERT_OK(db);
-    SharedDatabase() = *std::move(db);
-  }
-  static void TearDownTestSuite() { SharedDatabase().reset(); }
-
-  void SetUp() override {
-    ASSERT_NE(SharedDatabase(), nullptr);
-    Exec("TRUNCATE trials, metrics, series, system_rollups, ingest_positions, "
-         "trial_series_counts");
-  }
+  // Each test opens the stores it needs.
+  void SetUp() override { EmptyTables(); }
 
   static std::unique_ptr<PgMetricStore> NewStore(int max_series, int lanes) {
     PgMetricStoreOptions options;
-    options.database_url = SharedDatabase()->url();
     options.limits.max_series_per_trial = max_series;
     options.writer.lanes = lanes;
-    options.clock = [] { return kT0 + absl::Hours(24 * 365); };
-    return PgMetricStore::Create(std::move(options));
+    return StoreTest::NewStore(std::move(options));
   }
-
-  static pqxx::result Exec(const std::string& sql) {
-    pqxx::connection conn(SharedDatabase()->url());
-    pqxx::nontransaction tx(conn);
-    return tx.exec(sql);
-  }
-  static std::string Scalar(const std::string& sql) {
-    pqxx::result r = Exec(sql);
-    return r.empty() || r[0][0].is_null() ? "" : r[0][0].as<std::string>();
-  }
-
-  static absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
 
   // Waits until a writer lane of any store waits for a row lock.
   static void AwaitWriterBlocked() {
-    ASSERT_TRUE(test_util::Eventually(
+    ASSERT_TRUE(::metrics::test_util::Eventually(
         [] {
           return Scalar("SELECT count(*) FROM pg_stat_activity WHERE "
                         "application_name LIKE 'metricsd-writer-%' AND "
@@ -149,7 +121,7 @@ TEST_F(SeriesResolverTest, ACountLandingBeforeTheCommitIsNotOvershot) {
   Exec("INSERT INTO trial_series_counts VALUES (7, 0)");
   // Another writer holds the trial's counter: this store reads it (0, room
   // for 3 more) without waiting, and waits only to add its 3 at the end.
-  pqxx::connection other(SharedDatabase()->url());
+  pqxx::connection other(url());
   pqxx::work other_tx(other);
   other_tx.exec("SELECT 1 FROM trial_series_counts WHERE trial_id = 7 "
                 "FOR UPDATE");
@@ -227,7 +199,7 @@ TEST_F(SeriesResolverTest, OneGroupOfNewAgentsKeepsOrderAndUnits) {
   ASSERT_OK(store->CreateTrial(3, Deadline()));
   // Hold the trial row: the lane's first group waits, and the next
   // batches queue behind it and make one group.
-  pqxx::connection other(SharedDatabase()->url());
+  pqxx::connection other(url());
   pqxx::work other_tx(other);
   other_tx.exec("SELECT 1 FROM trials WHERE id = 3 FOR UPDATE");
   BatchOutcome first;
