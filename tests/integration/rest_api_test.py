@@ -19,6 +19,10 @@ import time
 import unittest
 import urllib.parse
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "common", "testing"))
+from eventually import eventually  # noqa: E402
+
 METRICSD = None
 CORS_ORIGIN = "http://ui.example"
 
@@ -399,14 +403,10 @@ class RestApiTest(unittest.TestCase):
             "/api/v1/trials/%d/metrics/system/follow?name=cpu_util_simple" % trial)))
         legacy.start()
         follow.start()
-        deadline = time.time() + 20
-        while not legacy_lines and time.time() < deadline:
-            time.sleep(0.05)
+        self.assertTrue(eventually(lambda: legacy_lines, timeout=20))
         self.assertEqual(post([3, 4], 2)[0], 200)
-        deadline = time.time() + 20
-        while sum(len(l["result"]["batch"]["values"]) for l in legacy_lines) < 4 \
-                and time.time() < deadline:
-            time.sleep(0.05)
+        eventually(lambda: sum(len(l["result"]["batch"]["values"]) for l in legacy_lines) >= 4,
+                   timeout=20)
         status, _, _ = SERVER.request("PATCH", "/api/v1/trials/%d" % trial,
                                       {"state": "COMPLETED"})
         self.assertEqual(status, 200)
@@ -442,15 +442,13 @@ class RestApiTest(unittest.TestCase):
                 client.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path).encode())
                 time.sleep(0.5)
                 client.close()
-            deadline = time.time() + 10
-            status = None
-            while status != 200 and time.time() < deadline:
-                time.sleep(0.5)
+            def healthy():
                 try:
-                    status, _, _ = server.request("GET", "/healthz")
+                    return server.request("GET", "/healthz")[0] == 200
                 except (ConnectionError, http.client.HTTPException):
-                    status = None
-            self.assertEqual(status, 200, "departed streams still hold their connections")
+                    return False
+            self.assertTrue(eventually(healthy, timeout=10, every=0.5),
+                            "departed streams still hold their connections")
         finally:
             server.stop()
 

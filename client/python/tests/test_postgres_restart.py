@@ -27,4 +27,4 @@ def restart_postgres(db):
 
 @pytest.mark.postgres_restart
 def test_exactly_once_across_a_postgres_restart(metricsd, trial):
-    stream_through(metricsd, trial, lambda: restart_postgres(metricsd.db))
+    stream_through(metricsd, trial, lambda r: restart_postgres(metricsd.db))

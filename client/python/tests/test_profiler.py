@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import CLIENT_TESTDATA, FAKE_NVML
+from eventually import eventually
 import metrics_client
 from metrics_client import Reporter, profile
 from metrics_client._host import HostSampler
@@ -169,8 +170,8 @@ def test_profile_reports_the_host_and_its_gpus(metricsd, admin, trial, monkeypat
     with profile(trial_id=trial, server=metricsd.address, token=token, interval=0.2,
                  agent_id="node-1", nvml_library=FAKE_NVML, cgroup=None) as profiler:
         sum(i * i for i in range(2000000))  # some CPU of its own
-        time.sleep(1.5)
-    assert profiler.gpus == 2 and profiler.samples >= 5
+        assert eventually(lambda: profiler.samples >= 5, timeout=30)
+    assert profiler.gpus == 2
     series = {(s.name, s.gpu_uuid): s for s in admin.list_series(trial)}
     expected = {(name, ""): unit for name, unit in HOST_SERIES.items()}
     expected.update({("process_cpu_util", ""): "percent", ("process_memory_rss", ""): "bytes"})
@@ -200,7 +201,7 @@ def test_profile_reports_the_host_and_its_gpus(metricsd, admin, trial, monkeypat
         with profile(trial_id=trial, server=metricsd.address, token=token, interval=0.2,
                      agent_id="node-2", nvml_library="/nonexistent/libnvidia-ml.so.1",
                      job=False) as p:
-            time.sleep(0.5)
+            assert eventually(lambda: p.samples >= 1, timeout=30)
     assert p.gpus == 0
     assert caplog.text.count("no GPU metrics") == 1
     assert {s.name for s in admin.list_series(trial) if s.agent_id == "node-2"} <= set(HOST_SERIES)
@@ -216,8 +217,8 @@ def test_a_disabled_profiler_does_nothing(metricsd):
 
 def test_profile_through_a_given_reporter_leaves_it_open(metricsd, trial):
     r = Reporter(metricsd.address, trial, token=metricsd.mint_token("reporter", trial))
-    with profile(reporter=r, interval=0.1, nvml_library=None):
-        time.sleep(0.35)
+    with profile(reporter=r, interval=0.1, nvml_library=None) as p:
+        assert eventually(lambda: p.samples >= 3, timeout=30)
     r.flush(timeout=30)
     assert r.stats.acknowledged >= 3 * 7 - 5  # the first sample has no rates yet
     r.close()

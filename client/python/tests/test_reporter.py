@@ -11,6 +11,7 @@ import time
 import grpc
 import pytest
 
+from eventually import eventually
 from metrics_client import (BufferFullError, PermanentError, Reporter,
                             ReporterClosedError)
 
@@ -82,7 +83,7 @@ def test_bad_values_are_refused_whole_and_named(metricsd, trial):
 
 def stream_through(metricsd, trial, disturb):
     """Records instants 0, 1, 2, ... steadily on another thread while
-    `disturb()` runs, then flushes and checks in SQL that every instant was
+    `disturb(reporter)` runs, then flushes and checks in SQL that every instant was
     acknowledged and stored exactly once. Returns the final stats."""
     r = reporter(metricsd, trial, batch_size=200, max_age=0.05)
     stop = threading.Event()
@@ -98,9 +99,11 @@ def stream_through(metricsd, trial, disturb):
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     try:
-        time.sleep(0.7)
-        disturb()
-        time.sleep(0.5)
+        assert eventually(lambda: r.stats.acknowledged >= 200, timeout=30)
+        disturb(r)
+        # Acknowledgements go on after the disturbance.
+        settled = r.stats.acknowledged
+        assert eventually(lambda: r.stats.acknowledged >= settled + 200, timeout=60)
     finally:
         stop.set()
         thread.join()
@@ -120,16 +123,17 @@ def _assert_each_instant_once(metricsd, trial, instants):
 
 
 def test_exactly_once_across_metricsd_kills(metricsd, trial):
-    def kill_and_restart_three_times():
+    def kill_and_restart_three_times(r):
         for _ in range(3):
             # Frozen first, so the kill finds batches sent and not yet
             # acknowledged (a quick server had acknowledged everything).
             metricsd.proc.send_signal(signal.SIGSTOP)
-            time.sleep(0.2)
+            time.sleep(0.2)  # the window in which batches are sent and not acknowledged
             metricsd.kill()  # mid-stream: batches in flight are lost with it
-            time.sleep(0.3)
+            time.sleep(0.3)  # an outage the Reporter buffers across
+            connections = r.stats.connections
             metricsd.start()
-            time.sleep(0.7)
+            assert eventually(lambda: r.stats.connections > connections, timeout=60)
 
     stats = stream_through(metricsd, trial, kill_and_restart_three_times)
     assert stats.connections >= 4 and stats.resent > 0, stats
