@@ -25,7 +25,7 @@ bool KeyValue(absl::string_view line, absl::string_view& key,
 }  // namespace
 
 std::string InventoryText(absl::string_view text) {
-  std::string out(text.substr(0, kInventoryTextLimit));
+  std::string out(text.substr(0, signals::kMaxInventoryText));
   for (char& c : out) {
     const unsigned char u = static_cast<unsigned char>(c);
     if (u < 0x20 || u > 0x7e) c = '?';

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/vocabulary/signals.h"
 #include "proto/metrics/v1/ingest.pb.h"
 
 namespace metrics::client {
@@ -27,15 +28,10 @@ absl::StatusOr<CpuInfo> ParseCpuInfo(absl::string_view text);
 // MemTotal of /proc/meminfo, in bytes.
 absl::StatusOr<int64_t> ParseMemTotalBytes(absl::string_view text);
 
-// The server's bounds on an inventory (storage/agent_inventory.h): longer
-// text, more GPUs or MIG devices would refuse the batch carrying it.
-inline constexpr size_t kInventoryTextLimit = 256;
-inline constexpr int kInventoryGpuLimit = 64;
-inline constexpr int kInventoryMigDeviceLimit = 8;
-
 // `text` as the inventory takes it: printable ASCII (any other byte, which
 // could be a control character or invalid UTF-8 that no protobuf message
-// may carry, becomes '?'), at most kInventoryTextLimit bytes.
+// may carry, becomes '?'), at most signals::kMaxInventoryText bytes: the
+// vocabulary's bounds on an inventory, past which the server refuses it.
 std::string InventoryText(absl::string_view text);
 
 // The host's part of the inventory, from `proc_root`'s cpuinfo and

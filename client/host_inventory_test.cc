@@ -50,7 +50,7 @@ TEST(HostInventoryTest, ArmCpuInfoWithoutPackages) {
 TEST(HostInventoryTest, TextIsMadePrintableAndBounded) {
   EXPECT_EQ(InventoryText("NVIDIA H100"), "NVIDIA H100");
   EXPECT_EQ(InventoryText(absl::string_view("A\n\xff\0B", 5)), "A???B");
-  EXPECT_EQ(InventoryText(std::string(300, 'x')).size(), kInventoryTextLimit);
+  EXPECT_EQ(InventoryText(std::string(300, 'x')).size(), signals::kMaxInventoryText);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/signal_value.h"
 #include "client/small_file.h"
 
 namespace metrics::client {
@@ -142,19 +143,19 @@ void JobSampler::Take(std::chrono::steady_clock::time_point now, Nvml* nvml,
     }
   }
   if (seconds > 0) {
-    out.push_back({"process_cpu_util",
-                   100.0 * ticks / options_.ticks_per_second / seconds, "percent"});
+    out.push_back(SignalValue(signals::kProcessCpuUtil,
+                              100.0 * ticks / options_.ticks_per_second / seconds));
   }
-  out.push_back({"process_memory_rss",
-                 static_cast<double>(rss_pages) * options_.page_bytes, "bytes"});
+  out.push_back(SignalValue(signals::kProcessMemoryRss,
+                            static_cast<double>(rss_pages) * options_.page_bytes));
   if (nvml != nullptr) {
     absl::flat_hash_set<int> pids;
     for (const auto& [pid, stat] : stats) pids.insert(pid);
     const std::vector<std::optional<uint64_t>> used = nvml->ProcessMemory(pids);
     for (size_t i = 0; i < used.size(); ++i) {
       if (used[i]) {
-        out.push_back({"process_gpu_memory", static_cast<double>(*used[i]),
-                       "bytes", nvml->uuids()[i]});
+        out.push_back(SignalValue(signals::kProcessGpuMemory, static_cast<double>(*used[i]),
+                                  nvml->uuids()[i]));
       }
     }
   }
@@ -169,20 +170,19 @@ void JobSampler::Take(std::chrono::steady_clock::time_point now, Nvml* nvml,
                         : cg.cpuset_cpus ? *cg.cpuset_cpus
                                          : host_cpus_;
     if (cpus > 0) {
-      out.push_back({"cgroup_cpu_util",
-                     100.0 * (*cg.cpu_usage_us - *previous_cgroup_us_) / 1e6 /
-                         seconds / cpus,
-                     "percent"});
+      out.push_back(SignalValue(
+          signals::kCgroupCpuUtil,
+          100.0 * (*cg.cpu_usage_us - *previous_cgroup_us_) / 1e6 / seconds / cpus));
     }
   }
   previous_cgroup_us_ = cg.cpu_usage_us;
   if (cg.memory_used_bytes) {
-    out.push_back({"cgroup_memory_used", static_cast<double>(*cg.memory_used_bytes),
-                   "bytes"});
+    out.push_back(
+        SignalValue(signals::kCgroupMemoryUsed, static_cast<double>(*cg.memory_used_bytes)));
   }
   if (cg.memory_limit_bytes) {
-    out.push_back({"cgroup_memory_limit",
-                   static_cast<double>(*cg.memory_limit_bytes), "bytes"});
+    out.push_back(
+        SignalValue(signals::kCgroupMemoryLimit, static_cast<double>(*cg.memory_limit_bytes)));
   }
 }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/host_inventory.h"
 #include "client/nvml_abi.h"
+#include "common/vocabulary/signals.h"
 
 namespace metrics::client {
 
@@ -28,20 +29,10 @@ constexpr unsigned int kMigEnabled = 1;
 // more is not believed.
 constexpr unsigned int kMaxMigSlots = 16;
 
-// NVML's enums, as its header numbers them.
-constexpr int kTemperatureGpu = 0;
-constexpr int kClockSm = 1;
-constexpr int kClockMemory = 2;
-constexpr int kPcieTxBytes = 0;
-constexpr int kPcieRxBytes = 1;
-constexpr int kEccCorrected = 0;
-constexpr int kEccUncorrected = 1;
-constexpr int kEccVolatile = 0;
-
 using UintGetter = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);
-using UintByKind = nvmlReturn_t (*)(nvmlDevice_t, int, unsigned int*);
-using EccGetter = nvmlReturn_t (*)(nvmlDevice_t, int, int, unsigned long long*);
-using UllGetter = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
+
+constexpr size_t kOptionalSignals = std::size(signals::kOptionalNvmlSignals);
+static_assert(kOptionalSignals <= 32, "one bit per signal in unsupported_");
 
 }  // namespace
 
@@ -54,15 +45,10 @@ struct Nvml::Api {
   nvmlReturn_t (*device_uuid)(nvmlDevice_t, char*, unsigned int);
   nvmlReturn_t (*utilization)(nvmlDevice_t, nvmlUtilization_t*);
   nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t*);
-  // Optional: null when the library lacks them (an old driver); their
-  // signals are then unsupported on every GPU.
-  UintGetter power = nullptr;
-  UintGetter power_limit = nullptr;
-  UintByKind temperature = nullptr;
-  UintByKind clock = nullptr;
-  UintByKind pcie = nullptr;
-  EccGetter ecc = nullptr;
-  UllGetter throttle = nullptr;
+  // The optional signals' calls, by their index in the vocabulary's
+  // table: null when the library lacks one (an old driver); its signal is
+  // then unsupported on every GPU.
+  void* optional[kOptionalSignals] = {};
   // For the inventory and MIG.
   nvmlReturn_t (*device_name)(nvmlDevice_t, char*, unsigned int) = nullptr;
   nvmlReturn_t (*driver_version)(char*, unsigned int) = nullptr;
@@ -92,86 +78,39 @@ nvmlReturn_t CallOptional(F* f, Args... args) {
   return f == nullptr ? kNvmlFunctionNotFound : f(args...);
 }
 
-nvmlReturn_t ReadUint(UintGetter f, nvmlDevice_t d, double scale, double* out) {
-  unsigned int v = 0;
-  const nvmlReturn_t r = CallOptional(f, d, &v);
-  *out = v * scale;
-  return r;
-}
-
-nvmlReturn_t ReadByKind(UintByKind f, nvmlDevice_t d, int kind, double scale,
-                        double* out) {
-  unsigned int v = 0;
-  const nvmlReturn_t r = CallOptional(f, d, kind, &v);
-  *out = v * scale;
-  return r;
-}
-
-nvmlReturn_t ReadEcc(EccGetter f, nvmlDevice_t d, int type, double* out) {
-  unsigned long long v = 0;
-  const nvmlReturn_t r = CallOptional(f, d, type, kEccVolatile, &v);
-  *out = static_cast<double>(v);
+// Calls optional signal `signal` through `f` (its call, of the shape the
+// table gives) and scales its answer to the signal's unit.
+nvmlReturn_t ReadOptional(void* f, nvmlDevice_t d,
+                          const signals::OptionalNvmlSignal& signal, double* out) {
+  if (f == nullptr) return kNvmlFunctionNotFound;
+  unsigned int narrow = 0;
+  unsigned long long wide = 0;
+  nvmlReturn_t r = kNvmlFunctionNotFound;
+  const int* a = signal.args;
+  // make_signals.py admits these four shapes only.
+  switch (signal.arg_count * 2 + (signal.wide ? 1 : 0)) {
+    case 0:
+      r = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned int*)>(f)(d, &narrow);
+      break;
+    case 1:
+      r = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*)>(f)(d, &wide);
+      break;
+    case 2:
+      r = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, int, unsigned int*)>(f)(d, a[0],
+                                                                                &narrow);
+      break;
+    case 5:
+      r = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, int, int, unsigned long long*)>(f)(
+          d, a[0], a[1], &wide);
+      break;
+    default:
+      return kNvmlFunctionNotFound;
+  }
+  *out = (signal.wide ? static_cast<double>(wide) : static_cast<double>(narrow)) * signal.scale;
   return r;
 }
 
 }  // namespace
-
-// The optional signals: name, unit, the NVML call (for the notes) and how
-// to read it (answering NVML's return code). Indexes are the bits of
-// Nvml::unsupported_.
-struct Nvml::SignalTable {
-  struct Signal {
-    const char* name;
-    const char* unit;
-    const char* call;
-    nvmlReturn_t (*read)(const Api& api, nvmlDevice_t device, double* out);
-  };
-  static constexpr Signal kSignals[] = {
-      {"gpu_power", "watts", "nvmlDeviceGetPowerUsage",
-       [](const Api& a, nvmlDevice_t d, double* o) {
-         return ReadUint(a.power, d, 1e-3, o);  // milliwatts
-       }},
-      {"gpu_power_limit", "watts", "nvmlDeviceGetEnforcedPowerLimit",
-       [](const Api& a, nvmlDevice_t d, double* o) {
-         return ReadUint(a.power_limit, d, 1e-3, o);
-       }},
-      {"gpu_temperature", "celsius", "nvmlDeviceGetTemperature",
-       [](const Api& a, nvmlDevice_t d, double* o) {
-         return ReadByKind(a.temperature, d, kTemperatureGpu, 1, o);
-       }},
-      {"gpu_sm_clock", "hertz", "nvmlDeviceGetClockInfo",
-       [](const Api& a, nvmlDevice_t d, double* o) {
-         return ReadByKind(a.clock, d, kClockSm, 1e6, o);  // MHz
-       }},
-      {"gpu_memory_clock", "hertz", "nvmlDeviceGetClockInfo",
-       [](const Api& a, nvmlDevice_t d, double* o) {
-         return ReadByKind(a.clock, d, kClockMemory, 1e6, o);
-       }},
-      {"gpu_pcie_rx", "bytes/s", "nvmlDeviceGetPcieThroughput",
-       [](const Api& a, nvmlDevice_t d, double* o) {
-         return ReadByKind(a.pcie, d, kPcieRxBytes, 1024, o);  // KB/s
-       }},
-      {"gpu_pcie_tx", "bytes/s", "nvmlDeviceGetPcieThroughput",
-       [](const Api& a, nvmlDevice_t d, double* o) {
-         return ReadByKind(a.pcie, d, kPcieTxBytes, 1024, o);
-       }},
-      {"gpu_ecc_corrected", "errors", "nvmlDeviceGetTotalEccErrors",
-       [](const Api& a, nvmlDevice_t d, double* o) {
-         return ReadEcc(a.ecc, d, kEccCorrected, o);
-       }},
-      {"gpu_ecc_uncorrected", "errors", "nvmlDeviceGetTotalEccErrors",
-       [](const Api& a, nvmlDevice_t d, double* o) {
-         return ReadEcc(a.ecc, d, kEccUncorrected, o);
-       }},
-      {"gpu_throttle_reasons", "bitset", "nvmlDeviceGetCurrentClocksThrottleReasons",
-       [](const Api& a, nvmlDevice_t d, double* o) {
-         unsigned long long v = 0;
-         const nvmlReturn_t r = CallOptional(a.throttle, d, &v);
-         *o = static_cast<double>(v);
-         return r;
-       }},
-  };
-};
 
 absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Load(const std::string& library) {
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -206,13 +145,9 @@ absl::StatusOr<std::unique_ptr<Nvml>> Nvml::Load(const std::string& library) {
     }
   }
   // Optional entry points; a missing one leaves its signals unsupported.
-  Bind(handle, "nvmlDeviceGetPowerUsage", api->power);
-  Bind(handle, "nvmlDeviceGetEnforcedPowerLimit", api->power_limit);
-  Bind(handle, "nvmlDeviceGetTemperature", api->temperature);
-  Bind(handle, "nvmlDeviceGetClockInfo", api->clock);
-  Bind(handle, "nvmlDeviceGetPcieThroughput", api->pcie);
-  Bind(handle, "nvmlDeviceGetTotalEccErrors", api->ecc);
-  Bind(handle, "nvmlDeviceGetCurrentClocksThrottleReasons", api->throttle);
+  for (size_t k = 0; k < kOptionalSignals; ++k) {
+    api->optional[k] = dlsym(handle, signals::kOptionalNvmlSignals[k].call);
+  }
   Bind(handle, "nvmlDeviceGetName", api->device_name);
   Bind(handle, "nvmlSystemGetDriverVersion", api->driver_version);
   if (!Bind(handle, "nvmlSystemGetCudaDriverVersion_v2", api->cuda_version)) {
@@ -285,8 +220,8 @@ void Nvml::FindMigDevices(size_t gpu) {
     return;
   }
   int found = 0;
-  for (unsigned int slot = 0;
-       slot < std::min(slots, kMaxMigSlots) && found < kInventoryMigDeviceLimit;
+  for (unsigned int slot = 0; slot < std::min(slots, kMaxMigSlots) &&
+                              static_cast<size_t>(found) < signals::kMaxMigDevicesPerGpu;
        ++slot) {
     nvmlDevice_t mig = nullptr;
     const nvmlReturn_t r = api_->mig_device(devices_[gpu], slot, &mig);
@@ -324,7 +259,7 @@ void Nvml::Describe(v1::AgentInventory& inventory) const {
     inventory.set_cuda_version(absl::StrCat(cuda / 1000, ".", cuda % 1000 / 10));
   }
   for (size_t i = 0;
-       i < std::min(devices_.size(), size_t{kInventoryGpuLimit}); ++i) {
+       i < std::min(devices_.size(), signals::kMaxInventoryGpus); ++i) {
     v1::GpuInventory* gpu = inventory.add_gpus();
     gpu->set_index(static_cast<int32_t>(i));
     gpu->set_uuid(InventoryText(uuids_[i]));
@@ -367,8 +302,10 @@ absl::StatusOr<std::vector<GpuReading>> Nvml::Read() {
     reading.uuid = &uuid;
     reading.free_memory_bytes = memory.free;
     reading.values = {
-        {"gpu_memory_used", "bytes", static_cast<double>(memory.used)},
-        {"gpu_memory_total", "bytes", static_cast<double>(memory.total)}};
+        {signals::kGpuMemoryUsed.name, signals::kGpuMemoryUsed.unit,
+         static_cast<double>(memory.used)},
+        {signals::kGpuMemoryTotal.name, signals::kGpuMemoryTotal.unit,
+         static_cast<double>(memory.total)}};
     return reading;
   };
   for (size_t i = 0; i < devices_.size(); ++i) {
@@ -387,7 +324,7 @@ absl::StatusOr<std::vector<GpuReading>> Nvml::Read() {
     GpuReading& reading = add(uuids_[i], memory);
     if (u == kNvmlSuccess) {
       reading.utilization_percent = utilization.gpu;
-      reading.values.push_back({"gpu_memory_util", "percent",
+      reading.values.push_back({signals::kGpuMemoryUtil.name, signals::kGpuMemoryUtil.unit,
                                 static_cast<double>(utilization.memory)});
     }
     ReadSignals(i, reading);
@@ -408,19 +345,17 @@ absl::StatusOr<std::vector<GpuReading>> Nvml::Read() {
 }
 
 void Nvml::ReadSignals(size_t device, GpuReading& reading) {
-  constexpr size_t kCount = std::size(SignalTable::kSignals);
-  static_assert(kCount <= 32, "one bit per signal in unsupported_");
-  for (size_t k = 0; k < kCount; ++k) {
+  for (size_t k = 0; k < kOptionalSignals; ++k) {
     if (unsupported_[device] & (uint32_t{1} << k)) continue;
-    const SignalTable::Signal& signal = SignalTable::kSignals[k];
+    const signals::OptionalNvmlSignal& signal = signals::kOptionalNvmlSignals[k];
     double value = 0;
-    const nvmlReturn_t r = signal.read(*api_, devices_[device], &value);
+    const nvmlReturn_t r = ReadOptional(api_->optional[k], devices_[device], signal, &value);
     if (r == kNvmlSuccess) {
-      reading.values.push_back({signal.name, signal.unit, value});
+      reading.values.push_back({signal.signal.name, signal.signal.unit, value});
     } else if (r == kNvmlNotSupported || r == kNvmlFunctionNotFound) {
       // Asked once: a GPU does not start supporting a signal later.
       unsupported_[device] |= uint32_t{1} << k;
-      notes_.push_back(absl::StrCat(uuids_[device], ": ", signal.name,
+      notes_.push_back(absl::StrCat(uuids_[device], ": ", signal.signal.name,
                                     " is not supported (",
                                     api_->Error(signal.call, r),
                                     "); not reported"));

@@ -84,7 +84,6 @@ class Nvml {
 
  private:
   struct Api;
-  struct SignalTable;
   Nvml(void* handle, std::unique_ptr<Api> api);
   void ReadSignals(size_t device, GpuReading& reading);
   void FindMigDevices(size_t gpu);

@@ -1,5 +1,7 @@
 #include "client/proc_stats.h"
 
+#include <algorithm>
+#include <iterator>
 #include <limits>
 #include <vector>
 
@@ -9,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/vocabulary/signals.h"
 
 namespace metrics::client {
 
@@ -150,7 +153,11 @@ absl::StatusOr<absl::flat_hash_map<std::string, NetCounters>> ParseNetDev(
           "/proc/net/dev line ", line_number,
           ": expected an interface and 16 counters, got \"", line, "\""));
     }
-    if (name == "lo") continue;
+    if (std::find(std::begin(signals::kNetworkDevicesLeftOut),
+                  std::end(signals::kNetworkDevicesLeftOut),
+                  name) != std::end(signals::kNetworkDevicesLeftOut)) {
+      continue;
+    }
     interfaces.emplace(std::string(name), c);
   }
   return interfaces;

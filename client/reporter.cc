@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -24,6 +25,8 @@
 #include "client/backoff.h"
 #include "client/pending_samples.h"
 #include "common/grpc_status.h"
+#include "common/vocabulary/label.h"
+#include "common/vocabulary/signals.h"
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 
 namespace metrics::client {
@@ -65,6 +68,11 @@ absl::Status ValidateOptions(const ReporterOptions& o) {
   }
   if (o.agent_id.empty()) {
     return absl::InvalidArgumentError("agent_id: must be set");
+  }
+  if (const std::string problem =
+          signals::LabelProblem(o.agent_id, signals::kMaxLabelLength, false);
+      !problem.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("agent_id: ", problem));
   }
   // gRPC takes only printable ASCII in metadata. The message does not
   // quote the token.
@@ -226,9 +234,17 @@ class Reporter::Impl {
 absl::Status Reporter::Impl::Record(absl::Time time,
                                     absl::Span<const Measurement> values) {
   for (size_t i = 0; i < values.size(); ++i) {
-    if (values[i].name.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("values[", i, "].name: must not be empty"));
+    // The server's label rule, so a bad label is refused here, as the
+    // Python client does, not later with its whole batch.
+    for (const auto& [field, value, max_length, allow_empty] :
+         {std::tuple("name", values[i].name, signals::kMaxLabelLength, false),
+          std::tuple("unit", values[i].unit, signals::kMaxUnitLength, true),
+          std::tuple("gpu_uuid", values[i].gpu_uuid, signals::kMaxLabelLength, true)}) {
+      if (const std::string problem = signals::LabelProblem(value, max_length, allow_empty);
+          !problem.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("values[", i, "].", field, ": ", problem));
+      }
     }
     if (!std::isfinite(values[i].value)) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -4,8 +4,13 @@
 // kill-and-restart run is in tests/integration/client_end_to_end_test.cc.
 #include "client/reporter.h"
 
+#include <boost/json.hpp>
+
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -269,6 +274,49 @@ TEST_F(ReporterTest, BadValuesAreRefusedWholeAtRecord) {
   EXPECT_EQ(reporter->stats().recorded, 0);
 }
 
+// The shared label cases (client/testdata/labels.json) as a value's name,
+// GPU UUID or unit: refused at Record naming the field and the server's
+// reason, as the Python client refuses them, or recorded.
+TEST_F(ReporterTest, EverySharedLabelCaseIsRefusedOrTakenAtRecord) {
+  ASSERT_OK_AND_ASSIGN(auto reporter, Reporter::Create(Options(5, kUnreachable)));
+  std::ifstream file(TESTDATA_DIR "/labels.json");
+  ASSERT_TRUE(file);
+  std::stringstream text;
+  text << file.rdbuf();
+  const boost::json::value table = boost::json::parse(text.str());
+  int64_t taken = 0;
+  int n = 0;
+  for (const boost::json::value& c : table.at("cases").as_array()) {
+    if (c.as_object().contains("allow_empty")) continue;
+    const std::string value(c.at("value").as_string());
+    SCOPED_TRACE("\"" + value + "\"");
+    const bool unit = c.at("max").as_int64() == 32;
+    const std::string unit_series = absl::StrCat("unit_case_", ++n);  // a series' unit is fixed
+    std::vector<Measurement> values;
+    if (unit) {
+      values = {{unit_series, 1, value}};
+    } else if (value.empty()) {
+      values = {{value, 1, "u"}};  // an empty GPU UUID is an agent-wide value
+    } else {
+      values = {{value, 1, "u"}, {"ok", 1, "u", value}};
+    }
+    for (size_t i = 0; i < values.size(); ++i) {
+      const absl::Status status = reporter->Record(kStart, {values[i]});
+      if (c.as_object().contains("problem")) {
+        EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr(absl::StrCat(
+                                         unit ? "values[0].unit: "
+                                              : i == 0 ? "values[0].name: " : "values[0].gpu_uuid: ",
+                                         std::string(c.at("problem").as_string())))));
+      } else {
+        EXPECT_OK(status);
+        ++taken;
+      }
+    }
+  }
+  EXPECT_EQ(reporter->stats().recorded, taken);
+}
+
 TEST_F(ReporterTest, OptionsAreChecked) {
   ReporterOptions o = Options(1);
   o.server_address.clear();
@@ -277,6 +325,11 @@ TEST_F(ReporterTest, OptionsAreChecked) {
   o = Options(0);
   EXPECT_THAT(Reporter::Create(o), StatusIs(absl::StatusCode::kInvalidArgument,
                                             HasSubstr("trial_id")));
+  o = Options(1);
+  o.agent_id = "node 1 ";
+  EXPECT_THAT(Reporter::Create(o),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("agent_id: must not start or end with a space")));
   o = Options(1);
   o.buffer_samples = 10;
   o.max_batch_samples = 20;

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "client/signal_value.h"
 
 namespace metrics::client {
 
@@ -84,15 +85,15 @@ SystemSampler::Counters SystemSampler::ReadCounters(
 
 void SystemSampler::AddRates(const Counters& now, double seconds,
                              Sample& sample) {
-  auto add = [&](absl::string_view name, double value, absl::string_view unit) {
-    sample.measurements.push_back({name, value, unit});
+  auto add = [&](const signals::Signal& signal, double value) {
+    sample.measurements.push_back(SignalValue(signal, value));
   };
   if (now.cpu && previous_.cpu && now.cpu->total > previous_.cpu->total &&
       now.cpu->busy >= previous_.cpu->busy) {
     const double busy = static_cast<double>(now.cpu->busy - previous_.cpu->busy);
     const double total =
         static_cast<double>(now.cpu->total - previous_.cpu->total);
-    add("cpu_util_simple", std::min(100.0, 100.0 * busy / total), "percent");
+    add(signals::kCpuUtilSimple, std::min(100.0, 100.0 * busy / total));
   }
   if (seconds <= 0) return;
   if (now.disks && previous_.disks) {
@@ -101,31 +102,24 @@ void SystemSampler::AddRates(const Counters& now, double seconds,
     const double ios =
         SumDeltas(before, after, [](const DiskCounters& d) { return d.reads; }) +
         SumDeltas(before, after, [](const DiskCounters& d) { return d.writes; });
-    add("disk_iops", ios / seconds, "operations/s");
-    add("disk_throughput_read",
+    add(signals::kDiskIops, ios / seconds);
+    add(signals::kDiskThroughputRead,
         kSectorBytes *
-            SumDeltas(before, after,
-                      [](const DiskCounters& d) { return d.read_sectors; }) /
-            seconds,
-        "bytes/s");
-    add("disk_throughput_write",
+            SumDeltas(before, after, [](const DiskCounters& d) { return d.read_sectors; }) /
+            seconds);
+    add(signals::kDiskThroughputWrite,
         kSectorBytes *
-            SumDeltas(before, after,
-                      [](const DiskCounters& d) { return d.write_sectors; }) /
-            seconds,
-        "bytes/s");
+            SumDeltas(before, after, [](const DiskCounters& d) { return d.write_sectors; }) /
+            seconds);
   }
   if (now.net && previous_.net) {
-    add("net_throughput_sent",
-        SumDeltas(*previous_.net, *now.net,
-                  [](const NetCounters& n) { return n.sent_bytes; }) /
-            seconds,
-        "bytes/s");
-    add("net_throughput_recv",
+    add(signals::kNetThroughputSent,
+        SumDeltas(*previous_.net, *now.net, [](const NetCounters& n) { return n.sent_bytes; }) /
+            seconds);
+    add(signals::kNetThroughputRecv,
         SumDeltas(*previous_.net, *now.net,
                   [](const NetCounters& n) { return n.received_bytes; }) /
-            seconds,
-        "bytes/s");
+            seconds);
   }
 }
 
@@ -145,7 +139,7 @@ Sample SystemSampler::Take(std::chrono::steady_clock::time_point now) {
       meminfo.ok() ? ParseMemAvailableBytes(*meminfo) : meminfo.status();
   if (available.ok()) {
     sample.measurements.push_back(
-        {"memory_free", static_cast<double>(*available), "bytes"});
+        SignalValue(signals::kMemoryFree, static_cast<double>(*available)));
   } else {
     sample.errors.push_back(available.status());
   }
@@ -157,11 +151,10 @@ Sample SystemSampler::Take(std::chrono::steady_clock::time_point now) {
       for (const GpuReading& g : *gpus) {
         if (g.utilization_percent.has_value()) {
           sample.measurements.push_back(
-              {"gpu_util", *g.utilization_percent, "percent", *g.uuid});
+              SignalValue(signals::kGpuUtil, *g.utilization_percent, *g.uuid));
         }
-        sample.measurements.push_back(
-            {"gpu_free_memory", static_cast<double>(g.free_memory_bytes),
-             "bytes", *g.uuid});
+        sample.measurements.push_back(SignalValue(
+            signals::kGpuFreeMemory, static_cast<double>(g.free_memory_bytes), *g.uuid));
         for (const GpuValue& v : g.values) {
           sample.measurements.push_back({v.name, v.value, v.unit, *g.uuid});
         }

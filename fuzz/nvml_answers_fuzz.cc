@@ -15,7 +15,7 @@
 namespace {
 
 void CheckText(const std::string& text) {
-  if (text.size() > metrics::client::kInventoryTextLimit) __builtin_trap();
+  if (text.size() > metrics::signals::kMaxInventoryText) __builtin_trap();
   for (char c : text) {
     if (c < 0x20 || c > 0x7e) __builtin_trap();
   }
@@ -33,11 +33,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (*nvml)->Describe(inventory);
   CheckText(inventory.driver_version());
   CheckText(inventory.cuda_version());
-  if (inventory.gpus_size() > metrics::client::kInventoryGpuLimit) __builtin_trap();
+  if (inventory.gpus_size() > metrics::signals::kMaxInventoryGpus) __builtin_trap();
   for (const metrics::v1::GpuInventory& gpu : inventory.gpus()) {
     CheckText(gpu.uuid());
     CheckText(gpu.name());
-    if (gpu.mig_devices_size() > metrics::client::kInventoryMigDeviceLimit) {
+    if (gpu.mig_devices_size() > metrics::signals::kMaxMigDevicesPerGpu) {
       __builtin_trap();
     }
     for (const std::string& m : gpu.mig_devices()) CheckText(m);

@@ -26,6 +26,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)metrics::client::ParseMemoryLimit(text);
   (void)metrics::client::CountCpusInProcStat(text);
   const std::string printable = metrics::client::InventoryText(text);
-  if (printable.size() > metrics::client::kInventoryTextLimit) __builtin_trap();
+  if (printable.size() > metrics::signals::kMaxInventoryText) __builtin_trap();
   return 0;
 }

@@ -14,13 +14,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/vocabulary/signals.h"
 
 namespace metrics::storage {
 
-// Inventory strings at most; GPUs at most.
-inline constexpr size_t kMaxInventoryText = 256;
-inline constexpr size_t kMaxInventoryGpus = 64;
-inline constexpr size_t kMaxMigDevicesPerGpu = 8;
+// Inventory strings at most; GPUs at most (the signal vocabulary's bounds,
+// which the clients clip to).
+using signals::kMaxInventoryGpus;
+using signals::kMaxInventoryText;
+using signals::kMaxMigDevicesPerGpu;
 
 struct GpuInventory {
   int32_t index = 0;

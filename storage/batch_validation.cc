@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/vocabulary/label.h"
 #include "common/status_macros.h"
 #include "common/time_format.h"
 
@@ -16,31 +17,6 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
 
-// Why `value` is no valid label, or empty when it is one. Apart from
-// ValidateLabel so a batch's checks name a field only when one fails.
-std::string LabelProblem(absl::string_view value, size_t max_length,
-                         bool allow_empty) {
-  if (value.empty()) {
-    return allow_empty ? "" : "must not be empty";
-  }
-  if (value.size() > max_length) {
-    return absl::StrCat("is ", value.size(),
-                        " characters long; the limit is ", max_length);
-  }
-  for (size_t i = 0; i < value.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(value[i]);
-    if (c < 0x20 || c > 0x7e) {
-      return absl::StrCat("has a non-printable character (byte ",
-                          static_cast<int>(c), ") at offset ", i,
-                          "; only printable ASCII is allowed");
-    }
-  }
-  if (value.front() == ' ' || value.back() == ' ') {
-    return "must not start or end with a space";
-  }
-  return "";
-}
-
 }  // namespace
 
 absl::Time EarliestReportTime() {
@@ -49,7 +25,7 @@ absl::Time EarliestReportTime() {
 
 absl::Status ValidateLabel(absl::string_view field, absl::string_view value,
                            size_t max_length, bool allow_empty) {
-  const std::string problem = LabelProblem(value, max_length, allow_empty);
+  const std::string problem = signals::LabelProblem(value, max_length, allow_empty);
   return problem.empty() ? absl::OkStatus() : Invalid(field, problem);
 }
 
@@ -91,7 +67,7 @@ absl::Status ValidateBatch(const MetricBatch& batch,
     };
     auto check = [&field](absl::string_view member, absl::string_view value,
                           size_t max_length, bool allow_empty) {
-      const std::string problem = LabelProblem(value, max_length, allow_empty);
+      const std::string problem = signals::LabelProblem(value, max_length, allow_empty);
       return problem.empty() ? absl::OkStatus() : Invalid(field(member), problem);
     };
     RETURN_IF_ERROR(check(".name", s.name, limits.max_label_length, false));

@@ -13,12 +13,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/vocabulary/signals.h"
 #include "storage/metric_store.h"
 
 namespace metrics::storage {
 
-// The longest name, agent id, GPU UUID or stream id accepted anywhere.
-inline constexpr size_t kMaxLabelLength = 128;
+// The longest name, agent id, GPU UUID or stream id accepted anywhere (the
+// signal vocabulary's).
+using signals::kMaxLabelLength;
 
 struct IngestLimits {
   size_t max_reports_per_batch = 10000;
@@ -26,7 +28,7 @@ struct IngestLimits {
   size_t max_series_per_batch = 4096;
   // Names, agent ids, GPU UUIDs and stream ids.
   size_t max_label_length = kMaxLabelLength;
-  size_t max_unit_length = 32;
+  size_t max_unit_length = signals::kMaxUnitLength;
   // Report times may be at most this far ahead of the server's clock.
   absl::Duration max_future = absl::Minutes(10);
   // Distinct series per trial, enforced by the store (RESOURCE_EXHAUSTED).
@@ -37,7 +39,7 @@ struct IngestLimits {
 absl::Time EarliestReportTime();
 
 // A label: 1..max_length printable ASCII characters (space allowed inside,
-// not at either end); empty too if `allow_empty`.
+// not at either end); empty too if `allow_empty` (signals::LabelProblem).
 absl::Status ValidateLabel(absl::string_view field, absl::string_view value,
                            size_t max_length, bool allow_empty);
 

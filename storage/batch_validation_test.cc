@@ -1,8 +1,14 @@
 #include "storage/batch_validation.h"
 
-#include <cmath>
-#include <limits>
+#include <boost/json.hpp>
 
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -143,6 +149,32 @@ TEST(BatchValidationTest, RefusesBadLabels) {
   batch = GoodBatch();
   batch.sequence = 0;
   ExpectInvalid(batch, "batch.sequence: must be 1 or more");
+}
+
+// The shared label cases (client/testdata/labels.json) as a series' name
+// (or unit, for the unit-length cases): refused naming the reason, or kept.
+TEST(BatchValidationTest, EverySharedLabelCaseAsASeriesName) {
+  std::ifstream file(LABEL_CASES);
+  ASSERT_TRUE(file) << LABEL_CASES;
+  std::stringstream text;
+  text << file.rdbuf();
+  const boost::json::value table = boost::json::parse(text.str());
+  for (const boost::json::value& c : table.at("cases").as_array()) {
+    if (c.as_object().contains("allow_empty")) continue;  // names may not be empty
+    const std::string value(c.at("value").as_string());
+    SCOPED_TRACE("\"" + value + "\"");
+    MetricBatch batch = GoodBatch();
+    const bool unit = c.at("max").as_int64() == 32;
+    (unit ? batch.series[1].unit : batch.series[1].name) = value;
+    const absl::Status status = Check(batch);
+    if (c.as_object().contains("problem")) {
+      EXPECT_THAT(status.message(),
+                  HasSubstr(absl::StrCat("batch.series[1].", unit ? "unit" : "name", ": ",
+                                         std::string(c.at("problem").as_string()))));
+    } else {
+      EXPECT_OK(status);
+    }
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "storage/legacy_profiler.h"
 
+#include "common/vocabulary/signals.h"
 #include "storage/metric_store.h"
 
 namespace metrics::storage {
@@ -8,8 +9,7 @@ namespace {
 
 struct SystemName {
   absl::string_view legacy;
-  absl::string_view stored;
-  absl::string_view unit;
+  signals::Signal stored;
   double scale;
 };
 
@@ -19,15 +19,15 @@ constexpr double kGiga = 1e9;
 constexpr double kGigabitInBytes = 1e9 / 8;
 
 constexpr SystemName kSystemNames[] = {
-    {"gpu_util", "gpu_util", "percent", 1},
-    {"gpu_free_memory", "gpu_free_memory", "bytes", 1},
-    {"cpu_util_simple", "cpu_util_simple", "percent", 1},
-    {"free_memory", "memory_free", "bytes", kGiga},
-    {"disk_iops", "disk_iops", "operations/s", 1},
-    {"disk_throughput_read", "disk_throughput_read", "bytes/s", 1},
-    {"disk_throughput_write", "disk_throughput_write", "bytes/s", 1},
-    {"net_throughput_sent", "net_throughput_sent", "bytes/s", kGigabitInBytes},
-    {"net_throughput_recv", "net_throughput_recv", "bytes/s", kGigabitInBytes},
+    {"gpu_util", signals::kGpuUtil, 1},
+    {"gpu_free_memory", signals::kGpuFreeMemory, 1},
+    {"cpu_util_simple", signals::kCpuUtilSimple, 1},
+    {"free_memory", signals::kMemoryFree, kGiga},
+    {"disk_iops", signals::kDiskIops, 1},
+    {"disk_throughput_read", signals::kDiskThroughputRead, 1},
+    {"disk_throughput_write", signals::kDiskThroughputWrite, 1},
+    {"net_throughput_sent", signals::kNetThroughputSent, kGigabitInBytes},
+    {"net_throughput_recv", signals::kNetThroughputRecv, kGigabitInBytes},
 };
 
 }  // namespace
@@ -49,7 +49,7 @@ StoredName FromLegacy(absl::string_view group, absl::string_view legacy_name) {
   if (group == kSystemGroup) {
     for (const SystemName& n : kSystemNames) {
       if (n.legacy == legacy_name) {
-        return {std::string(n.stored), std::string(n.unit), n.scale};
+        return {std::string(n.stored.name), std::string(n.stored.unit), n.scale};
       }
     }
   }
@@ -59,8 +59,8 @@ StoredName FromLegacy(absl::string_view group, absl::string_view legacy_name) {
 StoredName ToLegacy(absl::string_view group, absl::string_view name) {
   if (group == kSystemGroup) {
     for (const SystemName& n : kSystemNames) {
-      if (n.stored == name) {
-        return {std::string(n.legacy), std::string(n.unit), n.scale};
+      if (n.stored.name == name) {
+        return {std::string(n.legacy), std::string(n.stored.unit), n.scale};
       }
     }
   }

@@ -1,6 +1,8 @@
 """Builds metrics_client with its protobuf and gRPC modules generated from
-the repository's protos (build_protos.py), so they match the server's."""
+the repository's protos (build_protos.py), so they match the server's, and
+the signal vocabulary's table (common/vocabulary/signals.json) beside them."""
 import os
+import shutil
 import subprocess
 import sys
 
@@ -16,6 +18,8 @@ class BuildWithProtos(build_py):
         subprocess.run([sys.executable, os.path.join(HERE, "build_protos.py"),
                         os.path.join(self.build_lib, "metrics_client", "_proto")],
                        check=True)
+        shutil.copy(os.path.join(HERE, "..", "..", "common", "vocabulary", "signals.json"),
+                    os.path.join(self.build_lib, "metrics_client", "signals.json"))
 
 
 setup(cmdclass={"build_py": BuildWithProtos})

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/vocabulary/signals.h"
 #include "storage/batch_builder.h"
 #include "storage/batch_validation.h"
 
@@ -77,26 +79,26 @@ bool IsGpuKey(absl::string_view key) {
   return std::find(kGpuKeys.begin(), kGpuKeys.end(), key) != kGpuKeys.end();
 }
 
-// A metric renamed one to one: its series name, unit and scale.
+// A metric renamed one to one: its signal and the scale to the signal's
+// unit.
 struct Rename {
-  const char* name;
-  const char* unit;
+  signals::Signal signal;
   double scale;
 };
 
 const absl::flat_hash_map<absl::string_view, Rename>& Renames() {
   static const auto* renames = new absl::flat_hash_map<absl::string_view, Rename>{
-      {"system.memory.linux.available", {"memory_free", "bytes", 1}},
-      {"system.linux.memory.available", {"memory_free", "bytes", 1}},
-      {"hw.gpu.utilization", {"gpu_util", "percent", 100}},
-      {"DCGM_FI_DEV_GPU_UTIL", {"gpu_util", "percent", 1}},
-      {"DCGM_FI_DEV_FB_FREE", {"gpu_free_memory", "bytes", kMebibyte}},
-      {"DCGM_FI_DEV_FB_USED", {"gpu_memory_used", "bytes", kMebibyte}},
-      {"DCGM_FI_DEV_MEM_COPY_UTIL", {"gpu_memory_util", "percent", 1}},
-      {"DCGM_FI_DEV_POWER_USAGE", {"gpu_power", "watts", 1}},
-      {"DCGM_FI_DEV_GPU_TEMP", {"gpu_temperature", "celsius", 1}},
-      {"DCGM_FI_DEV_SM_CLOCK", {"gpu_sm_clock", "hertz", 1e6}},
-      {"DCGM_FI_DEV_MEM_CLOCK", {"gpu_memory_clock", "hertz", 1e6}},
+      {"system.memory.linux.available", {signals::kMemoryFree, 1}},
+      {"system.linux.memory.available", {signals::kMemoryFree, 1}},
+      {"hw.gpu.utilization", {signals::kGpuUtil, 100}},
+      {"DCGM_FI_DEV_GPU_UTIL", {signals::kGpuUtil, 1}},
+      {"DCGM_FI_DEV_FB_FREE", {signals::kGpuFreeMemory, kMebibyte}},
+      {"DCGM_FI_DEV_FB_USED", {signals::kGpuMemoryUsed, kMebibyte}},
+      {"DCGM_FI_DEV_MEM_COPY_UTIL", {signals::kGpuMemoryUtil, 1}},
+      {"DCGM_FI_DEV_POWER_USAGE", {signals::kGpuPower, 1}},
+      {"DCGM_FI_DEV_GPU_TEMP", {signals::kGpuTemperature, 1}},
+      {"DCGM_FI_DEV_SM_CLOCK", {signals::kGpuSmClock, 1e6}},
+      {"DCGM_FI_DEV_MEM_CLOCK", {signals::kGpuMemoryClock, 1e6}},
   };
   return *renames;
 }
@@ -104,18 +106,15 @@ const absl::flat_hash_map<absl::string_view, Rename>& Renames() {
 // A cumulative metric whose rate, summed over devices, is a series: by the
 // point's "direction" attribute (empty: either).
 struct RateTarget {
-  const char* read_or_receive;
-  const char* write_or_transmit;
-  const char* unit;
+  signals::Signal read_or_receive;
+  signals::Signal write_or_transmit;
 };
 
 const absl::flat_hash_map<absl::string_view, RateTarget>& RateTargets() {
   static const auto* targets = new absl::flat_hash_map<absl::string_view, RateTarget>{
-      {"system.network.io",
-       {"net_throughput_recv", "net_throughput_sent", "bytes/s"}},
-      {"system.disk.io",
-       {"disk_throughput_read", "disk_throughput_write", "bytes/s"}},
-      {"system.disk.operations", {"disk_iops", "disk_iops", "operations/s"}},
+      {"system.network.io", {signals::kNetThroughputRecv, signals::kNetThroughputSent}},
+      {"system.disk.io", {signals::kDiskThroughputRead, signals::kDiskThroughputWrite}},
+      {"system.disk.operations", {signals::kDiskIops, signals::kDiskIops}},
   };
   return *targets;
 }
@@ -183,14 +182,15 @@ class Mapper {
     for (const auto& [k, idle] : idle_) {
       const auto& [agent, time_us] = k;
       if (idle.points > 0) {
-        Add(agent, "cpu_util_simple", "", "percent", time_us,
+        Add(agent, signals::kCpuUtilSimple.name, "", signals::kCpuUtilSimple.unit, time_us,
             100 * (1 - idle.total / idle.points));
       }
     }
     for (const auto& [k, m] : gpu_memory_) {
       const auto& [agent, gpu, time_us] = k;
       if (m.first && m.second) {
-        Add(agent, "gpu_free_memory", gpu, "bytes", time_us, *m.first - *m.second);
+        Add(agent, signals::kGpuFreeMemory.name, gpu, signals::kGpuFreeMemory.unit, time_us,
+            *m.first - *m.second);
       }
     }
     out_.batches = std::move(builder_).Take();
@@ -316,14 +316,20 @@ class Mapper {
     if (kind.rate != nullptr) {
       const std::string device =
           Find(p.attributes(), {"device", "system.device"}).value_or("");
-      if (device == "lo") return;
+      if (std::find(std::begin(signals::kNetworkDevicesLeftOut),
+                    std::end(signals::kNetworkDevicesLeftOut),
+                    device) != std::end(signals::kNetworkDevicesLeftOut)) {
+        return;
+      }
       const std::string direction =
           Find(p.attributes(), {"direction", "network.io.direction",
                                 "disk.io.direction"})
               .value_or("");
       const bool in = direction == "receive" || direction == "read";
-      const char* name = in ? kind.rate->read_or_receive : kind.rate->write_or_transmit;
-      Sum& sum = sums_[{agent, name, kind.rate->unit, std::string(gpu), time_us}];
+      const signals::Signal& signal =
+          in ? kind.rate->read_or_receive : kind.rate->write_or_transmit;
+      Sum& sum = sums_[{agent, std::string(signal.name), std::string(signal.unit),
+                        std::string(gpu), time_us}];
       ++sum.points;
       std::optional<double> rate;
       if (delta) {
@@ -343,7 +349,7 @@ class Mapper {
       return;
     }
     if (kind.rename != nullptr) {
-      Add(agent, kind.rename->name, gpu, kind.rename->unit, time_us,
+      Add(agent, kind.rename->signal.name, gpu, kind.rename->signal.unit, time_us,
           value * kind.rename->scale);
       return;
     }

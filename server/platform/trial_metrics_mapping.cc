@@ -75,7 +75,7 @@ bool IsNonFiniteText(const Value& v) {
 }
 
 absl::string_view UnitOf(absl::string_view name) {
-  for (const ProfilingUnit& u : kProfilingUnits) {
+  for (const signals::Signal& u : kProfilingUnits) {
     if (u.name == name) return u.unit;
   }
   return "";

@@ -36,6 +36,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "proto/determined/api/v1/profiler.pb.h"
+#include "common/vocabulary/signals.h"
 #include "storage/batch_validation.h"
 #include "storage/metric_store.h"
 
@@ -43,21 +44,12 @@ namespace metrics::server {
 
 // The unit of each name the harness sends in a profiling group; others
 // have none.
-struct ProfilingUnit {
-  absl::string_view name;
-  absl::string_view unit;
-};
-inline constexpr ProfilingUnit kProfilingUnits[] = {
-    {"gpu_util", "percent"},
-    {"gpu_free_memory", "bytes"},
-    {"cpu_util_simple", "percent"},
-    {"memory_free", "bytes"},
-    {"disk_iops", "operations/s"},
-    {"disk_throughput_read", "bytes/s"},
-    {"disk_throughput_write", "bytes/s"},
-    {"disk_util", "percent"},
-    {"net_throughput_sent", "bytes/s"},
-    {"net_throughput_recv", "bytes/s"},
+inline constexpr signals::Signal kProfilingUnits[] = {
+    signals::kGpuUtil,           signals::kGpuFreeMemory,
+    signals::kCpuUtilSimple,     signals::kMemoryFree,
+    signals::kDiskIops,          signals::kDiskThroughputRead,
+    signals::kDiskThroughputWrite, signals::kDiskUtil,
+    signals::kNetThroughputSent, signals::kNetThroughputRecv,
 };
 
 // The inventory's sampling text of an agent that reports through it.

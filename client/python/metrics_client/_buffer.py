@@ -10,24 +10,29 @@ from typing import Deque, Dict, List, Optional, Tuple
 
 from ._proto import ingest_pb2
 
-MAX_LABEL_LENGTH = 128  # the server's limit on names and GPU UUIDs
-MAX_UNIT_LENGTH = 32
 
 # (name, gpu_uuid); gpu_uuid is "" for an agent-wide series.
 SeriesKey = Tuple[str, str]
 
 
 def label_problem(value, max_length: int, allow_empty: bool) -> Optional[str]:
-    """Why `value` is not a valid label, or None (the server's rule:
-    printable ASCII, at most max_length characters)."""
+    """Why `value` is not a valid label, or None: the vocabulary's rule in
+    the server's words (common/vocabulary/label.h): printable ASCII, at most
+    max_length characters, no space at either end. client/testdata/labels.json
+    holds the cases the server and both clients are tested on."""
     if not isinstance(value, str):
         return "must be a string, not %s" % type(value).__name__
-    if not value and not allow_empty:
-        return "must not be empty"
-    if len(value) > max_length:
-        return "is %d characters, more than %d" % (len(value), max_length)
-    if not value.isascii() or not value.isprintable():
-        return "must be printable ASCII"
+    if not value:
+        return None if allow_empty else "must not be empty"
+    raw = value.encode("utf-8", "surrogatepass")
+    if len(raw) > max_length:
+        return "is %d characters long; the limit is %d" % (len(raw), max_length)
+    if not (value.isascii() and value.isprintable()):
+        offset, byte = next((i, b) for i, b in enumerate(raw) if b < 0x20 or b > 0x7e)
+        return ("has a non-printable character (byte %d) at offset %d; only printable "
+                "ASCII is allowed" % (byte, offset))
+    if value[0] == " " or value[-1] == " ":
+        return "must not start or end with a space"
     return None
 
 

@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Tuple
 import psutil
 
 from ._nvml import inventory_text
+from ._signals import NETWORK_DEVICES_LEFT_OUT, measurement
 
 Measurement = Tuple[str, float, str]  # (name, value, unit)
 
@@ -101,8 +102,8 @@ class HostSampler:
             total = sum(getattr(t1, f) - getattr(t0, f) for f in fields)
             idle = (t1.idle - t0.idle) + (t1.iowait - t0.iowait)
             if total > 0 and total - idle >= 0:
-                out.append(("cpu_util_simple", min(100.0, 100.0 * (total - idle) / total),
-                            "percent"))
+                out.append(measurement("cpu_util_simple",
+                                       min(100.0, 100.0 * (total - idle) / total)))
         if seconds > 0 and "disks" in now and "disks" in before:
             d0, d1 = before["disks"], now["disks"]
             disks = [n for n in whole_disks(d1) if n in d0]
@@ -114,25 +115,23 @@ class HostSampler:
                                         getattr(d1[n], field) // unit) for n in disks)
                 return unit * sum(d for d in deltas if d is not None) / seconds
 
-            out.append(("disk_iops", rate("read_count") + rate("write_count"),
-                        "operations/s"))
-            out.append(("disk_throughput_read", rate("read_bytes", 512), "bytes/s"))
-            out.append(("disk_throughput_write", rate("write_bytes", 512), "bytes/s"))
+            out.append(measurement("disk_iops", rate("read_count") + rate("write_count")))
+            out.append(measurement("disk_throughput_read", rate("read_bytes", 512)))
+            out.append(measurement("disk_throughput_write", rate("write_bytes", 512)))
         if seconds > 0 and "net" in now and "net" in before:
             n0, n1 = before["net"], now["net"]
-            nics = [n for n in n1 if n != "lo" and n in n0]
+            nics = [n for n in n1 if n not in NETWORK_DEVICES_LEFT_OUT and n in n0]
 
             def net_rate(field):
                 deltas = (counter_delta(getattr(n0[n], field), getattr(n1[n], field))
                           for n in nics)
                 return sum(d for d in deltas if d is not None) / seconds
 
-            out.append(("net_throughput_sent", net_rate("bytes_sent"), "bytes/s"))
-            out.append(("net_throughput_recv", net_rate("bytes_recv"), "bytes/s"))
+            out.append(measurement("net_throughput_sent", net_rate("bytes_sent")))
+            out.append(measurement("net_throughput_recv", net_rate("bytes_recv")))
         try:
             with self._procfs():
-                out.append(("memory_free", float(psutil.virtual_memory().available),
-                            "bytes"))
+                out.append(measurement("memory_free", float(psutil.virtual_memory().available)))
         except (OSError, ValueError, AssertionError) as e:
             errors.append("memory: %s" % e)
         return out, errors

@@ -14,6 +14,8 @@ from typing import Dict, List, Optional, Tuple
 
 import psutil
 
+from ._signals import UNITS, measurement
+
 Measurement = Tuple[str, float, str]  # (name, value, unit)
 
 # The process tree is walked (every process of the host) at most this often;
@@ -176,7 +178,7 @@ class JobSampler:
         if seconds > 0:
             used = sum(t - self._previous[pid] for pid, t in now.items()
                        if pid in self._previous and t >= self._previous[pid])
-            out.append(("process_cpu_util", 100.0 * used / seconds, "percent"))
+            out.append(measurement("process_cpu_util", 100.0 * used / seconds))
         self._previous = now
         rss = 0
         for p in processes:
@@ -184,20 +186,21 @@ class JobSampler:
                 rss += p.memory_info().rss
             except psutil.Error:
                 pass
-        out.append(("process_memory_rss", float(rss), "bytes"))
+        out.append(measurement("process_memory_rss", float(rss)))
         gpus = []
         if nvml is not None:
             pids = {p.pid for p in processes}
             for uuid, used_bytes in nvml.process_memory(pids):
-                gpus.append((uuid, {"process_gpu_memory": (float(used_bytes), "bytes")}))
+                gpus.append((uuid, {"process_gpu_memory": (float(used_bytes),
+                                                            UNITS["process_gpu_memory"])}))
         if self._cgroup:
             usage = self._cgroup_usage()
             if usage is None:
                 errors.append("cgroup: its CPU time cannot be read")
             elif self._previous_usage is not None and seconds > 0 and \
                     usage >= self._previous_usage:
-                out.append(("cgroup_cpu_util", 100.0 * (usage - self._previous_usage)
-                            / seconds / self._cgroup_cpus(), "percent"))
+                out.append(measurement("cgroup_cpu_util", 100.0 * (usage - self._previous_usage)
+                                       / seconds / self._cgroup_cpus()))
             self._previous_usage = usage
             memory = self._cgroup["memory"]
             if self._cgroup["version"] == 2:
@@ -207,9 +210,9 @@ class JobSampler:
                 used, limit = (_read(os.path.join(memory, "memory.usage_in_bytes")),
                                _read(os.path.join(memory, "memory.limit_in_bytes")))
             if _number(used) is not None:
-                out.append(("cgroup_memory_used", float(_number(used)), "bytes"))
+                out.append(measurement("cgroup_memory_used", float(_number(used))))
             else:
                 errors.append("cgroup: its memory use cannot be read")
             if memory_limit(limit) is not None:
-                out.append(("cgroup_memory_limit", float(memory_limit(limit)), "bytes"))
+                out.append(measurement("cgroup_memory_limit", float(memory_limit(limit))))
         return out, errors, gpus

@@ -3,13 +3,17 @@ throughput, ECC errors, throttling; memory of each MIG device) and what the
 GPUs are (describe: model, driver, CUDA, MIG) through NVIDIA's management library
 (libnvidia-ml.so.1), loaded at run time with ctypes: no CUDA or NVIDIA
 Python package is needed, and a host without NVIDIA GPUs simply has none.
-The same calls, names and units as metrics-agent (client/nvml.cc); a signal
+The same calls, names, units and scales as metrics-agent (client/nvml.cc):
+both are made from the vocabulary's table (_signals.py); a signal
 a GPU does not support is said once (take_notes) and left out.
 
 Thread-compatible: one sampler thread reads at a time.
 """
 import ctypes
 from typing import Dict, List, Tuple
+
+from ._signals import (MAX_INVENTORY_GPUS, MAX_INVENTORY_TEXT, MAX_MIG_DEVICES_PER_GPU,
+                       OPTIONAL_NVML, UNITS)
 
 _SUCCESS = 0
 _NOT_SUPPORTED = 3
@@ -18,36 +22,15 @@ _INSUFFICIENT_SIZE = 7
 _NOT_AVAILABLE = (1 << 64) - 1  # NVML's "no value" for a process's memory
 _UUID_BUFFER = 96
 _TEXT_BUFFER = 96
-# MIG slots asked at most per GPU (NVML's GPUs have 7), and the server's
-# bounds on an inventory: MIG devices per GPU, GPUs, text.
+# MIG slots asked at most per GPU (NVML's GPUs have 7).
 _MAX_MIG_SLOTS = 16
-_MAX_MIG_DEVICES = 8
-_MAX_GPUS = 64
-_MAX_TEXT = 256
 
 
 def inventory_text(raw) -> str:
     """Printable ASCII within the server's bound: any other character
     becomes "?" (a control character would refuse the batch)."""
     text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else str(raw)
-    return "".join(c if " " <= c <= "~" else "?" for c in text[:_MAX_TEXT])
-_uint, _ull = ctypes.c_uint, ctypes.c_ulonglong
-
-# The optional signals: name, unit, NVML call, its leading int arguments
-# (NVML's enum values), the output's C type and the scale to the unit.
-_SIGNALS = [
-    ("gpu_power", "watts", "nvmlDeviceGetPowerUsage", (), _uint, 1e-3),
-    ("gpu_power_limit", "watts", "nvmlDeviceGetEnforcedPowerLimit", (), _uint, 1e-3),
-    ("gpu_temperature", "celsius", "nvmlDeviceGetTemperature", (0,), _uint, 1),
-    ("gpu_sm_clock", "hertz", "nvmlDeviceGetClockInfo", (1,), _uint, 1e6),
-    ("gpu_memory_clock", "hertz", "nvmlDeviceGetClockInfo", (2,), _uint, 1e6),
-    ("gpu_pcie_rx", "bytes/s", "nvmlDeviceGetPcieThroughput", (1,), _uint, 1024),
-    ("gpu_pcie_tx", "bytes/s", "nvmlDeviceGetPcieThroughput", (0,), _uint, 1024),
-    ("gpu_ecc_corrected", "errors", "nvmlDeviceGetTotalEccErrors", (0, 0), _ull, 1),
-    ("gpu_ecc_uncorrected", "errors", "nvmlDeviceGetTotalEccErrors", (1, 0), _ull, 1),
-    ("gpu_throttle_reasons", "bitset", "nvmlDeviceGetCurrentClocksThrottleReasons", (),
-     _ull, 1),
-]
+    return "".join(c if " " <= c <= "~" else "?" for c in text[:MAX_INVENTORY_TEXT])
 
 
 class _Utilization(ctypes.Structure):
@@ -66,6 +49,16 @@ class _ProcessInfo(ctypes.Structure):
 
 class NvmlError(Exception):
     pass
+
+
+def _value(name: str, value) -> Tuple[float, str]:
+    return float(value), UNITS[name]
+
+
+def _memory_values(memory: "_Memory") -> Dict[str, Tuple[float, str]]:
+    return {"gpu_free_memory": _value("gpu_free_memory", memory.free),
+            "gpu_memory_used": _value("gpu_memory_used", memory.used),
+            "gpu_memory_total": _value("gpu_memory_total", memory.total)}
 
 
 class Nvml:
@@ -95,7 +88,7 @@ class Nvml:
                                                       ctypes.POINTER(_Utilization)]
         lib.nvmlDeviceGetMemoryInfo.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Memory)]
         # A call the library lacks (an old driver) leaves its signals out.
-        self._calls = {call: getattr(lib, call, None) for _, _, call, _, _, _ in _SIGNALS}
+        self._calls = {call: getattr(lib, call, None) for _, _, call, _, _, _ in OPTIONAL_NVML}
         self._check("nvmlInit_v2", lib.nvmlInit_v2())
         self._devices: List[ctypes.c_void_p] = []
         self.uuids: List[str] = []
@@ -149,7 +142,7 @@ class Nvml:
             return
         get.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.POINTER(ctypes.c_void_p)]
         for slot in range(min(slots.value, _MAX_MIG_SLOTS)):
-            if sum(1 for g, _, _ in self._mig_devices if g == gpu) >= _MAX_MIG_DEVICES:
+            if sum(1 for g, _, _ in self._mig_devices if g == gpu) >= MAX_MIG_DEVICES_PER_GPU:
                 break
             mig = ctypes.c_void_p()
             result = get(device, slot, ctypes.byref(mig))
@@ -180,7 +173,7 @@ class Nvml:
                 and cuda.value > 0:
             inventory["cuda_version"] = "%d.%d" % (cuda.value // 1000, cuda.value % 1000 // 10)
         gpus = []
-        for i, (uuid, device) in enumerate(zip(self.uuids[:_MAX_GPUS], self._devices)):
+        for i, (uuid, device) in enumerate(zip(self.uuids[:MAX_INVENTORY_GPUS], self._devices)):
             gpu = {"index": i, "uuid": inventory_text(uuid), "mig_mode": self._mig_modes[i],
                    "mig_devices": [inventory_text(m) for g, _, m in self._mig_devices if g == i]}
             name, memory = ctypes.create_string_buffer(_TEXT_BUFFER), _Memory()
@@ -220,18 +213,15 @@ class Nvml:
                 continue
             values = {}
             if answered == _SUCCESS:
-                values["gpu_util"] = (float(utilization.gpu), "percent")
-            values.update({
-                "gpu_free_memory": (float(memory.free), "bytes"),
-                "gpu_memory_used": (float(memory.used), "bytes"),
-                "gpu_memory_total": (float(memory.total), "bytes"),
-            })
+                values["gpu_util"] = _value("gpu_util", utilization.gpu)
+            values.update(_memory_values(memory))
             if answered == _SUCCESS:
-                values["gpu_memory_util"] = (float(utilization.memory), "percent")
-            for name, unit, call, args, ctype, scale in _SIGNALS:
+                values["gpu_memory_util"] = _value("gpu_memory_util", utilization.memory)
+            for name, unit, call, args, wide, scale in OPTIONAL_NVML:
                 if name in self._unsupported[i]:
                     continue
-                function, out = self._calls[call], ctype()
+                function, out = self._calls[call], (ctypes.c_ulonglong() if wide
+                                                     else ctypes.c_uint())
                 result = (function(device, *args, ctypes.byref(out))
                           if function is not None else None)
                 if result == _SUCCESS:
@@ -248,11 +238,7 @@ class Nvml:
             if result != _SUCCESS:
                 errors.append("%s: %s" % (uuid, self._error("nvmlDeviceGetMemoryInfo", result)))
                 continue
-            readings.append((uuid, {
-                "gpu_free_memory": (float(memory.free), "bytes"),
-                "gpu_memory_used": (float(memory.used), "bytes"),
-                "gpu_memory_total": (float(memory.total), "bytes"),
-            }))
+            readings.append((uuid, _memory_values(memory)))
         if not readings and errors:
             raise NvmlError("; ".join(errors))
         return readings

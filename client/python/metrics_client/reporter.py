@@ -37,9 +37,9 @@ import grpc
 from google.protobuf import json_format
 
 from . import _connection
-from ._buffer import (MAX_LABEL_LENGTH, MAX_UNIT_LENGTH, Instant, PendingSamples,
-                      label_problem)
+from ._buffer import Instant, PendingSamples, label_problem
 from ._proto import ingest_pb2, ingest_pb2_grpc
+from ._signals import MAX_LABEL_LENGTH, MAX_UNIT_LENGTH
 from ._times import to_micros
 from .errors import (BufferFullError, FlushTimeoutError, MetricsError,
                      PermanentError, ReporterClosedError)

@@ -1,7 +1,8 @@
 """The documented install: pip into a venv made with --system-site-packages,
-without PyPI, from a copy of the repository's client/python and proto; the
-installed package imports from elsewhere, carries its generated modules in
-its own private folder, and adds no google/__init__.py."""
+without PyPI, from a copy of the repository's client/python, proto and
+common/vocabulary (the signal table); the installed package imports from
+elsewhere, carries its generated modules and the table in its own folder,
+and adds no google/__init__.py."""
 import os
 import shutil
 import subprocess
@@ -15,6 +16,8 @@ def test_pip_install_into_a_venv_without_pypi(tmp_path):
                     ignore=shutil.ignore_patterns("tests", "__pycache__", "build",
                                                   "*.egg-info"))
     shutil.copytree(os.path.join(REPO_ROOT, "proto"), tree / "proto")
+    shutil.copytree(os.path.join(REPO_ROOT, "common", "vocabulary"),
+                    tree / "common" / "vocabulary")
     venv = tmp_path / "venv"
     subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)],
                    check=True)
@@ -35,3 +38,4 @@ def test_pip_install_into_a_venv_without_pypi(tmp_path):
     site = os.path.dirname(installed)
     assert not os.path.exists(os.path.join(site, "google", "__init__.py"))
     assert os.path.exists(os.path.join(installed, "_proto", "ingest_pb2_grpc.py"))
+    assert os.path.exists(os.path.join(installed, "signals.json"))

@@ -2,6 +2,7 @@
 the right series, across server kills; errors are told apart as the docs
 say; the buffer and close behave as documented; a forked child never
 touches the parent's stream."""
+import json
 import logging
 import os
 import signal
@@ -11,6 +12,7 @@ import time
 import grpc
 import pytest
 
+from conftest import CLIENT_TESTDATA
 from eventually import eventually
 from metrics_client import (BufferFullError, PermanentError, Reporter,
                             ReporterClosedError)
@@ -48,6 +50,36 @@ def test_values_series_and_units_are_stored_once(metricsd, admin, trial):
                      ("gpu_util", "GPU-0000-aaaa"): ("percent", 50)}
 
 
+def test_every_shared_label_case_is_refused_or_taken_at_record(metricsd, trial):
+    """client/testdata/labels.json, the cases the server and the C++ Reporter
+    are tested on: a series name, GPU UUID or unit refused with the server's
+    reason, or recorded."""
+    with open(os.path.join(CLIENT_TESTDATA, "labels.json")) as f:
+        cases = json.load(f)["cases"]
+    with reporter(metricsd, trial) as r:
+        taken = 0
+        for n, case in enumerate(cases):
+            if case.get("allow_empty"):
+                continue
+            value, problem = case["value"], case.get("problem")
+            if case["max"] == 32:  # a series of its own: a series' unit is fixed
+                attempts = [lambda: r.record({"unit_case_%d" % n: (1.0, value)}, time=BASE)]
+            else:
+                attempts = [lambda: r.record({value: 1.0}, time=BASE),
+                            lambda: r.record({"ok": 1.0}, time=BASE, gpu=value)]
+                if not value:
+                    attempts.pop()  # an agent-wide value has gpu=None
+            for attempt in attempts:
+                if problem is None:
+                    attempt()
+                    taken += 1
+                    continue
+                with pytest.raises(ValueError) as e:
+                    attempt()
+                assert problem in str(e.value), (value, str(e.value))
+        assert r.stats.recorded == taken
+
+
 def test_bad_values_are_refused_whole_and_named(metricsd, trial):
     with reporter(metricsd, trial) as r:
         r.record({"memory_free": (1.0, "bytes")}, time=BASE)
@@ -59,7 +91,7 @@ def test_bad_values_are_refused_whole_and_named(metricsd, trial):
             ({"ok": 1.0, "loss": float("nan")}, ValueError, "'loss'"),
             ({"ok": 1.0, "loss": "0.5"}, TypeError, "'loss'"),
             ({"ok": 1.0, "": 2.0}, ValueError, "must not be empty"),
-            ({"ok": 1.0, "x" * 129: 2.0}, ValueError, "more than 128"),
+            ({"ok": 1.0, "x" * 129: 2.0}, ValueError, "the limit is 128"),
             ({"ok": 1.0, "memory_free": (2.0, "percent")}, ValueError, "differs"),
             ({"ok": 1.0, "caf\u00e9": 2.0}, ValueError, "printable ASCII"),
         ]
