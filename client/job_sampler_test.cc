@@ -1,13 +1,17 @@
-// The job's share on fixture trees written by each test: a proc(5) tree of
-// a 128-CPU host with a job's process tree and a stranger, cgroup v2 and v1
-// hierarchies with a quota, a cpuset or neither, and the fake NVML's
-// compute processes.
+// The job's share on fixture trees: a proc(5) tree of a 128-CPU host with a
+// job's process tree and a stranger, written by each test; the cgroup v2 and
+// v1 hierarchies of client/testdata/cgroup_cases.json, which the Python
+// profiler's tests read too; and the fake NVML's compute processes.
 #include "client/job_sampler.h"
 
+#include <boost/json.hpp>
+
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
@@ -106,82 +110,75 @@ TEST_F(JobSamplerTest, ProcessTreeCpuAndResidentMemory) {
   EXPECT_DOUBLE_EQ(v["process_cpu_util"], 100);
 }
 
-// 8 CPUs of 128 allowed (cpu.max) and all 8 busy: 100 %, where the host's
-// share would read 6 %. Memory against memory.max.
-TEST_F(JobSamplerTest, CgroupV2QuotaMakesAFullJobReadFull) {
+// Every case of the fixtures the Python profiler reads too
+// (client/testdata/cgroup_cases.json): v2 by quota, cpuset or neither; v1
+// apart and together, found by path or as "self".
+TEST_F(JobSamplerTest, EverySharedCgroupCase) {
+  std::ifstream file(TESTDATA_DIR "/cgroup_cases.json");
+  ASSERT_TRUE(file);
+  std::stringstream text;
+  text << file.rdbuf();
+  const boost::json::value table = boost::json::parse(text.str());
+  for (const boost::json::value& c : table.at("cases").as_array()) {
+    SCOPED_TRACE(std::string(c.at("name").as_string()));
+    fs::remove_all(root_ / "cgroup");
+    fs::remove_all(root_ / "proc/self");
+    std::string stat = "cpu  1 2 3 4 5 6 7 8 0 0\n";
+    for (int i = 0; i < c.at("host_cpus").as_int64(); ++i) {
+      absl::StrAppend(&stat, "cpu", i, " 1 2 3 4 5 6 7 8 0 0\n");
+    }
+    Write("proc/stat", stat);
+    JobOptions o = Options();
+    o.cgroup = std::string(c.at("cgroup").as_string());
+    std::unique_ptr<JobSampler> sampler;
+    Clock::time_point at = t0_;
+    for (const boost::json::value& step : c.at("steps").as_array()) {
+      const boost::json::object& s = step.as_object();
+      if (s.contains("removed")) {
+        for (const boost::json::value& path : s.at("removed").as_array()) {
+          fs::remove(root_ / std::string(path.as_string()));
+        }
+      }
+      for (const auto& [path, contents] : s.at("files").as_object()) {
+        Write(std::string(path), std::string(contents.as_string()));
+      }
+      if (sampler == nullptr) {
+        ASSERT_OK_AND_ASSIGN(sampler, JobSampler::Create(o, at));
+        continue;
+      }
+      at += std::chrono::seconds(s.at("after_s").as_int64());
+      std::map<std::string, double> v = Take(*sampler, at);
+      for (const auto& [name, value] : s.at("expect").as_object()) {
+        SCOPED_TRACE(std::string(name));
+        ASSERT_EQ(v.count(std::string(name)), 1u);
+        EXPECT_NEAR(v[std::string(name)], value.to_number<double>(),
+                    1e-9 * std::abs(value.to_number<double>()));
+      }
+      if (s.contains("absent")) {
+        for (const boost::json::value& name : s.at("absent").as_array()) {
+          EXPECT_EQ(v.count(std::string(name.as_string())), 0u) << name;
+        }
+      }
+    }
+  }
+}
+
+// The job's processes are its cgroup's, sub-cgroups included.
+TEST_F(JobSamplerTest, ACgroupsProcessesIncludeItsSubCgroups) {
   Write("cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
-  Write("cgroup/slurm/job_7/cpu.stat", "usage_usec 5000000\nuser_usec 4000000\n");
+  Write("cgroup/slurm/job_7/cpu.stat", "usage_usec 5000000\n");
   Write("cgroup/slurm/job_7/cpu.max", "800000 100000\n");
   Write("cgroup/slurm/job_7/memory.current", "1073741824\n");
-  Write("cgroup/slurm/job_7/memory.max", "4294967296\n");
+  Write("cgroup/slurm/job_7/memory.max", "max\n");
   Write("cgroup/slurm/job_7/cgroup.procs", "100\n101\n");
   Write("cgroup/slurm/job_7/step_0/cgroup.procs", "102\n");
   JobOptions o = Options();
   o.cgroup = "/slurm/job_7";
   ASSERT_OK_AND_ASSIGN(auto sampler, JobSampler::Create(o, t0_));
-  Write("cgroup/slurm/job_7/cpu.stat", "usage_usec 21000000\n");  // +16 CPU-s
-  Process(101, 100, 600, 500);
+  Process(101, 100, 600, 500);  // half a CPU over the 2 s
   std::map<std::string, double> v = Take(*sampler, t0_ + std::chrono::seconds(2));
-  EXPECT_DOUBLE_EQ(v["cgroup_cpu_util"], 100);
-  EXPECT_DOUBLE_EQ(v["cgroup_memory_used"], 1073741824);
-  EXPECT_DOUBLE_EQ(v["cgroup_memory_limit"], 4294967296);
-  // Its processes are the cgroup's, sub-cgroups included: 101's half CPU.
   EXPECT_DOUBLE_EQ(v["process_cpu_util"], 50);
   EXPECT_DOUBLE_EQ(v["process_memory_rss"], 1750.0 * 4096);
-
-  // No quota: its cpuset's 4 CPUs; no memory limit ("max") is no series.
-  Write("cgroup/slurm/job_7/cpu.max", "max 100000\n");
-  Write("cgroup/slurm/job_7/cpuset.cpus.effective", "0-1,6-7\n");
-  Write("cgroup/slurm/job_7/memory.max", "max\n");
-  Write("cgroup/slurm/job_7/cpu.stat", "usage_usec 23000000\n");  // +2 CPU-s
-  v = Take(*sampler, t0_ + std::chrono::seconds(3));
-  EXPECT_DOUBLE_EQ(v["cgroup_cpu_util"], 50);
-  EXPECT_EQ(v.count("cgroup_memory_limit"), 0u);
-  // Neither: every CPU of the host.
-  fs::remove(root_ / "cgroup/slurm/job_7/cpuset.cpus.effective");
-  Write("cgroup/slurm/job_7/cpu.stat", "usage_usec 87000000\n");  // +64 CPU-s
-  v = Take(*sampler, t0_ + std::chrono::seconds(4));
-  EXPECT_DOUBLE_EQ(v["cgroup_cpu_util"], 50);
-}
-
-// v1 with cpu and cpuacct mounted apart, as some hosts have them, and
-// "self" read from /proc/self/cgroup.
-TEST_F(JobSamplerTest, CgroupV1SplitHierarchiesOfSelf) {
-  Write("proc/self/cgroup", "4:memory:/job/1\n2:cpuacct:/\n1:cpu:/\n0::/\n");
-  Write("cgroup/cpuacct/cpuacct.usage", "1000000000\n");
-  Write("cgroup/cpu/cpu.cfs_quota_us", "400000\n");
-  Write("cgroup/cpu/cpu.cfs_period_us", "100000\n");
-  Write("cgroup/memory/job/1/memory.usage_in_bytes", "1024\n");
-  Write("cgroup/memory/job/1/memory.limit_in_bytes", "2048\n");
-  JobOptions o = Options();
-  o.pid = 100;
-  o.cgroup = "self";
-  ASSERT_OK_AND_ASSIGN(auto sampler, JobSampler::Create(o, t0_));
-  Write("cgroup/cpuacct/cpuacct.usage", "3000000000\n");  // +2 CPU-s of 4
-  std::map<std::string, double> v = Take(*sampler, t0_ + std::chrono::seconds(1));
-  EXPECT_DOUBLE_EQ(v["cgroup_cpu_util"], 50);
-  EXPECT_DOUBLE_EQ(v["cgroup_memory_limit"], 2048);
-}
-
-TEST_F(JobSamplerTest, CgroupV1QuotaAndLimits) {
-  Write("cgroup/cpu,cpuacct/docker/abc/cpuacct.usage", "1000000000\n");
-  Write("cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "200000\n");
-  Write("cgroup/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n");
-  Write("cgroup/cpu,cpuacct/docker/abc/cgroup.procs", "100\n");
-  Write("cgroup/memory/docker/abc/memory.usage_in_bytes", "536870912\n");
-  Write("cgroup/memory/docker/abc/memory.limit_in_bytes", "9223372036854771712\n");
-  JobOptions o = Options();
-  o.cgroup = "/docker/abc";
-  ASSERT_OK_AND_ASSIGN(auto sampler, JobSampler::Create(o, t0_));
-  Write("cgroup/cpu,cpuacct/docker/abc/cpuacct.usage", "2000000000\n");  // +1 CPU-s
-  std::map<std::string, double> v = Take(*sampler, t0_ + std::chrono::seconds(1));
-  EXPECT_DOUBLE_EQ(v["cgroup_cpu_util"], 50);  // 1 of its 2 CPUs
-  EXPECT_DOUBLE_EQ(v["cgroup_memory_used"], 536870912);
-  EXPECT_EQ(v.count("cgroup_memory_limit"), 0u);  // the kernel's "unlimited"
-  Write("cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "-1\n");
-  Write("cgroup/cpu,cpuacct/docker/abc/cpuacct.usage", "66000000000\n");  // +64
-  v = Take(*sampler, t0_ + std::chrono::seconds(2));
-  EXPECT_DOUBLE_EQ(v["cgroup_cpu_util"], 50);  // 64 of the host's 128
 }
 
 // "self": the cgroup this process is in, from /proc/self/cgroup.

@@ -1,7 +1,11 @@
 #include "client/system_sampler.h"
 
+#include <boost/json.hpp>
+
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -48,40 +52,39 @@ std::map<std::pair<std::string, std::string>, double> Values(const Sample& s) {
   return values;
 }
 
+// client/testdata/host_readings.json, which the Python profiler's tests
+// read too: the rates between two snapshots, and why each is what it is.
 TEST(SystemSamplerTest, RatesFromTwoRecordedSnapshots) {
+  std::ifstream file(TESTDATA_DIR "/host_readings.json");
+  ASSERT_TRUE(file);
+  std::stringstream text;
+  text << file.rdbuf();
+  const boost::json::value readings = boost::json::parse(text.str());
   FakeProc proc;
-  proc.Load("t0");
+  proc.Load(std::string(readings.at("first").as_string()));
   SamplerOptions options;
   options.proc_root = proc.root();
   const SteadyClock::time_point start = SteadyClock::now();
   ASSERT_OK_AND_ASSIGN(auto sampler,
                        SystemSampler::Create(std::move(options), start));
-  proc.Load("t1");
-  const Sample sample = sampler->Take(start + std::chrono::seconds(2));
+  proc.Load(std::string(readings.at("then").as_string()));
+  const auto after = std::chrono::seconds(readings.at("after_s").as_int64());
+  const Sample sample = sampler->Take(start + after);
   EXPECT_THAT(sample.errors, IsEmpty());
   auto v = Values(sample);
-  // Busy 600 + 150 + 50 of 2000 jiffies.
-  EXPECT_DOUBLE_EQ((v[{"cpu_util_simple", ""}]), 40.0);
-  EXPECT_DOUBLE_EQ((v[{"memory_free", ""}]), 12000000.0 * 1024);
-  // sda: 100 reads, 300 writes; nvme0n1: 396 reads across a 32-bit wrap,
-  // 100 writes. sdb vanished and sdc appeared: neither counts. Partitions
-  // (sda1, nvme0n1p1) and dm-0, loop0 do not count twice.
-  EXPECT_DOUBLE_EQ((v[{"disk_iops", ""}]), (100 + 300 + 396 + 100) / 2.0);
-  EXPECT_DOUBLE_EQ((v[{"disk_throughput_read", ""}]),
-                   (2048 + 2048) * 512 / 2.0);
-  EXPECT_DOUBLE_EQ((v[{"disk_throughput_write", ""}]),
-                   (4096 + 1048) * 512 / 2.0);
-  // eth0: +2000000 received, +400000 sent; eth1 received 1000 across a
-  // 32-bit wrap; docker0 vanished and wlan0 appeared; lo never counts.
-  EXPECT_DOUBLE_EQ((v[{"net_throughput_recv", ""}]), (2000000 + 1000) / 2.0);
-  EXPECT_DOUBLE_EQ((v[{"net_throughput_sent", ""}]), 400000 / 2.0);
-  EXPECT_EQ(v.size(), 7u);  // no GPU series without NVML
+  const boost::json::object& expect = readings.at("expect").as_object();
+  for (const auto& [name, value] : expect) {
+    SCOPED_TRACE(std::string(readings.at("why").at(name).as_string()));
+    EXPECT_DOUBLE_EQ((v[{std::string(name), ""}]), value.to_number<double>()) << name;
+  }
+  EXPECT_EQ(v.size(), expect.size());  // no GPU series without NVML
 
   // The appeared devices count from the next sample on.
-  const Sample again = sampler->Take(start + std::chrono::seconds(4));
+  const Sample again = sampler->Take(start + 2 * after);
   auto w = Values(again);
-  EXPECT_DOUBLE_EQ((w[{"disk_iops", ""}]), 0.0);
-  EXPECT_DOUBLE_EQ((w[{"net_throughput_recv", ""}]), 0.0);
+  for (const auto& [name, value] : readings.at("again").as_object()) {
+    EXPECT_DOUBLE_EQ((w[{std::string(name), ""}]), value.to_number<double>()) << name;
+  }
 }
 
 TEST(SystemSamplerTest, MissingSourceIsReportedAndOthersStillMeasured) {

@@ -2,6 +2,7 @@
 fixtures and figures as metrics-agent's SystemSamplerTest) and on the fake
 NVML library of the C++ tests, and end to end: profile() for a moment
 leaves the host's and the GPUs' series in the trial."""
+import json
 import logging
 import os
 import shutil
@@ -11,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import CLIENT_TESTDATA, FAKE_NVML
+from conftest import CLIENT_TESTDATA, FAKE_NVML, REPO_ROOT
 from eventually import eventually
 import metrics_client
 from metrics_client import Reporter, profile
@@ -19,20 +20,13 @@ from metrics_client._host import HostSampler
 from metrics_client._job import JobSampler
 from metrics_client._nvml import Nvml, NvmlError
 
-HOST_SERIES = {
-    "cpu_util_simple": "percent", "memory_free": "bytes", "disk_iops": "operations/s",
-    "disk_throughput_read": "bytes/s", "disk_throughput_write": "bytes/s",
-    "net_throughput_sent": "bytes/s", "net_throughput_recv": "bytes/s",
-}
-
-GPU_SERIES = {
-    "gpu_util": "percent", "gpu_free_memory": "bytes", "gpu_memory_used": "bytes",
-    "gpu_memory_total": "bytes", "gpu_memory_util": "percent", "gpu_power": "watts",
-    "gpu_power_limit": "watts", "gpu_temperature": "celsius", "gpu_sm_clock": "hertz",
-    "gpu_memory_clock": "hertz", "gpu_pcie_rx": "bytes/s", "gpu_pcie_tx": "bytes/s",
-    "gpu_ecc_corrected": "errors", "gpu_ecc_uncorrected": "errors",
-    "gpu_throttle_reasons": "bitset",
-}
+# What the profiler sends: the vocabulary's host and GPU signals, as
+# metrics-agent does (both are made from the same table).
+with open(os.path.join(REPO_ROOT, "common", "vocabulary", "signals.json")) as _f:
+    _SIGNALS = json.load(_f)["signals"]
+HOST_SERIES = {s["name"]: s["unit"] for s in _SIGNALS
+               if s["scope"] == "host" and not s.get("sent_by")}
+GPU_SERIES = {s["name"]: s["unit"] for s in _SIGNALS if s["scope"] == "gpu"}
 
 
 def load(proc, name):
@@ -51,22 +45,23 @@ def sampler_between_t0_and_t1(tmp_path):
 
 @pytest.mark.filterwarnings("ignore:shared, active, inactive memory")
 def test_host_sampler_reads_the_agents_fixtures_as_the_agent_does(tmp_path):
-    sampler, _ = sampler_between_t0_and_t1(tmp_path)
-    values, errors = sampler.take(2.0)
+    """client/testdata/host_readings.json, which metrics-agent's
+    system_sampler_test.cc reads too."""
+    with open(os.path.join(CLIENT_TESTDATA, "host_readings.json")) as f:
+        readings = json.load(f)
+    proc = str(tmp_path / "proc")
+    load(proc, readings["first"])
+    sampler = HostSampler(proc)
+    load(proc, readings["then"])
+    values, errors = sampler.take(float(readings["after_s"]))
     assert errors == []
     v = {name: value for name, value, unit in values}
     assert {name: unit for name, value, unit in values} == HOST_SERIES
-    assert v["cpu_util_simple"] == pytest.approx(40.0)  # busy 800 of 2000 jiffies
-    assert v["memory_free"] == 12000000.0 * 1024
-    # Whole disks only, a 32-bit wrap on nvme0n1, vanished and new disks left out.
-    assert v["disk_iops"] == (100 + 300 + 396 + 100) / 2.0
-    assert v["disk_throughput_read"] == (2048 + 2048) * 512 / 2.0
-    assert v["disk_throughput_write"] == (4096 + 1048) * 512 / 2.0
-    # No loopback; eth1 across a 32-bit wrap.
-    assert v["net_throughput_recv"] == (2000000 + 1000) / 2.0
-    assert v["net_throughput_sent"] == 400000 / 2.0
-    again = {name: value for name, value, unit in sampler.take(2.0)[0]}
-    assert again["disk_iops"] == 0.0 and again["net_throughput_recv"] == 0.0
+    for name, expected in readings["expect"].items():
+        assert v[name] == pytest.approx(expected, rel=1e-12), (name, readings["why"][name])
+    again = {name: value for name, value, unit in sampler.take(float(readings["after_s"]))[0]}
+    for name, expected in readings["again"].items():
+        assert again[name] == expected, name
 
 
 @pytest.mark.filterwarnings("ignore:shared, active, inactive memory")
@@ -232,53 +227,34 @@ def _tree(root, files):
             f.write(text)
 
 
-def test_job_cgroup_share_on_fixture_trees(tmp_path):
-    """8 CPUs of 128 allowed and all busy read 100 %, as metrics-agent's
-    job_sampler_test.cc reads the same trees: v2 with a quota, a cpuset or
-    neither; v1 with cpu and cpuacct apart, found through /proc/self/cgroup."""
-    proc = {"proc/stat": "cpu  1 2 3 4 5 6 7 8 0 0\n" +
-            "".join("cpu%d 1 2 3 4 5 6 7 8 0 0\n" % i for i in range(128))}
-    _tree(tmp_path, dict(proc, **{
-        "cgroup/cgroup.controllers": "cpu memory\n",
-        "cgroup/slurm/job_7/cpu.stat": "usage_usec 5000000\n",
-        "cgroup/slurm/job_7/cpu.max": "800000 100000\n",
-        "cgroup/slurm/job_7/memory.current": "1073741824\n",
-        "cgroup/slurm/job_7/memory.max": "4294967296\n"}))
-    job = JobSampler(os.getpid(), "/slurm/job_7", str(tmp_path / "cgroup"),
-                     str(tmp_path / "proc"))
-    _tree(tmp_path, {"cgroup/slurm/job_7/cpu.stat": "usage_usec 21000000\n"})
-    values = {name: value for name, value, _ in job.take(2.0)[0]}
-    assert values["cgroup_cpu_util"] == pytest.approx(100)
-    assert values["cgroup_memory_used"] == 1 << 30
-    assert values["cgroup_memory_limit"] == 4 << 30
-    _tree(tmp_path, {"cgroup/slurm/job_7/cpu.max": "max 100000\n",
-                     "cgroup/slurm/job_7/cpuset.cpus.effective": "0-1,6-7\n",
-                     "cgroup/slurm/job_7/memory.max": "max\n",
-                     "cgroup/slurm/job_7/cpu.stat": "usage_usec 23000000\n"})
-    values = {name: value for name, value, _ in job.take(1.0)[0]}
-    assert values["cgroup_cpu_util"] == pytest.approx(50)
-    assert "cgroup_memory_limit" not in values
-    os.remove(str(tmp_path / "cgroup/slurm/job_7/cpuset.cpus.effective"))
-    _tree(tmp_path, {"cgroup/slurm/job_7/cpu.stat": "usage_usec 87000000\n"})
-    values = {name: value for name, value, _ in job.take(1.0)[0]}
-    assert values["cgroup_cpu_util"] == pytest.approx(50)
-
-    v1 = tmp_path / "v1"
-    _tree(v1, dict(proc, **{
-        "proc/self/cgroup": "4:memory:/job/1\n2:cpuacct:/\n1:cpu:/\n0::/\n",
-        "cgroup/cpuacct/cpuacct.usage": "1000000000\n",
-        "cgroup/cpu/cpu.cfs_quota_us": "400000\n",
-        "cgroup/cpu/cpu.cfs_period_us": "100000\n",
-        "cgroup/memory/job/1/memory.usage_in_bytes": "1024\n",
-        "cgroup/memory/job/1/memory.limit_in_bytes": "9223372036854771712\n"}))
-    job = JobSampler(os.getpid(), "self", str(v1 / "cgroup"), str(v1 / "proc"))
-    _tree(v1, {"cgroup/cpuacct/cpuacct.usage": "3000000000\n"})
-    values = {name: value for name, value, _ in job.take(1.0)[0]}
-    assert values["cgroup_cpu_util"] == pytest.approx(50)
-    assert values["cgroup_memory_used"] == 1024
-    assert "cgroup_memory_limit" not in values  # the kernel's "unlimited"
+def test_job_cgroup_share_on_the_shared_fixtures(tmp_path):
+    """client/testdata/cgroup_cases.json, the cases metrics-agent's
+    job_sampler_test.cc reads too: v2 by quota, cpuset or neither; v1 apart
+    and together, found by path or as "self"."""
+    with open(os.path.join(CLIENT_TESTDATA, "cgroup_cases.json")) as f:
+        cases = json.load(f)["cases"]
+    for n, case in enumerate(cases):
+        root = tmp_path / ("case%d" % n)
+        cpu = "cpu  1 2 3 4 5 6 7 8 0 0\n"
+        _tree(root, {"proc/stat": cpu + "".join(
+            "cpu%d 1 2 3 4 5 6 7 8 0 0\n" % i for i in range(case["host_cpus"]))})
+        job = None
+        for step in case["steps"]:
+            for path in step.get("removed", []):
+                os.remove(str(root / path))
+            _tree(root, step["files"])
+            if job is None:
+                job = JobSampler(os.getpid(), case["cgroup"], str(root / "cgroup"),
+                                 str(root / "proc"))
+                continue
+            values = {name: value for name, value, _ in job.take(step["after_s"])[0]}
+            for name, expected in step["expect"].items():
+                assert values.get(name) == pytest.approx(expected, rel=1e-9), (case["name"], name)
+            for name in step.get("absent", []):
+                assert name not in values, (case["name"], name)
     with pytest.raises(OSError, match="cgroup /nope"):
-        JobSampler(os.getpid(), "/nope", str(tmp_path / "cgroup"), str(tmp_path / "proc"))
+        JobSampler(os.getpid(), "/nope", str(tmp_path / "case0" / "cgroup"),
+                   str(tmp_path / "case0" / "proc"))
 
 
 def test_job_process_tree_counts_its_children():
