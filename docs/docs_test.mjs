@@ -3,8 +3,9 @@
 // anchor, a heading of that file (as GitHub makes anchors of headings); the
 // flags docs/operating.md lists for metricsd are the ones `metricsd
 // --helpfull` has, and its metricsctl commands the ones `metricsctl --help`
-// has; and the README's Layout names every folder at the top and in
-// server/.
+// has; the README's Layout names every folder at the top and in server/;
+// and docs/clients.md lists every signal of the vocabulary's table with its
+// unit.
 //
 // Usage: node docs_test.mjs PATH/TO/metricsd PATH/TO/metricsctl
 
@@ -105,3 +106,17 @@ test('the README\'s Layout names every folder at the top and in server/', () => 
   assert.deepEqual(all.filter((f) => !listed.has(f)), [], 'folders the Layout leaves out');
 });
 
+
+test('docs/clients.md lists every signal of the vocabulary with its unit', () => {
+  const table = JSON.parse(readFileSync(path.join(root, 'common/vocabulary/signals.json'), 'utf8'));
+  const clients = readFileSync(path.join(root, 'docs/clients.md'), 'utf8');
+  // A table row naming the signal in code, its unit in a later cell.
+  const rows = clients.split('\n').filter((line) => line.startsWith('|'));
+  const missing = table.signals.filter((s) => !s.sent_by).filter((s) => !rows.some((row) => {
+    const cells = row.split('|').map((c) => c.trim());
+    const at = cells.findIndex((c) => c.includes(`\`${s.name}\``));
+    return at >= 0 && cells.slice(at + 1).some((c) => c.split(/, /).includes(s.unit) ||
+      c === s.unit);
+  })).map((s) => `${s.name} (${s.unit})`);
+  assert.deepEqual(missing, [], 'signals docs/clients.md lists without their unit');
+});
