@@ -33,11 +33,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (*nvml)->Describe(inventory);
   CheckText(inventory.driver_version());
   CheckText(inventory.cuda_version());
-  if (inventory.gpus_size() > metrics::signals::kMaxInventoryGpus) __builtin_trap();
+  if (static_cast<size_t>(inventory.gpus_size()) > metrics::signals::kMaxInventoryGpus) {
+    __builtin_trap();
+  }
   for (const metrics::v1::GpuInventory& gpu : inventory.gpus()) {
     CheckText(gpu.uuid());
     CheckText(gpu.name());
-    if (gpu.mig_devices_size() > metrics::signals::kMaxMigDevicesPerGpu) {
+    if (static_cast<size_t>(gpu.mig_devices_size()) > metrics::signals::kMaxMigDevicesPerGpu) {
       __builtin_trap();
     }
     for (const std::string& m : gpu.mig_devices()) CheckText(m);
