@@ -4,16 +4,13 @@
 // profiler's tests read too; and the fake NVML's compute processes.
 #include "client/job_sampler.h"
 
-#include <boost/json.hpp>
-
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/json_file.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -114,11 +111,8 @@ TEST_F(JobSamplerTest, ProcessTreeCpuAndResidentMemory) {
 // (client/testdata/cgroup_cases.json): v2 by quota, cpuset or neither; v1
 // apart and together, found by path or as "self".
 TEST_F(JobSamplerTest, EverySharedCgroupCase) {
-  std::ifstream file(TESTDATA_DIR "/cgroup_cases.json");
-  ASSERT_TRUE(file);
-  std::stringstream text;
-  text << file.rdbuf();
-  const boost::json::value table = boost::json::parse(text.str());
+  const boost::json::value table = test_util::ReadJsonFile(TESTDATA_DIR "/cgroup_cases.json");
+  ASSERT_FALSE(table.is_null());
   for (const boost::json::value& c : table.at("cases").as_array()) {
     SCOPED_TRACE(std::string(c.at("name").as_string()));
     fs::remove_all(root_ / "cgroup");

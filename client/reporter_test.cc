@@ -4,17 +4,14 @@
 // kill-and-restart run is in tests/integration/client_end_to_end_test.cc.
 #include "client/reporter.h"
 
-#include <boost/json.hpp>
-
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/testing/eventually.h"
+#include "common/testing/json_file.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -279,11 +276,8 @@ TEST_F(ReporterTest, BadValuesAreRefusedWholeAtRecord) {
 // reason, as the Python client refuses them, or recorded.
 TEST_F(ReporterTest, EverySharedLabelCaseIsRefusedOrTakenAtRecord) {
   ASSERT_OK_AND_ASSIGN(auto reporter, Reporter::Create(Options(5, kUnreachable)));
-  std::ifstream file(TESTDATA_DIR "/labels.json");
-  ASSERT_TRUE(file);
-  std::stringstream text;
-  text << file.rdbuf();
-  const boost::json::value table = boost::json::parse(text.str());
+  const boost::json::value table = test_util::ReadJsonFile(TESTDATA_DIR "/labels.json");
+  ASSERT_FALSE(table.is_null());
   int64_t taken = 0;
   int n = 0;
   for (const boost::json::value& c : table.at("cases").as_array()) {

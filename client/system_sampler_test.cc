@@ -1,14 +1,11 @@
 #include "client/system_sampler.h"
 
-#include <boost/json.hpp>
-
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/json_file.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -55,11 +52,8 @@ std::map<std::pair<std::string, std::string>, double> Values(const Sample& s) {
 // client/testdata/host_readings.json, which the Python profiler's tests
 // read too: the rates between two snapshots, and why each is what it is.
 TEST(SystemSamplerTest, RatesFromTwoRecordedSnapshots) {
-  std::ifstream file(TESTDATA_DIR "/host_readings.json");
-  ASSERT_TRUE(file);
-  std::stringstream text;
-  text << file.rdbuf();
-  const boost::json::value readings = boost::json::parse(text.str());
+  const boost::json::value readings = test_util::ReadJsonFile(TESTDATA_DIR "/host_readings.json");
+  ASSERT_FALSE(readings.is_null());
   FakeProc proc;
   proc.Load(std::string(readings.at("first").as_string()));
   SamplerOptions options;

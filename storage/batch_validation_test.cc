@@ -1,14 +1,11 @@
 #include "storage/batch_validation.h"
 
-#include <boost/json.hpp>
-
 #include <cmath>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/json_file.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -154,11 +151,8 @@ TEST(BatchValidationTest, RefusesBadLabels) {
 // The shared label cases (client/testdata/labels.json) as a series' name
 // (or unit, for the unit-length cases): refused naming the reason, or kept.
 TEST(BatchValidationTest, EverySharedLabelCaseAsASeriesName) {
-  std::ifstream file(LABEL_CASES);
-  ASSERT_TRUE(file) << LABEL_CASES;
-  std::stringstream text;
-  text << file.rdbuf();
-  const boost::json::value table = boost::json::parse(text.str());
+  const boost::json::value table = test_util::ReadJsonFile(LABEL_CASES);
+  ASSERT_FALSE(table.is_null());
   for (const boost::json::value& c : table.at("cases").as_array()) {
     if (c.as_object().contains("allow_empty")) continue;  // names may not be empty
     const std::string value(c.at("value").as_string());

@@ -3,23 +3,17 @@
 
 #include "common/vocabulary/label.h"
 
-#include <boost/json.hpp>
-
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "common/testing/json_file.h"
 #include "gtest/gtest.h"
 
 namespace metrics::signals {
 namespace {
 
 TEST(LabelTest, EveryCaseOfTheSharedTable) {
-  std::ifstream file(LABEL_CASES);
-  ASSERT_TRUE(file) << LABEL_CASES;
-  std::stringstream text;
-  text << file.rdbuf();
-  const boost::json::value table = boost::json::parse(text.str());
+  const boost::json::value table = test_util::ReadJsonFile(LABEL_CASES);
+  ASSERT_FALSE(table.is_null());
   const boost::json::array& cases = table.at("cases").as_array();
   ASSERT_GE(cases.size(), 10u);
   for (const boost::json::value& c : cases) {
