@@ -1,6 +1,7 @@
 #include "storage/format/sealed_window.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <iterator>
@@ -17,6 +18,8 @@ namespace {
 
 constexpr uint8_t kFormat = 1;
 constexpr uint8_t kXorStream = 0;
+// The column of the reports' training batch indexes; series are from 1 on.
+constexpr int64_t kBatchColumn = 0;
 // 2^53: digits beyond it are not all doubles.
 constexpr double kExactDigits = 9007199254740992.0;
 constexpr double kPowersOfTen[] = {1, 10, 100, 1000, 10000, 100000, 1000000};
@@ -217,7 +220,9 @@ absl::Status Corrupt(absl::string_view what) {
 }  // namespace
 
 bool WindowReport::operator==(const WindowReport& o) const {
-  if (time_us != o.time_us || values.size() != o.values.size()) return false;
+  if (time_us != o.time_us || batch != o.batch || values.size() != o.values.size()) {
+    return false;
+  }
   for (size_t i = 0; i < values.size(); ++i) {
     if (values[i].first != o.values[i].first ||
         Bits(values[i].second) != Bits(o.values[i].second)) {
@@ -245,6 +250,11 @@ std::string SealWindow(const std::vector<WindowReport>& reports) {
   // Each series' reports and values, by ascending id.
   std::map<int64_t, std::pair<std::vector<size_t>, std::vector<double>>> columns;
   for (size_t i = 0; i < reports.size(); ++i) {
+    if (reports[i].batch.has_value()) {
+      auto& [at, values] = columns[kBatchColumn];
+      at.push_back(i);
+      values.push_back(*reports[i].batch);
+    }
     for (const auto& [id, value] : reports[i].values) {
       auto& [at, values] = columns[id];
       at.push_back(i);
@@ -252,7 +262,7 @@ std::string SealWindow(const std::vector<WindowReport>& reports) {
     }
   }
   PutVarint(out, columns.size());
-  int64_t previous_id = 0;
+  int64_t previous_id = kBatchColumn - 1;
   for (const auto& [id, column] : columns) {
     const auto& [at, values] = column;
     PutVarint(out, static_cast<uint64_t>(id - previous_id));
@@ -302,7 +312,7 @@ absl::StatusOr<std::vector<WindowReport>> UnsealWindow(absl::string_view in) {
   }
   uint64_t series = 0;
   if (!ReadVarint(in, series) || series > in.size()) return Corrupt("a bad series count");
-  int64_t id = 0;
+  int64_t id = kBatchColumn - 1;
   std::vector<double> values;
   for (uint64_t s = 0; s < series; ++s) {
     uint64_t step_id = 0, present = 0, length = 0;
@@ -335,6 +345,16 @@ absl::StatusOr<std::vector<WindowReport>> UnsealWindow(absl::string_view in) {
                           : kind <= kMaxDecimals + 1 &&
                                 ReadDecimalColumn(payload, kind - 1, present, values);
     if (!read || values.size() != present) return Corrupt("a column that does not decode");
+    if (id == kBatchColumn) {
+      for (size_t i = 0; i < at.size(); ++i) {
+        const double b = values[i];
+        if (!(b >= INT32_MIN && b <= INT32_MAX) || b != std::trunc(b)) {
+          return Corrupt("a batch index that is not a 32-bit integer");
+        }
+        reports[at[i]].batch = static_cast<int32_t>(b);
+      }
+      continue;
+    }
     for (size_t i = 0; i < at.size(); ++i) reports[at[i]].values.emplace_back(id, values[i]);
   }
   if (!in.empty()) return Corrupt("bytes after the last column");

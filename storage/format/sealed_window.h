@@ -5,8 +5,10 @@
 //
 // Format 1: a version byte (1), a varint of the report count N, the times
 // (the first as a zigzag varint, then each difference from the previous
-// difference, zigzag), a varint of the series count, then per series in
-// ascending id: a varint of (id - previous id), a varint of how many
+// difference, zigzag), a varint of the column count, then per column in
+// ascending id: a varint of (id - previous id, the first from -1; column 0
+// holds the reports' training batch indexes, where they have one, and
+// columns from 1 on a series each), a varint of how many
 // reports have a value of it (C) and, when C < N, a bitmap of N bits saying
 // which (least significant bit first), a kind byte, a varint of the
 // payload's length and the payload. Kind 0 is an XOR stream (Gorilla,
@@ -24,7 +26,9 @@
 #define METRICS_STORAGE_FORMAT_SEALED_WINDOW_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -33,9 +37,23 @@
 
 namespace metrics::storage {
 
+// The length of a sealed window; windows are aligned to multiples of it
+// since the epoch. Ten minutes: at a report a second, a window's fixed
+// costs (its row, its times' first entries) are under a tenth of a byte a
+// value, and what readers add from raw rows stays a few hundred rows an
+// agent (docs/storage.md, "Sealed windows").
+inline constexpr int kSealedWindowSeconds = 600;
+
 struct WindowReport {
+  WindowReport() = default;
+  WindowReport(int64_t time, std::vector<SeriesValue> v,
+               std::optional<int32_t> b = std::nullopt)
+      : time_us(time), values(std::move(v)), batch(b) {}
+
   int64_t time_us = 0;
   std::vector<SeriesValue> values;  // ascending, positive series ids
+  // The training batch index the row had (metrics.total_batches), if any.
+  std::optional<int32_t> batch;
 
   bool operator==(const WindowReport& o) const;
 };

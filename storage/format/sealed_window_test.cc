@@ -3,6 +3,7 @@
 // smooth data, and refuse bytes that are not a window.
 #include "storage/format/sealed_window.h"
 
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -77,6 +78,22 @@ TEST(SealedWindowTest, SparseSeriesAndUnevenTimesComeBackInPlace) {
   }
   reports.push_back({reports.back().time_us, {{9, 1}}});  // the same time twice
   ExpectRoundTrip(reports);
+}
+
+TEST(SealedWindowTest, TrainingBatchIndexesComeBackWithTheirReports) {
+  // Readings of the legacy API carry a batch index; some reports have none.
+  std::vector<WindowReport> reports;
+  for (int i = 0; i < 40; ++i) {
+    WindowReport r{1763800000000000 + i * 250000, {{3, i * 1.5}}};
+    if (i % 4 != 3) r.batch = i == 0 ? INT32_MIN : i == 1 ? INT32_MAX : 100 + i / 2;
+    reports.push_back(std::move(r));
+  }
+  reports.push_back({reports.back().time_us, {}, 0});  // a batch index, no values
+  ExpectRoundTrip(reports);
+  // The batch column is no series: a window without batches has none.
+  ASSERT_OK_AND_ASSIGN(std::vector<WindowReport> back,
+                       UnsealWindow(SealWindow({{5, {{1, 2.0}}}})));
+  EXPECT_FALSE(back[0].batch.has_value());
 }
 
 TEST(SealedWindowTest, SmoothSeriesCostAFewBytesAValue) {
