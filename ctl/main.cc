@@ -23,6 +23,7 @@
 #include "common/database_url.h"
 #include "ctl/progress_line.h"
 #include "ctl/retention_command.h"
+#include "ctl/seal_command.h"
 #include "ctl/tokens_command.h"
 #include "migrations/migration.h"
 #include "migrations/migrator.h"
@@ -59,6 +60,8 @@ Commands:
   retention apply --raw-retention=DURATION [--dry-run]
                           remove raw system rows older than DURATION ("30d");
                           their rollups stay
+  seal [--grace=DURATION] seal every closed 10-minute window of raw system
+                          rows now (metricsd does it every minute)
   tokens create --role=admin|viewer|reporter [--trial=ID] [--ttl=DURATION]
                 [--name=NAME]
                           create an API token; prints it as the last line
@@ -175,6 +178,7 @@ struct Args {
   std::optional<std::string> name;
   std::optional<std::string> raw_retention;
   std::optional<absl::Duration> lock_timeout;
+  std::optional<absl::Duration> grace;
   bool dry_run = false;
   bool help = false;
 };
@@ -251,6 +255,15 @@ constexpr ValueOption kValueOptions[] = {
                              ": must be a duration from 1ms to 1h (\"200ms\")");
        }
        a.lock_timeout = d;
+       return std::string();
+     }},
+    {"--grace",
+     [](const std::string& v, Args& a) {
+       absl::Duration d;
+       if (!absl::ParseDuration(v, &d) || d < absl::ZeroDuration() || d > absl::Hours(24 * 366)) {
+         return absl::StrCat("--grace ", v, ": must be a duration from 0s to 366 days (\"2m\")");
+       }
+       a.grace = d;
        return std::string();
      }},
     {"--to",
@@ -358,16 +371,16 @@ int Rollups(const Args& args) {
   if (!args.trial) return UsageError("rollups rebuild needs --trial N");
   ProgressLine progress;
   auto show = [&](const storage::pg::RebuildProgress& p) {
-    const int percent = p.rows_total > 0
-                            ? static_cast<int>(100 * p.rows_done / p.rows_total)
+    const int percent = p.reports_total > 0
+                            ? static_cast<int>(100 * p.reports_done / p.reports_total)
                             : 100;
     progress.Show(
         absl::StrFormat(
-            "rebuilding trial %d: agent %d/%d (%s), %d/%d rows (%d%%), %.1f s",
+            "rebuilding trial %d: agent %d/%d (%s), %d/%d reports (%d%%), %.1f s",
             *args.trial, std::min(p.agents_done + 1, p.agents_total),
-            p.agents_total, p.agent_id, p.rows_done, p.rows_total, percent,
+            p.agents_total, p.agent_id, p.reports_done, p.reports_total, percent,
             progress.Seconds()),
-        p.rows_done == p.rows_total);
+        p.reports_done == p.reports_total);
   };
   absl::StatusOr<storage::pg::RebuildSummary> summary =
       storage::pg::RebuildRollups(common::ResolveDatabaseUrl(args.database_url),
@@ -375,9 +388,9 @@ int Rollups(const Args& args) {
   progress.Finish();
   if (!summary.ok()) return Fail(summary.status());
   std::cout << absl::StrFormat(
-      "rebuilt %d rollup buckets of trial %d (%d agents) from %d raw rows "
+      "rebuilt %d rollup buckets of trial %d (%d agents) from %d reports "
       "(%d values) in %.1f s\n",
-      summary->buckets, *args.trial, summary->agents, summary->rows,
+      summary->buckets, *args.trial, summary->agents, summary->reports,
       summary->samples, progress.Seconds());
   return 0;
 }
@@ -538,6 +551,11 @@ int Retention(const Args& args) {
                               args.raw_retention, args.dry_run, args.help});
 }
 
+int Seal(const Args& args) {
+  return RunSealCommand(
+      {args.words, common::ResolveDatabaseUrl(args.database_url), args.grace, args.help});
+}
+
 int Tokens(const Args& args) {
   return RunTokensCommand({args.words,
                            common::ResolveDatabaseUrl(args.database_url),
@@ -553,7 +571,7 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"migrate", Migrate}, {"rollups", Rollups}, {"retention", Retention},
-    {"legacy", Legacy},   {"tokens", Tokens},
+    {"legacy", Legacy},   {"tokens", Tokens},     {"seal", Seal},
 };
 
 int Run(int argc, char** argv) {

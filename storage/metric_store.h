@@ -237,14 +237,16 @@ class RawSampleSink {
 struct Reading {
   int64_t time_us = 0;
   int64_t row_id = 0;  // metrics.id: orders readings at the same time
+  int32_t index = 0;   // then the reading's place in its row (a sealed window)
   std::optional<int32_t> batch;
   double value = 0;
 };
 
-// Where a read of readings resumes: after this (time, row).
+// Where a read of readings resumes: after this (time, row, place).
 struct ReadingCursor {
   int64_t time_us = INT64_MIN;
   int64_t row_id = INT64_MIN;
+  int32_t index = 0;
 };
 
 // A subscription to a trial's changes; dropping it unsubscribes (and once

@@ -228,7 +228,7 @@ grpc::Status LegacyProfilerService::GetTrialProfilerMetrics(
               batch->add_batches(r.batch.value_or(0));
               common::MicrosToProto(r.time_us, batch->add_timestamps());
             }
-            cursor = {readings->back().time_us, readings->back().row_id};
+            cursor = {readings->back().time_us, readings->back().row_id, readings->back().index};
             if (!writer->Write(response)) return ClientLeft();
             if (readings->size() < kReadingsPerMessage) break;
           }

@@ -16,6 +16,12 @@
 
 namespace metrics::storage::pg {
 
+// The start of year 1 and of year 10000 in microseconds since the epoch:
+// bounds before and after every time a report may have (AppendTimestampText
+// writes years 0 to 9999; timestamptz starts at 4713 BC).
+inline constexpr int64_t kYearOneMicros = -62135596800000000;
+inline constexpr int64_t kYearTenThousandMicros = 253402300800000000;
+
 // "(extract(epoch FROM end_time) * 1000000)::bigint" for "end_time".
 std::string EpochMicrosSql(absl::string_view timestamp);
 

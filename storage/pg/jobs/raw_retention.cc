@@ -13,6 +13,7 @@
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/reads/raw_values.h"
 #include "storage/pg/sql_time.h"
+#include "storage/format/sealed_window.h"
 
 namespace metrics::storage::pg {
 
@@ -70,30 +71,41 @@ absl::StatusOr<RetentionSummary> ApplyRawRetention(
                      trial),
         [&]() -> absl::Status {
           pqxx::nontransaction tx(*conn);
-          const std::string rows = absl::StrCat(
-              "FROM metrics_profiling WHERE trial_id = $1 AND ",
-              SystemRowsOfAgentSql("$2"), " AND end_time < ",
-              TimestampFromMicrosSql("$3"));
-          if (options.dry_run) {
-            progress.rows +=
-                tx.exec_params1(absl::StrCat("SELECT count(*) ", rows), trial,
-                                agent, horizon_us)[0]
-                    .as<int64_t>();
-            return absl::OkStatus();
+          // Per index of system rows: raw rows, then sealed windows and the
+          // rest. A sealed window (end_time its start) goes once all of it
+          // is before the horizon; one across it stays whole, its reports
+          // before the horizon out of reads' reach, until a later run.
+          const std::string sealed_before = absl::StrCat(
+              "packed_values IS NULL AND (sealed_values IS NULL OR end_time <= ",
+              TimestampFromMicrosSql("$3"), " - interval '", kSealedWindowSeconds,
+              " seconds')");
+          for (const std::string& form : {std::string("packed_values IS NOT NULL"), sealed_before}) {
+            const std::string rows = absl::StrCat(
+                "FROM metrics_profiling WHERE trial_id = $1 AND ",
+                SystemRowsOfAgentSql("$2"), " AND ", form, " AND end_time < ",
+                TimestampFromMicrosSql("$3"));
+            if (options.dry_run) {
+              progress.rows +=
+                  tx.exec_params1(absl::StrCat("SELECT count(*) ", rows), trial,
+                                  agent, horizon_us)[0]
+                      .as<int64_t>();
+              continue;
+            }
+            // Each statement is a transaction of its own (autocommit).
+            const std::string step = absl::StrCat(
+                "DELETE FROM metrics_profiling WHERE ctid = ANY(ARRAY(SELECT "
+                "ctid ", rows, " LIMIT $4))");
+            for (;;) {
+              const int64_t removed = static_cast<int64_t>(
+                  tx.exec_params(step, trial, agent, horizon_us,
+                                 options.rows_per_step)
+                      .affected_rows());
+              progress.rows += removed;
+              if (options.progress) options.progress(progress);
+              if (removed < options.rows_per_step) break;
+            }
           }
-          // Each statement is a transaction of its own (autocommit).
-          const std::string step = absl::StrCat(
-              "DELETE FROM metrics_profiling WHERE ctid = ANY(ARRAY(SELECT "
-              "ctid ", rows, " LIMIT $4))");
-          for (;;) {
-            const int64_t removed = static_cast<int64_t>(
-                tx.exec_params(step, trial, agent, horizon_us,
-                               options.rows_per_step)
-                    .affected_rows());
-            progress.rows += removed;
-            if (options.progress) options.progress(progress);
-            if (removed < options.rows_per_step) return absl::OkStatus();
-          }
+          return absl::OkStatus();
         }));
     ++progress.agents_done;
     if (options.progress) options.progress(progress);

@@ -1,5 +1,6 @@
 // Raw-data retention: removes raw system rows older than a limit from the
-// profiling partition, keeping the rollups (charts of old windows then load
+// profiling partition (sealed windows once all of the window is older),
+// keeping the rollups (charts of old windows then load
 // from them) and everything else. Before removing anything it records the
 // new horizon (raw_retention.horizon), so a query for a window before it
 // answers from the rollups instead of reading half-removed raw rows. Rows

@@ -2,7 +2,6 @@
 
 #include <pqxx/binarystring>
 #include <pqxx/connection>
-#include <pqxx/cursor>
 #include <pqxx/nontransaction>
 #include <pqxx/result>
 #include <pqxx/transaction>
@@ -17,6 +16,7 @@
 #include "storage/pg/connection.h"
 #include "storage/pg/lock_keys.h"
 #include "storage/pg/pg_errors.h"
+#include "storage/pg/reads/agent_reports.h"
 #include "storage/pg/reads/raw_values.h"
 #include "storage/pg/sql_arrays.h"
 #include "storage/pg/sql_time.h"
@@ -28,7 +28,6 @@ namespace metrics::storage::pg {
 namespace {
 
 constexpr size_t kWidths = std::size(kRollupWidthsSeconds);
-constexpr int kRowsPerFetch = 5000;
 constexpr size_t kBucketsPerInsert = 2000;
 
 // Accumulates one agent's buckets in time order and writes each when time
@@ -144,9 +143,11 @@ absl::StatusOr<RebuildSummary> RebuildRollups(
              trial_id)) {
       agents.push_back(row[0].as<std::string>());
     }
-    state.rows_total =
-        tx.exec_params("SELECT count(*) FROM metrics_profiling WHERE "
-                       "trial_id = $1 AND metric_group = 'system'",
+    // A raw row is a report; a sealed window holds many.
+    state.reports_total =
+        tx.exec_params("SELECT coalesce(sum(CASE WHEN sealed_values IS NULL THEN 1 ELSE "
+                       "(SELECT count(*) FROM metrics_sealed_times(sealed_values)) END), 0) "
+                       "FROM metrics_profiling WHERE trial_id = $1 AND metric_group = 'system'",
                        trial_id)[0][0]
             .as<int64_t>();
     return absl::OkStatus();
@@ -170,32 +171,24 @@ absl::StatusOr<RebuildSummary> RebuildRollups(
             series.push_back({row[0].as<int64_t>(), row[2].as<std::string>(),
                               row[1].as<std::string>()});
           }
-          const RawValueColumns columns(tx, series);
           tx.exec_params(
               "DELETE FROM system_rollups WHERE trial_id = $1 AND agent_id = $2",
               trial_id, agent);
-          // (time, id) order: the order ingest merged in.
-          pqxx::icursorstream rows(
-              tx,
-              absl::StrCat("SELECT ", EpochMicrosSql("end_time"), ", ",
-                           columns.sql(),
-                           " FROM metrics_profiling WHERE trial_id = ",
-                           trial_id, " AND ",
-                           SystemRowsOfAgentSql(tx.quote(agent)),
-                           " ORDER BY end_time, id"),
-              "rollup_rebuild", kRowsPerFetch);
+          // Storage order: the order ingest merged in.
+          AgentReportScan scan(tx, trial_id, agent, series, kYearOneMicros, kYearTenThousandMicros,
+                               /*prepared=*/false);
           AgentRebuild rebuild(tx, trial_id, agent);
-          pqxx::result block;
-          while (rows >> block) {
-            if (block.empty()) break;
-            for (const auto& row : block) {
-              const int64_t t = row[0].as<int64_t>();
-              RETURN_IF_ERROR(columns.Read(row, 1, [&](size_t s, double v) {
-                rebuild.Add(t, series[s].id, v);
-              }));
+          std::vector<StoredReport> page;
+          while (true) {
+            ASSIGN_OR_RETURN(const bool more, scan.Next(page));
+            if (!more) break;
+            for (const StoredReport& report : page) {
+              for (const auto& [s, v] : report.values) {
+                rebuild.Add(report.time_us, series[s].id, v);
+              }
             }
-            state.rows_done += static_cast<int64_t>(block.size());
-            summary.rows += static_cast<int64_t>(block.size());
+            state.reports_done += static_cast<int64_t>(page.size());
+            summary.reports += static_cast<int64_t>(page.size());
             if (progress) progress(state);
           }
           summary.buckets += rebuild.Finish();

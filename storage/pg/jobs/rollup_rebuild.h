@@ -1,8 +1,9 @@
-// Recomputes a trial's rollups from its raw rows: for each agent, in one
-// transaction holding the same advisory lock as the ingest writer's rollup
-// upkeep (so ingest of that agent waits rather than races), it deletes the
-// agent's stored rollups, streams the raw rows in (time, ingest) order
-// through a cursor, and writes every bucket of every width afresh. Buckets
+// Recomputes a trial's rollups from its raw rows and sealed windows: for
+// each agent, in one transaction holding the same advisory lock as the
+// ingest writer's rollup upkeep and the sealer (so ingest of that agent
+// waits rather than races), it deletes the agent's stored rollups, reads
+// its reports in storage order a page at a time (AgentReportScan), and
+// writes every bucket of every width afresh. Buckets
 // are written as soon as time moves past them, so memory stays bounded for
 // any run length. The result equals what ingest maintained (sums up to
 // floating-point rounding: they add in another order).
@@ -22,15 +23,15 @@ namespace metrics::storage::pg {
 
 struct RebuildProgress {
   std::string agent_id;
-  int64_t rows_done = 0;    // raw rows read so far, all agents
-  int64_t rows_total = 0;   // raw rows of the trial
+  int64_t reports_done = 0;   // reports read so far, all agents
+  int64_t reports_total = 0;  // reports of the trial
   int agents_done = 0;
   int agents_total = 0;
 };
 
 struct RebuildSummary {
   int agents = 0;
-  int64_t rows = 0;     // raw rows read
+  int64_t reports = 0;  // reports read
   int64_t samples = 0;  // values aggregated
   int64_t buckets = 0;  // rollup rows written
 };

@@ -126,12 +126,12 @@ TEST_F(RollupRebuildTest, RebuildRestoresWhatIngestMaintained) {
   ASSERT_OK_AND_ASSIGN(
       RebuildSummary summary,
       RebuildRollups(db_->url(), 7, [&](const RebuildProgress& p) {
-        EXPECT_GE(p.rows_done, last_done);
-        last_done = p.rows_done;
-        last_total = p.rows_total;
+        EXPECT_GE(p.reports_done, last_done);
+        last_done = p.reports_done;
+        last_total = p.reports_total;
       }));
   EXPECT_EQ(summary.agents, 2);
-  EXPECT_EQ(summary.rows, 2 * 30 * 40);
+  EXPECT_EQ(summary.reports, 2 * 30 * 40);
   EXPECT_EQ(summary.samples, 2 * 30 * 40 * 2);
   EXPECT_EQ(summary.buckets, static_cast<int64_t>(maintained.size()));
   EXPECT_EQ(last_done, last_total);
@@ -153,10 +153,10 @@ TEST_F(RollupRebuildTest, MetricsctlRebuildsWithProgressAndSummary) {
   EXPECT_EQ(code, 0) << run->stderr_text();
   EXPECT_THAT(run->stderr_text(),
               HasSubstr("rebuilding trial 7: agent 2/2 (agent-b), 2400/2400 "
-                        "rows (100%)"));
+                        "reports (100%)"));
   EXPECT_THAT(run->stdout_text(),
               ContainsRegex("rebuilt [0-9]+ rollup buckets of trial 7 \\(2 "
-                            "agents\\) from 2400 raw rows \\(4800 values\\)"));
+                            "agents\\) from 2400 reports \\(4800 values\\)"));
   ExpectSame(maintained, Snapshot());
 
   ASSERT_OK_AND_ASSIGN(

@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "storage/pg/reads/agent_reports.h"
 #include "storage/pg/reads/raw_values.h"
 #include "storage/pg/reads/rollup_rows.h"
 #include "storage/pg/rollup_sql.h"
@@ -26,23 +27,6 @@
 namespace metrics::storage::pg {
 
 namespace {
-
-// One agent's rows of a streamed raw read, a page at a time, after a
-// (time, row id) key.
-struct AgentPages {
-  std::string agent;
-  std::vector<size_t> indexes;  // into the read's series, per column
-  std::unique_ptr<RawValueColumns> columns;
-  pqxx::result page;
-  pqxx::result::size_type next = 0;
-  int64_t after_time = 0, after_id = 0;
-  bool started = false, last_page = false;
-};
-
-// Rows of one page of a streamed read: at 25 values a row, a few MB per
-// agent at most.
-constexpr int kStreamPageRows = 2000;
-
 
 constexpr int kCoarsestWidthSeconds =
     kRollupWidthsSeconds[std::size(kRollupWidthsSeconds) - 1];
@@ -71,32 +55,13 @@ struct Statements {
       RollupRowsSql("$1::int", "$2::text[]", kCoarsestWidthSeconds,
                     std::nullopt)};
 
-  // `columns` of an agent's ($2) system rows of a trial ($1) from $3 to $4
-  // (microseconds), in ingest order, at most $5: a range scan of
-  // metrics_profiling_system_idx.
-  static std::string RowsInWindowSql(absl::string_view columns) {
-    return absl::StrCat("SELECT ", EpochMicrosSql("end_time"), ", ", columns,
-                        " FROM metrics_profiling WHERE trial_id = $1 AND ",
-                        SystemRowsOfAgentSql("$2"), " AND end_time >= ",
-                        TimestampFromMicrosSql("$3"), " AND end_time < ",
-                        TimestampFromMicrosSql("$4"),
-                        " ORDER BY end_time, id LIMIT $5");
-  }
-
-  // An agent's raw rows in a window, packed values only: a statement that
-  // stays the same whatever series are read, so it is planned once (written
-  // out per read, with a jsonb column per series for rows of the older
-  // form, planning took about 1.4 ms of PostgreSQL's CPU a read, several
-  // times running it). Rows of the jsonb form come with NULL packed_values.
-  PreparedStatement system_rows_packed{"system_rows_packed",
-                                       RowsInWindowSql("packed_values")};
   PreparedStatement raw_horizon{
       "raw_horizon",
       absl::StrCat("SELECT ", EpochMicrosSql("horizon"), " FROM raw_retention")};
 
   std::vector<PreparedStatement> All() const {
-    return {TrialExistsStatement(), list_trials,        series_of_group,
-            coarsest_rollups,       system_rows_packed, raw_horizon};
+    return {TrialExistsStatement(), list_trials, series_of_group,
+            coarsest_rollups,       raw_horizon, AgentReportScan::Statement()};
   }
 };
 
@@ -138,6 +103,16 @@ void NumberGpus(std::vector<SeriesInfo>& series) {
       info.gpu_index = index[std::pair(info.agent_id, info.gpu_uuid)];
     }
   }
+}
+
+// The scan's list of the series at `indexes` of `series` (one agent's).
+std::vector<RawValueColumns::Series> WantedOf(const std::vector<SeriesInfo>& series,
+                                             const std::vector<size_t>& indexes) {
+  std::vector<RawValueColumns::Series> wanted;
+  for (size_t i : indexes) {
+    wanted.push_back({series[i].series_id, series[i].name, series[i].gpu_uuid});
+  }
+  return wanted;
 }
 
 }  // namespace
@@ -269,46 +244,29 @@ PgChartReads::ReadRawSamples(int32_t trial_id,
         // snapshot has not seen are all still here.
         tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
         RETURN_IF_ERROR(CheckRawHorizon(tx, from_us));
-        // One scan per agent, decoding every wanted series of it (a
-        // statement of its own, so not prepared). Relies on the index
-        // metrics_profiling_system_idx: a range scan in time, then ingest
-        // order.
+        // One scan per agent, decoding every wanted series of it.
         absl::btree_map<std::string, std::vector<size_t>> by_agent;
         for (size_t i = 0; i < series.size(); ++i) {
           by_agent[series[i].agent_id].push_back(i);
         }
         for (const auto& [agent, indexes] : by_agent) {
-          std::vector<RawValueColumns::Series> wanted;
-          for (size_t i : indexes) {
-            wanted.push_back(
-                {series[i].series_id, series[i].name, series[i].gpu_uuid});
-          }
-          const RawValueColumns columns(tx, wanted);
-          // One row past the limit tells that there are more. Packed rows
-          // first; only where a row of the jsonb form is among them, again
-          // with a column per series (the same snapshot).
-          pqxx::result rows = tx.exec_prepared(
-              Sql().system_rows_packed.name, trial_id, agent, from_us, to_us,
-              max_reports + 1);
-          const bool all_packed =
-              std::all_of(rows.begin(), rows.end(),
-                          [](const pqxx::row& row) { return !row[1].is_null(); });
-          if (!all_packed) {
-            rows = tx.exec_params(Statements::RowsInWindowSql(columns.sql()),
-                                  trial_id, agent, from_us, to_us,
-                                  max_reports + 1);
-          }
-          if (static_cast<int64_t>(rows.size()) > max_reports) {
-            return absl::ResourceExhaustedError(absl::StrCat(
-                "agent ", agent, " has more than ", max_reports,
-                " reports in the window"));
-          }
-          const std::vector<size_t>& of_agent = indexes;  // capturable
-          for (const auto& row : rows) {
-            const int64_t t = row[0].as<int64_t>();
-            RETURN_IF_ERROR(columns.Read(row, 1, [&](size_t c, double value) {
-              result[of_agent[c]].push_back({t, value});
-            }));
+          AgentReportScan scan(tx, trial_id, agent, WantedOf(series, indexes), from_us, to_us,
+                               /*prepared=*/true);
+          std::vector<StoredReport> page;
+          int64_t reports = 0;
+          while (true) {
+            ASSIGN_OR_RETURN(const bool more, scan.Next(page));
+            if (!more) break;
+            reports += static_cast<int64_t>(page.size());
+            if (reports > max_reports) {
+              return absl::ResourceExhaustedError(absl::StrCat(
+                  "agent ", agent, " has more than ", max_reports, " reports in the window"));
+            }
+            for (const StoredReport& r : page) {
+              for (const auto& [c, value] : r.values) {
+                result[indexes[c]].push_back({r.time_us, value});
+              }
+            }
           }
         }
         return result;
@@ -336,69 +294,45 @@ absl::Status PgChartReads::StreamRawSamples(int32_t trial_id,
                for (size_t i = 0; i < series.size(); ++i) {
                  by_agent[series[i].agent_id].push_back(i);
                }
-               std::vector<AgentPages> agents;
-               for (const auto& [agent, indexes] : by_agent) {
-                 std::vector<RawValueColumns::Series> wanted;
-                 for (size_t i : indexes) {
-                   wanted.push_back({series[i].series_id, series[i].name, series[i].gpu_uuid});
-                 }
-                 AgentPages& a = agents.emplace_back();
-                 a.agent = agent;
-                 a.indexes = indexes;
-                 a.columns = std::make_unique<RawValueColumns>(tx, wanted);
-               }
-               // The agent's next page; false when it has no more rows.
-               auto fetch = [&](AgentPages& a) {
-                 if (a.last_page) return false;
-                 // Keyset paging on the index's (end_time) then row id:
-                 // rows at the last time with a larger id, then later rows.
-                 const std::string sql = absl::StrCat(
-                     "SELECT ", EpochMicrosSql("end_time"), ", id, ", a.columns->sql(),
-                     " FROM metrics_profiling WHERE trial_id = $1 AND ",
-                     SystemRowsOfAgentSql("$2"), " AND end_time >= ",
-                     TimestampFromMicrosSql("$3"), " AND end_time < ",
-                     TimestampFromMicrosSql("$4"),
-                     a.started ? absl::StrCat(" AND end_time >= ", TimestampFromMicrosSql("$5"),
-                                              " AND (end_time > ", TimestampFromMicrosSql("$5"),
-                                              " OR id > $6)")
-                               : "",
-                     " ORDER BY end_time, id LIMIT ", kStreamPageRows);
-                 a.page = a.started ? tx.exec_params(sql, trial_id, a.agent, from_us, to_us,
-                                                     a.after_time, a.after_id)
-                                    : tx.exec_params(sql, trial_id, a.agent, from_us, to_us);
-                 a.started = true;
-                 a.next = 0;
-                 a.last_page = a.page.size() < static_cast<size_t>(kStreamPageRows);
-                 return !a.page.empty();
+               struct AgentStream {
+                 std::vector<size_t> indexes;  // into the read's series, per column
+                 std::unique_ptr<AgentReportScan> scan;
+                 std::vector<StoredReport> page;
+                 size_t next = 0;
                };
-               // Agents by their next row's (time, agent id): a k-way merge.
+               std::vector<AgentStream> agents;
+               for (const auto& [agent, indexes] : by_agent) {
+                 AgentStream& a = agents.emplace_back();
+                 a.indexes = indexes;
+                 a.scan = std::make_unique<AgentReportScan>(
+                     tx, trial_id, agent, WantedOf(series, indexes), from_us, to_us,
+                     /*prepared=*/true);
+               }
+               // Whether the agent has a next report (then at page[next]).
+               auto more = [](AgentStream& a) -> absl::StatusOr<bool> {
+                 if (a.next < a.page.size()) return true;
+                 a.next = 0;
+                 return a.scan->Next(a.page);
+               };
+               // Agents by their next report's (time, agent): a k-way merge.
                using Next = std::pair<int64_t, size_t>;
                std::priority_queue<Next, std::vector<Next>, std::greater<Next>> order;
                for (size_t i = 0; i < agents.size(); ++i) {
-                 if (fetch(agents[i])) order.emplace(agents[i].page[0][0].as<int64_t>(), i);
+                 ASSIGN_OR_RETURN(const bool has, more(agents[i]));
+                 if (has) order.emplace(agents[i].page[0].time_us, i);
                }
-               std::vector<std::pair<size_t, double>> values;
                while (!order.empty()) {
                  const size_t i = order.top().second;
                  order.pop();
-                 AgentPages& a = agents[i];
-                 const pqxx::row row = a.page[a.next++];
-                 const int64_t t = row[0].as<int64_t>();
-                 // The row's values in the order of the read's list.
-                 values.clear();
-                 RETURN_IF_ERROR(a.columns->Read(row, 2, [&](size_t c, double value) {
-                   values.emplace_back(a.indexes[c], value);
-                 }));
-                 std::sort(values.begin(), values.end());
-                 for (const auto& [index, value] : values) {
+                 AgentStream& a = agents[i];
+                 const StoredReport& r = a.page[a.next++];
+                 // The report's values in the order of the read's list.
+                 for (const auto& [c, value] : r.values) {
                    handed_out = true;
-                   RETURN_IF_ERROR(sink.Take(index, {t, value}));
+                   RETURN_IF_ERROR(sink.Take(a.indexes[c], {r.time_us, value}));
                  }
-                 a.after_time = t;
-                 a.after_id = row[1].as<int64_t>();
-                 if (a.next < a.page.size() || fetch(a)) {
-                   order.emplace(a.page[a.next][0].as<int64_t>(), i);
-                 }
+                 ASSIGN_OR_RETURN(const bool has, more(a));
+                 if (has) order.emplace(a.page[a.next].time_us, i);
                }
                return true;
              })

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "storage/pg/reads/agent_reports.h"
 #include "storage/pg/reads/raw_values.h"
 #include "storage/pg/sql_time.h"
 #include "storage/report_json.h"
@@ -22,12 +23,10 @@ struct Statements {
       absl::StrCat("SELECT ", kSeriesColumnsSql,
                    " FROM series WHERE trial_id = $1 "
                    "ORDER BY metric_group, agent_id, name, gpu_uuid")};
-  // Raw rows of an agent from a cursor ($3 time, $4 row id) on, in ingest
-  // order: a range scan of metrics_profiling_system_idx. The value columns
-  // are RawValueColumns' for the series (name $6, GPU $7).
-  PreparedStatement system_rows_after{
-      "system_rows_after", RowsAfterSql(SystemRowsOfAgentSql("$2"))};
-  // The same for the other groups ($8), over metrics_profiling_other_idx.
+  // Rows of an agent from a cursor ($3 time, $4 row id) on, in ingest
+  // order, in the other groups than system ($8): a range scan of
+  // metrics_profiling_other_idx. The value columns are RawValueColumns'
+  // for the series (name $6, GPU $7).
   PreparedStatement other_rows_after{
       "other_rows_after",
       RowsAfterSql("metric_group = $8 AND metric_group <> 'system' AND "
@@ -44,7 +43,8 @@ struct Statements {
   }
 
   std::vector<PreparedStatement> All() const {
-    return {TrialExistsStatement(), series_of_every_group, system_rows_after, other_rows_after};
+    return {TrialExistsStatement(), series_of_every_group, other_rows_after,
+            AgentReportScan::Statement()};
   }
 };
 
@@ -82,10 +82,25 @@ absl::StatusOr<std::vector<Reading>> PgLegacyReads::ReadReadings(
       [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<Reading>> {
         std::vector<Reading> readings;
         if (limit == 0) return readings;
-        // The earliest time timestamptz takes, for a cursor at the start.
-        constexpr int64_t kYearOne = -62135596800000000;
-        ReadingCursor cursor{std::max(after.time_us, kYearOne), after.row_id};
-        const bool system = series.metric_group == kSystemGroup;
+        ReadingCursor cursor{std::max(after.time_us, kYearOneMicros), after.row_id};
+        if (series.metric_group == kSystemGroup) {
+          // Reports of every stored form, sealed windows too.
+          AgentReportScan scan(tx, trial_id, series.agent_id,
+                               {{series.series_id, series.name, series.gpu_uuid}},
+                               cursor.time_us, kYearTenThousandMicros, /*prepared=*/true);
+          scan.After({cursor.time_us, cursor.row_id, after.index});
+          std::vector<StoredReport> page;
+          while (true) {
+            ASSIGN_OR_RETURN(const bool more, scan.Next(page));
+            if (!more) return readings;
+            for (const StoredReport& report : page) {
+              if (report.values.empty()) continue;
+              readings.push_back({report.time_us, report.row_id, report.index, report.batch,
+                                  report.values[0].second});
+              if (readings.size() == limit) return readings;
+            }
+          }
+        }
         // Decodes the columns from packed_values on (as RawValueColumns
         // lays them out, here with parameters for the name and GPU).
         const RawValueColumns columns(
@@ -93,18 +108,10 @@ absl::StatusOr<std::vector<Reading>> PgLegacyReads::ReadReadings(
         // Rows without the series are skipped here, so a page of rows may
         // give fewer readings than asked: read pages until enough.
         for (;;) {
-          const pqxx::result rows =
-              system ? tx.exec_prepared(Sql().system_rows_after.name, trial_id,
-                                        series.agent_id, cursor.time_us,
-                                        cursor.row_id,
-                                        static_cast<int64_t>(limit),
-                                        series.name, series.gpu_uuid)
-                     : tx.exec_prepared(Sql().other_rows_after.name, trial_id,
-                                        series.agent_id, cursor.time_us,
-                                        cursor.row_id,
-                                        static_cast<int64_t>(limit),
-                                        series.name, series.gpu_uuid,
-                                        series.metric_group);
+          const pqxx::result rows = tx.exec_prepared(
+              Sql().other_rows_after.name, trial_id, series.agent_id, cursor.time_us,
+              cursor.row_id, static_cast<int64_t>(limit), series.name, series.gpu_uuid,
+              series.metric_group);
           for (const auto& row : rows) {
             Reading r;
             r.time_us = cursor.time_us = row[0].as<int64_t>();

@@ -42,16 +42,21 @@ absl::Status RawValueColumns::Read(
   absl::StatusOr<std::vector<SeriesValue>> values =
       UnpackReport(DecodeByteaHex(packed.c_str()));
   if (!values.ok()) return values.status();
+  Pick(*values, found);
+  return absl::OkStatus();
+}
+
+void RawValueColumns::Pick(const std::vector<std::pair<int64_t, double>>& values,
+                           absl::FunctionRef<void(size_t, double)> found) const {
   // Both lists ascend by id: one merge pass.
   auto want = by_id_.begin();
-  for (const auto& [id, value] : *values) {
+  for (const auto& [id, value] : values) {
     while (want != by_id_.end() && want->first < id) ++want;
     if (want == by_id_.end()) break;
     for (auto same = want; same != by_id_.end() && same->first == id; ++same) {
       found(same->second, value);
     }
   }
-  return absl::OkStatus();
 }
 
 }  // namespace metrics::storage::pg

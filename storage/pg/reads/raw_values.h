@@ -50,6 +50,10 @@ class RawValueColumns {
   absl::Status Read(const pqxx::row& row, int first,
                     absl::FunctionRef<void(size_t, double)> found) const;
 
+  // The same for values already decoded (ascending series id).
+  void Pick(const std::vector<std::pair<int64_t, double>>& values,
+            absl::FunctionRef<void(size_t, double)> found) const;
+
  private:
   std::string sql_;
   std::vector<std::pair<int64_t, size_t>> by_id_;  // sorted (id, index)

@@ -9,6 +9,7 @@
 #include <pqxx/result>
 #include <pqxx/transaction>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -27,6 +28,7 @@
 #include "storage/pg/sql_arrays.h"
 #include "storage/pg/sql_time.h"
 #include "storage/report_json.h"
+#include "storage/format/sealed_window.h"
 #include "storage/rollup.h"
 #include "storage/format/rollup_codec.h"
 
@@ -36,19 +38,31 @@ namespace {
 
 // Every (agent, series, width, bucket) of a trial aggregated by plain SQL
 // over the raw rows, packed ones decoded by the SQL decoder of migration
-// 0004, older ones read from their jsonb; first and last by (time, id), id
-// being ingest order.
+// 0004, sealed windows by that of 0007, older ones read from their jsonb;
+// first and last by (time, id, place in a sealed window), the order of
+// ingest.
 std::string RawAggregatesSql() {
+  // Each sealed window decoded once (PL/pgSQL takes about a microsecond a
+  // value), and the samples once for all widths.
   return absl::StrCat(R"sql(
-WITH samples AS (
-  SELECT m.id, m.agent_id, s.series_id, )sql", EpochMicrosSql("m.end_time"),
+WITH sealed AS MATERIALIZED (
+  SELECT m.id, m.agent_id, u.*
+    FROM metrics_profiling m CROSS JOIN LATERAL metrics_unseal(m.sealed_values) u
+   WHERE m.trial_id = $1 AND m.metric_group = 'system' AND m.sealed_values IS NOT NULL
+), samples AS MATERIALIZED (
+  SELECT m.id, 0 AS ord, m.agent_id, s.series_id, )sql", EpochMicrosSql("m.end_time"),
                       R"sql( AS t, u.value AS v
     FROM metrics_profiling m CROSS JOIN LATERAL metrics_unpack(m.packed_values) u
     JOIN series s ON s.trial_id = m.trial_id AND s.series_id = u.series_id
                  AND s.agent_id = m.agent_id AND s.metric_group = 'system'
    WHERE m.trial_id = $1 AND m.metric_group = 'system'
   UNION ALL
-  SELECT m.id, m.agent_id, s.series_id, )sql", EpochMicrosSql("m.end_time"),
+  SELECT u.id, u.report, u.agent_id, s.series_id, u.time_us, u.value
+    FROM sealed u
+    JOIN series s ON s.trial_id = $1 AND s.series_id = u.series_id
+                 AND s.agent_id = u.agent_id AND s.metric_group = 'system'
+  UNION ALL
+  SELECT m.id, 0, m.agent_id, s.series_id, )sql", EpochMicrosSql("m.end_time"),
                       " AS t, ",
                       ReportValueSql("m.metrics", "s.name", "s.gpu_uuid"),
                       R"sql( AS v
@@ -60,9 +74,9 @@ WITH samples AS (
 SELECT agent_id, series_id, w,
        t - (((t % (w * 1000000)) + w * 1000000) % (w * 1000000)) AS bucket,
        count(*), sum(v), min(v), max(v),
-       (array_agg(t ORDER BY t, id))[1], (array_agg(v ORDER BY t, id))[1],
-       (array_agg(t ORDER BY t DESC, id DESC))[1],
-       (array_agg(v ORDER BY t DESC, id DESC))[1]
+       (array_agg(t ORDER BY t, id, ord))[1], (array_agg(v ORDER BY t, id, ord))[1],
+       (array_agg(t ORDER BY t DESC, id DESC, ord DESC))[1],
+       (array_agg(v ORDER BY t DESC, id DESC, ord DESC))[1]
   FROM samples CROSS JOIN unnest($2::bigint[]) AS w
  WHERE v IS NOT NULL
  GROUP BY 1, 2, 3, 4)sql");
@@ -250,7 +264,8 @@ absl::StatusOr<int64_t> CountRawValues(const std::string& url,
                                        int32_t trial_id) {
   return GuardPg("counting raw values", [&]() -> absl::StatusOr<int64_t> {
     pqxx::connection conn(url);
-    pqxx::nontransaction tx(conn);
+    // One snapshot: a sealer may move rows between the statements.
+    pqxx::transaction<pqxx::isolation_level::repeatable_read> tx(conn);
     // Rows with jsonb, through SQL. Packed rows decoded here: the view
     // metrics_unpacked decodes them in PL/pgSQL at about 85 us a row, 17 s
     // for a benchmark's 200 000 (its decoder has tests of its own).
@@ -275,7 +290,29 @@ absl::StatusOr<int64_t> CountRawValues(const std::string& url,
       ASSIGN_OR_RETURN(std::vector<SeriesValue> report, UnpackReport(bytes));
       values += static_cast<int64_t>(report.size());
     }
+    // Sealed windows, decoded here too (metrics_unseal has its own tests).
+    for (const auto& row : tx.exec_params(
+             "SELECT sealed_values FROM metrics WHERE trial_id = $1 "
+             "AND metric_group = 'system' AND sealed_values IS NOT NULL",
+             trial_id)) {
+      if (!DecodeByteaHexInto(
+              absl::string_view(row[0].c_str(), row[0].size()), bytes)) {
+        return absl::DataLossError("sealed_values is not bytea's hex");
+      }
+      ASSIGN_OR_RETURN(std::vector<WindowReport> window, UnsealWindow(bytes));
+      for (const WindowReport& r : window) values += static_cast<int64_t>(r.values.size());
+    }
     return values;
+  });
+}
+
+absl::StatusOr<int64_t> CountReports(const std::string& url, int32_t trial_id) {
+  return GuardPg("counting reports", [&]() -> absl::StatusOr<int64_t> {
+    pqxx::connection conn(url);
+    pqxx::nontransaction tx(conn);
+    return tx
+        .exec_params("SELECT count(*) FROM metrics_unpacked WHERE trial_id = $1", trial_id)[0][0]
+        .as<int64_t>();
   });
 }
 
@@ -283,15 +320,47 @@ absl::StatusOr<int64_t> CountRepeatedReports(const std::string& url,
                                              int32_t trial_id) {
   return GuardPg("counting repeated reports", [&]() -> absl::StatusOr<int64_t> {
     pqxx::connection conn(url);
-    pqxx::nontransaction tx(conn);
-    return tx
-        .exec_params(
-            "SELECT coalesce(sum(n - 1), 0)::bigint FROM ("
-            "  SELECT count(*) AS n FROM metrics_profiling "
-            "  WHERE trial_id = $1 AND metric_group = 'system' "
-            "  GROUP BY agent_id, end_time HAVING count(*) > 1) repeated",
-            trial_id)[0][0]
-        .as<int64_t>();
+    // One snapshot: a sealer may move rows between the statements.
+    pqxx::transaction<pqxx::isolation_level::repeatable_read> tx(conn);
+    int64_t repeated =
+        tx.exec_params(
+              "SELECT coalesce(sum(n - 1), 0)::bigint FROM ("
+              "  SELECT count(*) AS n FROM metrics_profiling "
+              "  WHERE trial_id = $1 AND metric_group = 'system' AND sealed_values IS NULL "
+              "  GROUP BY agent_id, end_time HAVING count(*) > 1) repeated",
+              trial_id)[0][0]
+            .as<int64_t>();
+    // A sealed window's reports, against each other and the raw rows of
+    // the same agent and window.
+    std::string bytes;
+    for (const auto& row : tx.exec_params(
+             absl::StrCat("SELECT m.agent_id, m.sealed_values, ARRAY(SELECT ",
+                          EpochMicrosSql("r.end_time"),
+                          " FROM metrics_profiling r WHERE r.trial_id = m.trial_id "
+                          "AND r.metric_group = 'system' AND r.agent_id = m.agent_id "
+                          "AND r.sealed_values IS NULL AND r.end_time >= m.end_time "
+                          "AND r.end_time < m.end_time + interval '",
+                          kSealedWindowSeconds,
+                          " seconds') FROM metrics_profiling m WHERE m.trial_id = $1 "
+                          "AND m.metric_group = 'system' AND m.sealed_values IS NOT NULL"),
+             trial_id)) {
+      if (!DecodeByteaHexInto(absl::string_view(row[1].c_str(), row[1].size()), bytes)) {
+        return absl::DataLossError("sealed_values is not bytea's hex");
+      }
+      ASSIGN_OR_RETURN(std::vector<WindowReport> window, UnsealWindow(bytes));
+      std::vector<int64_t> times;
+      for (const WindowReport& r : window) times.push_back(r.time_us);
+      auto raw = row[2].as_array();
+      for (std::pair<pqxx::array_parser::juncture, std::string> e = raw.get_next();
+           e.first != pqxx::array_parser::juncture::done; e = raw.get_next()) {
+        if (e.first == pqxx::array_parser::juncture::string_value) {
+          times.push_back(std::stoll(e.second));
+        }
+      }
+      std::sort(times.begin(), times.end());
+      for (size_t i = 1; i < times.size(); ++i) repeated += times[i] == times[i - 1];
+    }
+    return repeated;
   });
 }
 

@@ -48,6 +48,11 @@ absl::StatusOr<std::map<int64_t, RollupStats>> RawBucketsOf(
 absl::StatusOr<int64_t> CountRawValues(const std::string& url,
                                        int32_t trial_id);
 
+// Reports stored for `trial_id`, as a generic reader counts them: the rows
+// of the view metrics_unpacked (a raw row is one, a sealed window as many
+// as it holds).
+absl::StatusOr<int64_t> CountReports(const std::string& url, int32_t trial_id);
+
 // Raw rows of `trial_id` that repeat another row's (agent, time): each
 // report of an agent has its own time in the benchmarks that ask, so any
 // such row is a report stored twice. Returns how many extra rows.

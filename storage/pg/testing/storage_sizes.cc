@@ -47,7 +47,7 @@ absl::StatusOr<StorageSizes> MeasureStorage(const std::string& url,
       tx.exec(absl::StrCat("CREATE TABLE ", baseline,
                            " (LIKE metrics_profiling INCLUDING DEFAULTS)"));
       tx.exec(absl::StrCat("ALTER TABLE ", baseline,
-                           " DROP COLUMN packed_values, "
+                           " DROP COLUMN packed_values, DROP COLUMN sealed_values, "
                            "ALTER COLUMN metrics SET NOT NULL, "
                            "ALTER COLUMN metrics SET STORAGE EXTERNAL, "
                            "ADD PRIMARY KEY (trial_id, metric_group, agent_id, "
@@ -61,9 +61,15 @@ absl::StatusOr<StorageSizes> MeasureStorage(const std::string& url,
     tx.exec("VACUUM ANALYZE");
     StorageSizes sizes;
     sizes.raw_rows = Scalar(tx, "SELECT count(*) FROM metrics_profiling");
+    sizes.reports = Scalar(
+        tx, "SELECT coalesce(sum(CASE WHEN sealed_values IS NULL THEN 1 ELSE "
+            "(SELECT count(*) FROM metrics_sealed_times(sealed_values)) END), 0) "
+            "FROM metrics_profiling");
+    sizes.sealed_rows =
+        Scalar(tx, "SELECT count(*) FROM metrics_profiling WHERE sealed_values IS NOT NULL");
     sizes.raw_values_bytes = Scalar(
         tx, "SELECT sum(coalesce(pg_column_size(packed_values), "
-            "pg_column_size(metrics))) FROM metrics_profiling");
+            "pg_column_size(sealed_values), pg_column_size(metrics))) FROM metrics_profiling");
     Measure(tx, "metrics_profiling", sizes.raw_heap, sizes.raw_toast,
             sizes.raw_indexes);
     if (with_baseline) {

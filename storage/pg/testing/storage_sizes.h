@@ -17,8 +17,10 @@ namespace metrics::storage::pg::test_util {
 
 // Bytes on disk (every fork but the free space and visibility maps).
 struct StorageSizes {
-  int64_t raw_rows = 0;        // reports in the profiling partition
-  int64_t raw_values_bytes = 0;  // of the heap: the values (packed_values or metrics)
+  int64_t raw_rows = 0;        // rows of the profiling partition
+  int64_t reports = 0;         // reports they hold (a sealed window holds many)
+  int64_t sealed_rows = 0;     // of the rows, sealed windows
+  int64_t raw_values_bytes = 0;  // the values (packed_values, sealed_values or metrics)
   int64_t raw_heap = 0;        // the profiling partition's table
   int64_t raw_toast = 0;       // its TOAST table and index
   int64_t raw_indexes = 0;     // its indexes

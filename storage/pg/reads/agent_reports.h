@@ -1,0 +1,91 @@
+// AgentReportScan: one agent's stored system reports in a window of time,
+// whatever form holds them (rows of packed values, rows of the jsonb form,
+// sealed windows), decoded and in storage order: by time, then by the row
+// that holds them (its id; a sealed window keeps the smallest id of the rows
+// it took) and the report's place in it. That order is the order of
+// ingest for every agent whose reports have distinct times.
+//
+// Rows are read a page at a time, each page whole windows of
+// kSealedWindowSeconds (the rows of a window are sorted together: a late
+// raw row may fall between a sealed window's reports), at most a few MB.
+// A reader that needs one snapshot across pages runs the scan in a
+// REPEATABLE READ transaction.
+//
+// Usage:
+//   AgentReportScan scan(tx, trial, agent, series, from_us, to_us, true);
+//   std::vector<StoredReport> page;
+//   while (true) {
+//     ASSIGN_OR_RETURN(bool more, scan.Next(page));
+//     if (!more) break;
+//     ... page's reports, in order ...
+//   }
+//
+// Thread-safety: thread-compatible; use from the transaction's thread.
+#ifndef METRICS_STORAGE_PG_READS_AGENT_REPORTS_H_
+#define METRICS_STORAGE_PG_READS_AGENT_REPORTS_H_
+
+#include <pqxx/transaction_base>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "storage/pg/prepared.h"
+#include "storage/pg/reads/raw_values.h"
+
+namespace metrics::storage::pg {
+
+struct StoredReport {
+  int64_t time_us = 0;
+  int64_t row_id = 0;  // the row holding it
+  int32_t index = 0;   // its place in a sealed window; 0 in a raw row
+  std::optional<int32_t> batch;  // metrics.total_batches
+  // (index into the scan's series, value), by series index.
+  std::vector<std::pair<size_t, double>> values;
+
+  std::tuple<int64_t, int64_t, int32_t> key() const { return {time_us, row_id, index}; }
+};
+
+class AgentReportScan {
+ public:
+  // The page statement, for pools whose readers pass prepared = true.
+  static PreparedStatement Statement();
+
+  // Reports of `agent` in trial `trial_id` with a time in [from_us, to_us),
+  // with the values of `series` (the agent's; others are skipped). With
+  // `prepared`, the connection has Statement().
+  AgentReportScan(pqxx::transaction_base& tx, int32_t trial_id, std::string agent,
+                  const std::vector<RawValueColumns::Series>& series, int64_t from_us,
+                  int64_t to_us, bool prepared);
+
+  // Only reports whose key() is greater than `after`'s (a cursor).
+  void After(std::tuple<int64_t, int64_t, int32_t> after);
+
+  // Replaces `out` with the next reports (one or more whole windows, with
+  // at least one report); false, with `out` empty, after the last.
+  // DATA_LOSS for a row whose values do not decode.
+  absl::StatusOr<bool> Next(std::vector<StoredReport>& out);
+
+ private:
+  // The rows of windows [from, to): at most `limit` of them.
+  pqxx::result Page(int64_t from, int64_t to, int64_t limit, bool with_json);
+  // The start of the first window holding a row at or after `from`, if any.
+  std::optional<int64_t> NextWindow(int64_t from);
+
+  pqxx::transaction_base& tx_;
+  const int32_t trial_id_;
+  const std::string agent_;
+  const RawValueColumns columns_;
+  const int64_t from_us_, to_us_;
+  const bool prepared_;
+  std::optional<std::tuple<int64_t, int64_t, int32_t>> after_;
+  int64_t next_window_;  // where the next page starts
+};
+
+}  // namespace metrics::storage::pg
+
+#endif  // METRICS_STORAGE_PG_READS_AGENT_REPORTS_H_
