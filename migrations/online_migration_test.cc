@@ -9,6 +9,9 @@
 //
 // The worst wait and the number of writes are printed and recorded as test
 // properties (ctest --output-on-failure -V shows them).
+//
+// Then the sealing of a database's existing packed rows after 0007, online
+// and resumed after a kill, the same way.
 #include <pqxx/connection>
 #include <pqxx/nontransaction>
 #include <pqxx/transaction>
@@ -34,6 +37,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "migrations/migrator.h"
+#include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
 
@@ -271,6 +275,94 @@ TEST(OnlineMigrationTest, MigrationOf0004LetsWritesGoOnAndResumesAfterAKill) {
                   << (i < a.size() ? a[i] : "(end)")
                   << "\n  fresh:    " << (i < b.size() ? b[i] : "(end)");
   }
+}
+
+
+// Packed raw system rows of a database upgraded to sealed windows are
+// sealed online: `metricsctl seal` is killed (and its connection cut)
+// halfway, a second run resumes, and meanwhile a writer adds raw rows
+// every 5 ms, late ones into the very windows being sealed. Every value is
+// there once afterwards, and no write waited long.
+TEST(OnlineMigrationTest, ExistingPackedRowsAreSealedOnlineAndAKilledSealResumes) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<TestDatabase> db, TestDatabase::Create());
+  constexpr int kAgents = 20;
+  constexpr int kRows = 1'200'000;
+  // A packed row of three small whole values, as storage/format/packed_report.h
+  // writes one: the version byte, then per value a head byte (id step 1,
+  // kind 0: a decimal of no places) and its digits.
+  const std::string packed =
+      "decode('01' || '10' || lpad(to_hex(g % 100), 2, '0') || '10' || "
+      "lpad(to_hex(g % 7), 2, '0') || '10' || lpad(to_hex(g % 120), 2, '0'), 'hex')";
+  const absl::Time load_start = absl::Now();
+  Query(db->url(), absl::StrCat(
+      "INSERT INTO metrics_profiling (trial_id, partition_type, metric_group, agent_id, "
+      "end_time, packed_values) SELECT 1 + g % 2, 'PROFILING', 'system', 'node-' || g % ",
+      kAgents, ", timestamptz '2026-01-01' + (g / ", kAgents,
+      ") * interval '1 second', ", packed, " FROM generate_series(0, ", kRows - 1, ") g"));
+  Query(db->url(), "ANALYZE metrics");
+  std::cout << "loaded " << kRows << " packed rows in "
+            << absl::FormatDuration(absl::Now() - load_start) << std::endl;
+
+  // Late reports of node-0 into the loaded span, each at a time of its own.
+  Writer late(db->url(), [&](pqxx::connection& conn, int n) {
+    pqxx::nontransaction(conn).exec_params(
+        absl::StrCat("INSERT INTO metrics_profiling (trial_id, partition_type, metric_group, "
+                     "agent_id, end_time, packed_values) SELECT 2, 'PROFILING', 'system', "
+                     "'node-0', timestamptz '2026-01-01' + ($1 * 7 + 0.5) * interval '1 second', ",
+                     packed, " FROM (SELECT $1::int AS g) x"),
+        n);
+  });
+
+  const std::vector<std::string> env = {absl::StrCat("DATABASE_URL=", db->url())};
+  const absl::Time seal_start = absl::Now();
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Subprocess> first,
+                         Subprocess::Start({METRICSCTL_PATH, "seal"}, env));
+    ASSERT_TRUE(test_util::Eventually(
+        [&] {
+          return std::stoll(Query(db->url(), "SELECT count(*) FROM metrics_profiling "
+                                             "WHERE sealed_values IS NOT NULL")) > 300;
+        },
+        absl::Seconds(120)))
+        << first->stdout_text() << first->stderr_text();
+    first->Signal(SIGKILL);
+    Query(db->url(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                     "WHERE application_name = 'metrics-sealer'");
+    ASSERT_OK(first->Wait(absl::Seconds(10)));
+  }
+  const std::string sealed_by_first = Query(
+      db->url(), "SELECT count(*) FROM metrics_profiling WHERE sealed_values IS NOT NULL");
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Subprocess> second,
+                       Subprocess::Start({METRICSCTL_PATH, "seal"}, env));
+  ASSERT_OK_AND_ASSIGN(int code, second->Wait(absl::Seconds(300)));
+  const absl::Duration seal_took = absl::Now() - seal_start;
+  EXPECT_EQ(code, 0) << second->stdout_text() << second->stderr_text();
+  EXPECT_THAT(second->stdout_text(), testing::ContainsRegex("sealed [0-9]+ windows of [0-9]+ agents"));
+  late.Stop();
+  EXPECT_EQ(late.error(), "");
+  EXPECT_GT(late.writes(), 100);
+  EXPECT_LT(late.worst(), absl::Seconds(1));
+  std::cout << "sealed " << kRows << " rows in " << absl::FormatDuration(seal_took)
+            << " (the first run " << sealed_by_first << " windows before its kill); "
+            << late.writes() << " late writes, worst wait "
+            << absl::FormatDuration(late.worst()) << std::endl;
+
+  // Every value once: 3 a report, in rows raw or sealed.
+  ASSERT_OK_AND_ASSIGN(const int64_t values, storage::pg::test_util::CountRawValues(db->url(), 1));
+  ASSERT_OK_AND_ASSIGN(const int64_t values_2,
+                       storage::pg::test_util::CountRawValues(db->url(), 2));
+  EXPECT_EQ(values + values_2, 3 * (int64_t{kRows} + late.writes()));
+  for (int trial : {1, 2}) {
+    EXPECT_EQ(storage::pg::test_util::CountRepeatedReports(db->url(), trial).value_or(-1), 0);
+  }
+  // What is left raw came after the second run passed its window.
+  EXPECT_LE(std::stoll(Query(db->url(), "SELECT count(*) FROM metrics_profiling "
+                                        "WHERE packed_values IS NOT NULL")),
+            late.writes());
+  EXPECT_EQ(Query(db->url(), "SELECT count(*) FROM (SELECT trial_id, agent_id, end_time "
+                             "FROM metrics_profiling WHERE sealed_values IS NOT NULL "
+                             "GROUP BY 1, 2, 3 HAVING count(*) > 1) twice"),
+            "0");
 }
 
 }  // namespace

@@ -104,6 +104,12 @@ ABSL_FLAG(std::string, raw_retention, "",
           "windows load from 10 s buckets up, marked \"raw data expired\". "
           "Default: keep raw rows forever. metricsctl retention apply does "
           "the same on demand.");
+ABSL_FLAG(absl::Duration, seal_every, absl::Minutes(1),
+          "Seal closed windows of raw system rows at start and this often: "
+          "each agent's 10-minute window of reports becomes one compressed "
+          "row, a third of the space (docs/storage.md, \"Sealed windows\"). "
+          "Several servers share the work. 0 turns it off (metricsctl seal "
+          "does it on demand).");
 ABSL_FLAG(absl::Duration, max_future, absl::Minutes(10),
           "How far ahead of the server's clock a report's time may be.");
 ABSL_FLAG(int, db_pool_size, 4,
@@ -213,6 +219,12 @@ int Run() {
       metrics::server::ParseRawRetention(absl::GetFlag(FLAGS_raw_retention));
   if (!retention.ok()) return usage_error(retention.status());
   options.raw_retention = *retention;
+  options.seal_every = absl::GetFlag(FLAGS_seal_every);
+  if (options.seal_every < absl::ZeroDuration()) {
+    return usage_error(absl::InvalidArgumentError(
+        absl::StrCat("--seal_every ", absl::FormatDuration(options.seal_every),
+                     ": must not be negative (0 turns the sealer off)")));
+  }
   absl::StatusOr<bool> auth_required =
       metrics::server::ParseAuthRequired(absl::GetFlag(FLAGS_auth));
   if (!auth_required.ok()) return usage_error(auth_required.status());

@@ -20,6 +20,7 @@
 #include "migrations/migrator.h"
 #include "storage/pg/connection.h"
 #include "storage/pg/jobs/raw_retention.h"
+#include "storage/pg/jobs/sealer.h"
 #include "storage/pg/pg_metric_store.h"
 #include "storage/pg/pg_token_store.h"
 
@@ -192,6 +193,13 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
         std::move(retention), options.retention_every,
         [log](const std::string& event) { log(event); });
   }
+  if (options.seal_every > absl::ZeroDuration()) {
+    storage::pg::SealOptions seal;
+    seal.database_url = options.database_url;
+    seal.application_name = "metricsd-sealer";
+    server->sealer_ = std::make_unique<storage::pg::SealerLoop>(
+        std::move(seal), options.seal_every, [log](const std::string& event) { log(event); });
+  }
   server->prometheus_max_series_ = options.prometheus_max_series;
   server->stale_after_ = options.stale_after;
   server->legacy_service_ = std::make_unique<LegacyProfilerService>(
@@ -329,6 +337,7 @@ void MetricsServer::Shutdown(absl::Duration grace) {
   }
   if (http_ != nullptr) http_->Shutdown();
   retention_.reset();
+  sealer_.reset();  // stops between transactions
   // In-flight store calls hold pointers into the store: stop them first.
   if (executor_ != nullptr) executor_->Shutdown();
   if (open_executor_ != nullptr) open_executor_->Shutdown();

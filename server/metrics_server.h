@@ -50,6 +50,7 @@
 
 namespace metrics::storage::pg {
 class RetentionLoop;
+class SealerLoop;
 }  // namespace metrics::storage::pg
 
 namespace metrics::server {
@@ -120,6 +121,7 @@ class MetricsServer {
   std::unique_ptr<HttpPaths> http_paths_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<storage::pg::RetentionLoop> retention_;  // with --raw-retention
+  std::unique_ptr<storage::pg::SealerLoop> sealer_;        // unless --seal-every=0
   std::unique_ptr<ReadinessProbe> readiness_;
   int grpc_port_ = 0;
   size_t prometheus_max_series_ = 0;

@@ -67,6 +67,9 @@ struct ServerOptions {
   // start and then every `retention_every`; infinite keeps them forever.
   absl::Duration raw_retention = absl::InfiniteDuration();
   absl::Duration retention_every = absl::Hours(1);
+  // Closed windows of raw system rows are sealed at start and then this
+  // often (storage/pg/jobs/sealer.h); zero turns the sealer off.
+  absl::Duration seal_every = absl::Minutes(1);
   // How often readiness (/healthz) asks the database, and when a check
   // that has not answered counts as a failure.
   ReadinessOptions readiness;

@@ -1,0 +1,347 @@
+// The sealer on a real PostgreSQL, through the real ingest path: every
+// reader (chart raw reads, the streamed export, legacy readings with their
+// batch indexes, metrics_unpacked, the rollups and their rebuild, the
+// independent SQL checks) sees after a seal exactly what it saw before, bit
+// for bit; only closed windows are sealed; late rows are read at once and
+// sealed again with their window; two sealers at once seal each window
+// once; a pass cut off mid-way leaves every value once.
+#include "storage/pg/jobs/sealer.h"
+
+#include <pqxx/connection>
+#include <pqxx/nontransaction>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/testing/eventually.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "storage/format/sealed_window.h"
+#include "storage/pg/jobs/rollup_rebuild.h"
+#include "storage/pg/testing/pg_checks.h"
+#include "storage/pg/testing/store_test.h"
+
+namespace metrics::storage::pg {
+namespace {
+
+namespace test_util = ::metrics::storage::pg::test_util;
+using test_util::kT0;
+
+constexpr int64_t kWindowUs = int64_t{kSealedWindowSeconds} * 1000000;
+
+uint64_t Bits(double v) {
+  uint64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+// Collects a streamed read as (series, time, value bits).
+class Collect : public RawSampleSink {
+ public:
+  absl::Status Take(size_t series, const Sample& s) override {
+    taken.emplace_back(series, s.time_us, Bits(s.value));
+    return absl::OkStatus();
+  }
+  std::vector<std::tuple<size_t, int64_t, uint64_t>> taken;
+};
+
+class SealerTest : public test_util::StoreTest {
+ protected:
+  void SetUp() override {
+    StoreTest::SetUp();
+    MakeTrial(7);
+  }
+
+  // `reports` reports of `agent` a second apart from kT0 + `offset_s`, on
+  // the agent's stream from sequence `first_sequence`, in batches of 50:
+  // an agent-wide series with full-precision doubles, two GPUs' integers
+  // (one GPU missing from every seventh report), a series that appears
+  // late, and, with `batches`, a training batch index in each report.
+  void Ingest(const std::string& agent, int64_t offset_s, int reports, int64_t first_sequence,
+              bool batches = false) {
+    std::mt19937_64 random(offset_s * 31 + reports);
+    std::uniform_real_distribution<double> any(-1e6, 1e6);
+    for (int start = 0; start < reports; start += 50) {
+      MetricBatch batch;
+      batch.stream_id = agent + "-stream";
+      batch.sequence = first_sequence + start / 50;
+      batch.trial_id = 7;
+      batch.agent_id = agent;
+      batch.series = {{"cpu_util_simple", "", "percent"},
+                      {"gpu_util", "GPU-1", "percent"},
+                      {"gpu_util", "GPU-2", "percent"},
+                      {"memory_used", "", "bytes"}};
+      for (int i = start; i < std::min(reports, start + 50); ++i) {
+        Report r;
+        r.time_us = absl::ToUnixMicros(kT0 + absl::Seconds(offset_s + i)) +
+                    static_cast<int64_t>(random() % 5000);
+        r.series = {0, 1};
+        r.values = {any(random), static_cast<double>(random() % 101)};
+        if (i % 7 != 3) {
+          r.series.push_back(2);
+          r.values.push_back(static_cast<double>(random() % 101));
+        }
+        if (i > reports / 2) {
+          r.series.push_back(3);
+          r.values.push_back(std::round(any(random)) * 4096);
+        }
+        if (batches) r.batch = 1000 + i;
+        batch.reports.push_back(std::move(r));
+      }
+      ASSERT_EQ(Submit(std::move(batch)).kind, BatchOutcome::Kind::kStored);
+    }
+  }
+
+  // Everything readers see of trial 7, values as bits.
+  struct View {
+    std::vector<std::vector<std::pair<int64_t, uint64_t>>> raw;
+    std::vector<std::tuple<size_t, int64_t, uint64_t>> streamed;
+    std::vector<std::tuple<size_t, int64_t, std::optional<int32_t>, uint64_t>> readings;
+    std::string unpacked;
+    std::string rollups;
+
+    bool operator==(const View& o) const {
+      return raw == o.raw && streamed == o.streamed && readings == o.readings &&
+             unpacked == o.unpacked && rollups == o.rollups;
+    }
+  };
+
+  // Names the first difference.
+  static std::string Diff(const View& a, const View& b) {
+    auto first = [](const auto& x, const auto& y) {
+      size_t i = 0;
+      while (i < x.size() && i < y.size() && x[i] == y[i]) ++i;
+      return absl::StrCat("at ", i, " of ", x.size(), " and ", y.size());
+    };
+    if (a.raw != b.raw) return absl::StrCat("raw samples differ ", first(a.raw, b.raw));
+    if (a.streamed != b.streamed) {
+      return absl::StrCat("streamed samples differ ", first(a.streamed, b.streamed));
+    }
+    if (a.readings != b.readings) {
+      return absl::StrCat("readings differ ", first(a.readings, b.readings));
+    }
+    if (a.unpacked != b.unpacked) {
+      return absl::StrCat("metrics_unpacked differs ", first(a.unpacked, b.unpacked), ": ",
+                          a.unpacked.substr(0, 300), "\n---\n", b.unpacked.substr(0, 300));
+    }
+    if (a.rollups != b.rollups) return "rollups differ";
+    return "";
+  }
+
+  // Legacy readings are read in pages of `page` readings.
+  View Read(size_t page_size = 7) {
+    View view;
+    absl::StatusOr<std::vector<SeriesInfo>> series =
+        store_->Reads().ListSeries(7, /*extents=*/false, Deadline());
+    EXPECT_OK(series);
+    if (!series.ok()) return view;
+    const int64_t from = absl::ToUnixMicros(kT0 - absl::Hours(1));
+    const int64_t to = absl::ToUnixMicros(kT0 + absl::Hours(24));
+    absl::StatusOr<std::vector<std::vector<Sample>>> raw =
+        store_->Reads().ReadRawSamples(7, *series, from, to, 1000000, Deadline());
+    EXPECT_OK(raw);
+    if (raw.ok()) {
+      for (const auto& samples : *raw) {
+        auto& out = view.raw.emplace_back();
+        for (const Sample& s : samples) out.emplace_back(s.time_us, Bits(s.value));
+      }
+    }
+    Collect streamed;
+    EXPECT_OK(store_->Reads().StreamRawSamples(7, *series, from, to, Deadline(), streamed));
+    view.streamed = std::move(streamed.taken);
+    // Legacy readings, in pages: the cursor crosses sealed windows.
+    for (size_t i = 0; i < series->size(); ++i) {
+      ReadingCursor cursor;
+      while (true) {
+        absl::StatusOr<std::vector<Reading>> page =
+            store_->ReadReadings(7, (*series)[i], cursor, page_size, Deadline());
+        EXPECT_OK(page);
+        if (!page.ok() || page->empty()) break;
+        for (const Reading& r : *page) {
+          view.readings.emplace_back(i, r.time_us, r.batch, Bits(r.value));
+        }
+        cursor = {page->back().time_us, page->back().row_id, page->back().index};
+      }
+    }
+    view.unpacked = Scalar(
+        "SELECT string_agg(concat_ws('|', agent_id, end_time, total_batches, metrics), "
+        "E'\\n' ORDER BY agent_id, end_time, metrics::text) FROM metrics_unpacked "
+        "WHERE trial_id = 7");
+    view.rollups = Scalar(
+        "SELECT string_agg(concat_ws('|', agent_id, width_s, bucket_start, "
+        "encode(stats, 'hex')), E'\\n' ORDER BY agent_id, width_s, bucket_start) "
+        "FROM system_rollups WHERE trial_id = 7");
+    return view;
+  }
+
+  // A pass sealing every window that ended before kT0 + `until_s`.
+  SealSummary Seal(int64_t until_s) {
+    SealOptions options;
+    options.database_url = url();
+    // The grace that puts the database's "now - grace" there.
+    options.grace = absl::Now() - (kT0 + absl::Seconds(until_s));
+    absl::StatusOr<SealSummary> summary = SealClosedWindows(options);
+    EXPECT_OK(summary);
+    return summary.value_or(SealSummary());
+  }
+
+  int64_t Count(absl::string_view form) {
+    return std::stoll(Scalar(absl::StrCat(
+        "SELECT count(*) FROM metrics_profiling WHERE trial_id = 7 AND ", form)));
+  }
+};
+
+TEST_F(SealerTest, ReadersSeeSealedWindowsAsTheRawRowsTheyReplace) {
+  Ingest("agent-a", 0, 1500, 1, /*batches=*/true);  // 25 minutes
+  Ingest("agent-b", 100, 700, 1);
+  // Rollups rebuilt from the raw rows, for a rebuild from sealed windows to
+  // equal bit for bit (ingest's sums add in another order).
+  ASSERT_OK_AND_ASSIGN(const RebuildSummary rebuilt_before,
+                       RebuildRollups(url(), 7, nullptr));
+  const View before = Read();
+  ASSERT_FALSE(before.streamed.empty());
+  ASSERT_OK(test_util::CheckRollupsMatchRawRows(url(), 7));
+
+  // Windows that ended by kT0 + 900 s are closed; the rest stay raw.
+  const SealSummary first = Seal(900);
+  const int64_t t0 = absl::ToUnixMicros(kT0);
+  const int64_t closed_to = AlignDown(t0 + 900 * 1000000, kWindowUs);
+  EXPECT_EQ(first.agents, 2);
+  EXPECT_EQ(Count(absl::StrCat("sealed_values IS NOT NULL AND end_time >= ",
+                               "timestamptz 'epoch' + ", closed_to, " * interval '1 microsecond'")),
+            0);
+  EXPECT_EQ(Count(absl::StrCat("packed_values IS NOT NULL AND end_time < ",
+                               "timestamptz 'epoch' + ", closed_to, " * interval '1 microsecond'")),
+            0);
+  EXPECT_GT(Count("packed_values IS NOT NULL"), 0);
+  EXPECT_EQ(first.windows, Count("sealed_values IS NOT NULL"));
+  EXPECT_EQ(Diff(Read(), before), "");
+
+  // Then everything: one row a window, no raw row left.
+  Seal(3600);
+  EXPECT_EQ(Count("packed_values IS NOT NULL"), 0);
+  const int64_t windows_a = (AlignDown(t0 + 1499 * 1000000 + 5000, kWindowUs) -
+                             AlignDown(t0, kWindowUs)) / kWindowUs + 1;
+  const int64_t windows_b = (AlignDown(t0 + 799 * 1000000 + 5000, kWindowUs) -
+                             AlignDown(t0 + 100 * 1000000, kWindowUs)) / kWindowUs + 1;
+  EXPECT_EQ(Count("sealed_values IS NOT NULL"), windows_a + windows_b);
+  const View after = Read();
+  EXPECT_EQ(Diff(after, before), "");
+  EXPECT_EQ(after.readings, before.readings);  // batch indexes and all
+  EXPECT_EQ(after.unpacked, before.unpacked);
+
+  // The independent SQL checks and a rebuild read the sealed windows too.
+  ASSERT_OK_AND_ASSIGN(const int64_t buckets, test_util::CheckRollupsMatchRawRows(url(), 7));
+  EXPECT_GT(buckets, 0);
+  EXPECT_EQ(test_util::CountRawValues(url(), 7).value_or(-1),
+            static_cast<int64_t>(before.streamed.size()));
+  EXPECT_EQ(test_util::CountRepeatedReports(url(), 7).value_or(-1), 0);
+  ASSERT_OK_AND_ASSIGN(const RebuildSummary rebuilt_after, RebuildRollups(url(), 7, nullptr));
+  EXPECT_EQ(rebuilt_after.reports, rebuilt_before.reports);
+  EXPECT_EQ(rebuilt_after.samples, rebuilt_before.samples);
+  EXPECT_EQ(Read().rollups, before.rollups);
+
+  // A pass with nothing to seal changes nothing.
+  EXPECT_EQ(Seal(3600).windows, 0);
+}
+
+TEST_F(SealerTest, LateRowsAreReadAtOnceAndSealedAgainWithTheirWindow) {
+  Ingest("agent-a", 0, 1300, 1);
+  Seal(3600);
+  const int64_t sealed = Count("sealed_values IS NOT NULL");
+  // Late reports into sealed windows (another stream of the same agent),
+  // one at the very time of a sealed report.
+  MetricBatch late;
+  late.stream_id = "agent-a-late";
+  late.sequence = 1;
+  late.trial_id = 7;
+  late.agent_id = "agent-a";
+  late.series = {{"cpu_util_simple", "", "percent"}, {"gpu_util", "GPU-3", "percent"}};
+  for (int i = 0; i < 30; ++i) {
+    late.reports.push_back({absl::ToUnixMicros(kT0 + absl::Seconds(40 * i) + absl::Milliseconds(500)),
+                            {0, 1}, {1.0 / (i + 3), 7.0 * i}, std::nullopt});
+  }
+  const int64_t at_a_sealed_time = std::stoll(Scalar(
+      "SELECT min(time_us) FROM metrics_profiling m, metrics_unseal(m.sealed_values) u "
+      "WHERE m.trial_id = 7 AND m.sealed_values IS NOT NULL"));
+  late.reports.push_back({at_a_sealed_time, {0}, {-42.25}, std::nullopt});
+  ASSERT_EQ(Submit(std::move(late)).kind, BatchOutcome::Kind::kStored);
+  const View mixed = Read();
+  EXPECT_EQ(Count("packed_values IS NOT NULL"), 31);
+  ASSERT_OK(test_util::CheckRollupsMatchRawRows(url(), 7));
+
+  const SealSummary again = Seal(3600);
+  EXPECT_EQ(again.rows, 31);
+  EXPECT_EQ(Count("packed_values IS NOT NULL"), 0);
+  EXPECT_EQ(Count("sealed_values IS NOT NULL"), sealed);  // still one row a window
+  const View resealed = Read();
+  EXPECT_EQ(Diff(resealed, mixed), "");
+  // The late value at a sealed report's time comes after it, as ingested.
+  bool found = false;
+  for (size_t i = 1; i < resealed.streamed.size(); ++i) {
+    if (std::get<1>(resealed.streamed[i]) == at_a_sealed_time &&
+        std::get<2>(resealed.streamed[i]) == Bits(-42.25)) {
+      found = true;
+      EXPECT_EQ(std::get<1>(resealed.streamed[i - 1]), at_a_sealed_time);
+    }
+  }
+  EXPECT_TRUE(found);
+  ASSERT_OK(test_util::CheckRollupsMatchRawRows(url(), 7));
+}
+
+TEST_F(SealerTest, TwoSealersAtOnceSealEachWindowOnce) {
+  for (int a = 0; a < 6; ++a) Ingest(absl::StrCat("agent-", a), 17 * a, 900, 1);
+  const View before = Read();
+  std::thread other([&] { Seal(3600); });
+  Seal(3600);
+  other.join();
+  EXPECT_EQ(Count("packed_values IS NOT NULL"), 0);
+  EXPECT_EQ(Scalar("SELECT count(*) FROM (SELECT agent_id, end_time FROM metrics_profiling "
+                   "WHERE trial_id = 7 AND sealed_values IS NOT NULL GROUP BY 1, 2 "
+                   "HAVING count(*) > 1) twice"),
+            "0");
+  EXPECT_EQ(Diff(Read(), before), "");
+}
+
+TEST_F(SealerTest, APassCutOffMidwayLeavesEveryValueOnce) {
+  for (int a = 0; a < 8; ++a) Ingest(absl::StrCat("agent-", a), 0, 3000, 1);
+  const View before = Read(1000);
+  // Cut the sealer's connection once it has sealed something: the
+  // transaction in flight rolls back, the committed ones stay.
+  SealOptions options;
+  options.database_url = url();
+  options.grace = absl::Now() - (kT0 + absl::Hours(2));
+  options.windows_per_transaction = 1;
+  bool cut = false;
+  options.progress = [&](const SealProgress& p) {
+    if (p.windows > 0 && !cut) {
+      Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+           "WHERE application_name = 'metrics-sealer'");
+      cut = true;
+    }
+  };
+  const absl::StatusOr<SealSummary> cut_off = SealClosedWindows(options);
+  options.progress = nullptr;
+  EXPECT_FALSE(cut_off.ok());
+  EXPECT_GT(Count("packed_values IS NOT NULL"), 0);
+  EXPECT_EQ(Diff(Read(1000), before), "");
+  EXPECT_EQ(test_util::CountRepeatedReports(url(), 7).value_or(-1), 0);
+
+  ASSERT_OK_AND_ASSIGN(const SealSummary rest, SealClosedWindows(options));
+  EXPECT_GT(rest.windows, 0);
+  EXPECT_EQ(Count("packed_values IS NOT NULL"), 0);
+  EXPECT_EQ(Diff(Read(1000), before), "");
+}
+
+}  // namespace
+}  // namespace metrics::storage::pg
