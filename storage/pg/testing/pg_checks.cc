@@ -322,43 +322,32 @@ absl::StatusOr<int64_t> CountRepeatedReports(const std::string& url,
     pqxx::connection conn(url);
     // One snapshot: a sealer may move rows between the statements.
     pqxx::transaction<pqxx::isolation_level::repeatable_read> tx(conn);
-    int64_t repeated =
-        tx.exec_params(
-              "SELECT coalesce(sum(n - 1), 0)::bigint FROM ("
-              "  SELECT count(*) AS n FROM metrics_profiling "
-              "  WHERE trial_id = $1 AND metric_group = 'system' AND sealed_values IS NULL "
-              "  GROUP BY agent_id, end_time HAVING count(*) > 1) repeated",
-              trial_id)[0][0]
-            .as<int64_t>();
-    // A sealed window's reports, against each other and the raw rows of
-    // the same agent and window.
+    // Every report's (agent, time): raw rows' by SQL, sealed windows'
+    // decoded here.
+    std::map<std::string, std::vector<int64_t>> times;
+    for (const auto& row : tx.exec_params(
+             absl::StrCat("SELECT agent_id, ", EpochMicrosSql("end_time"),
+                          " FROM metrics_profiling WHERE trial_id = $1 AND metric_group = "
+                          "'system' AND sealed_values IS NULL"),
+             trial_id)) {
+      times[row[0].as<std::string>()].push_back(row[1].as<int64_t>());
+    }
     std::string bytes;
     for (const auto& row : tx.exec_params(
-             absl::StrCat("SELECT m.agent_id, m.sealed_values, ARRAY(SELECT ",
-                          EpochMicrosSql("r.end_time"),
-                          " FROM metrics_profiling r WHERE r.trial_id = m.trial_id "
-                          "AND r.metric_group = 'system' AND r.agent_id = m.agent_id "
-                          "AND r.sealed_values IS NULL AND r.end_time >= m.end_time "
-                          "AND r.end_time < m.end_time + interval '",
-                          kSealedWindowSeconds,
-                          " seconds') FROM metrics_profiling m WHERE m.trial_id = $1 "
-                          "AND m.metric_group = 'system' AND m.sealed_values IS NOT NULL"),
+             "SELECT agent_id, sealed_values FROM metrics_profiling WHERE trial_id = $1 "
+             "AND metric_group = 'system' AND sealed_values IS NOT NULL",
              trial_id)) {
       if (!DecodeByteaHexInto(absl::string_view(row[1].c_str(), row[1].size()), bytes)) {
         return absl::DataLossError("sealed_values is not bytea's hex");
       }
       ASSIGN_OR_RETURN(std::vector<WindowReport> window, UnsealWindow(bytes));
-      std::vector<int64_t> times;
-      for (const WindowReport& r : window) times.push_back(r.time_us);
-      auto raw = row[2].as_array();
-      for (std::pair<pqxx::array_parser::juncture, std::string> e = raw.get_next();
-           e.first != pqxx::array_parser::juncture::done; e = raw.get_next()) {
-        if (e.first == pqxx::array_parser::juncture::string_value) {
-          times.push_back(std::stoll(e.second));
-        }
-      }
-      std::sort(times.begin(), times.end());
-      for (size_t i = 1; i < times.size(); ++i) repeated += times[i] == times[i - 1];
+      std::vector<int64_t>& of_agent = times[row[0].as<std::string>()];
+      for (const WindowReport& r : window) of_agent.push_back(r.time_us);
+    }
+    int64_t repeated = 0;
+    for (auto& [agent, of_agent] : times) {
+      std::sort(of_agent.begin(), of_agent.end());
+      for (size_t i = 1; i < of_agent.size(); ++i) repeated += of_agent[i] == of_agent[i - 1];
     }
     return repeated;
   });
