@@ -4,8 +4,10 @@
 // (bench/realistic_agent.h: 25 values a report, 1 s apart; 129 with
 // --gpu_signals). Then VACUUM ANALYZE, and a table
 // of bytes per stored value for the raw partition (heap, TOAST, indexes),
-// the rollups, the registry and the total, next to the same raw rows in an
-// uncompressed copy of the layout before migration 0004 (the baseline).
+// the rollups, the registry and the total, as ingested and once the sealer
+// has sealed every window (storage/pg/jobs/sealer.h), next to the same raw
+// rows in an uncompressed copy of the layout before migration 0004 (the
+// baseline).
 // The last line is one JSON object.
 #include <grpcpp/create_channel.h>
 #include <signal.h>
@@ -24,6 +26,8 @@
 #include "absl/time/clock.h"
 #include "bench/realistic_agent.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
+#include "storage/pg/jobs/sealer.h"
+#include "storage/pg/testing/pg_checks.h"
 #include "storage/pg/testing/storage_sizes.h"
 #include "storage/rollup.h"
 #include "tests/testing/resending_streamer.h"
@@ -58,7 +62,9 @@ int Run() {
   auto metricsd = test_util::StartMetricsd(
       {METRICSD_PATH, "--database-url=" + (*db)->url(),
        "--grpc-address=127.0.0.1:0", "--http-address=127.0.0.1:0",
-       "--max-future=87600h", "--auth=off"});
+       "--max-future=87600h", "--auth=off",
+       // Sealed below, all at once, after the rows as ingested are measured.
+       "--seal-every=0"});
   if (!metricsd.ok()) {
     std::fprintf(stderr, "bench: %s\n", metricsd.status().ToString().c_str());
     return 1;
@@ -122,49 +128,81 @@ int Run() {
   metricsd->process->Signal(SIGTERM);
   (void)metricsd->process->Wait(absl::Seconds(60));
 
-  auto sizes = storage::pg::test_util::MeasureStorage((*db)->url());
-  if (!sizes.ok()) {
-    std::fprintf(stderr, "bench: %s\n", sizes.status().ToString().c_str());
+  auto ingested = storage::pg::test_util::MeasureStorage((*db)->url());
+  if (!ingested.ok()) {
+    std::fprintf(stderr, "bench: %s\n", ingested.status().ToString().c_str());
     return 1;
   }
-  const double values = static_cast<double>(sizes->raw_rows) * ValuesPerReport();
-  const auto per = [&](int64_t bytes) { return bytes / values; };
-  const int64_t raw = sizes->raw_heap + sizes->raw_toast + sizes->raw_indexes;
-  const int64_t total = raw + sizes->rollups + sizes->registry;
-  const int64_t baseline = sizes->baseline_heap + sizes->baseline_toast +
-                           sizes->baseline_indexes;
-  std::printf("\n%.0f values (%" PRId64 " reports), loaded in %.1f s: %.0f values/s\n\n",
-              values, sizes->raw_rows, load_s, values / load_s);
-  std::printf("  %-34s %14s %12s\n", "part", "bytes", "bytes/value");
-  const auto row = [&](const std::string& part, int64_t bytes) {
-    std::printf("  %-34s %14" PRId64 " %12.2f\n", part.c_str(), bytes, per(bytes));
-  };
-  row("raw partition: heap", sizes->raw_heap);
-  row("  of it, the values", sizes->raw_values_bytes);
-  row("raw partition: TOAST", sizes->raw_toast);
-  row("raw partition: indexes", sizes->raw_indexes);
-  row("raw partition: total", raw);
-  row(absl::StrCat("rollups (", std::size(storage::kRollupWidthsSeconds),
-                   " widths)"),
-      sizes->rollups);
-  row("  of it, the index", sizes->rollup_indexes);
-  for (const auto& width : sizes->rollup_widths) {
-    row(absl::StrCat("  of it, ", width.width_s, " s stats (", width.rows,
-                     " rows)").c_str(),
-        width.stats_bytes);
+  // What the sealer makes of it: every window is closed (the data is old).
+  storage::pg::SealOptions seal;
+  seal.database_url = (*db)->url();
+  const absl::Time seal_start = absl::Now();
+  auto sealed_summary = storage::pg::SealClosedWindows(seal);
+  const double seal_s = absl::ToDoubleSeconds(absl::Now() - seal_start);
+  if (!sealed_summary.ok()) {
+    std::fprintf(stderr, "bench: seal: %s\n", sealed_summary.status().ToString().c_str());
+    return 1;
   }
-  row("registry", sizes->registry);
-  row("total", total);
-  row("baseline (uncompressed): heap", sizes->baseline_heap);
-  row("baseline (uncompressed): TOAST", sizes->baseline_toast);
-  row("baseline (uncompressed): indexes", sizes->baseline_indexes);
-  row("baseline (uncompressed): total", baseline);
+  // The index of rows waiting to be sealed holds, while agents stream, only
+  // their open windows; this load put every report in it at once, and a
+  // B-tree keeps its emptied pages. Rebuilt to the size it has then.
+  if (auto reindex = storage::pg::test_util::QueryScalar(
+          (*db)->url(), "REINDEX INDEX metrics_profiling_raw_idx");
+      !reindex.ok()) {
+    std::fprintf(stderr, "bench: %s\n", reindex.status().ToString().c_str());
+    return 1;
+  }
+  auto sealed = storage::pg::test_util::MeasureStorage((*db)->url(),
+                                                      storage::pg::test_util::Baseline::kSkip);
+  if (!sealed.ok()) {
+    std::fprintf(stderr, "bench: %s\n", sealed.status().ToString().c_str());
+    return 1;
+  }
+  const double values = static_cast<double>(ingested->reports) * ValuesPerReport();
+  const auto per = [&](int64_t bytes) { return bytes / values; };
+  const auto raw = [](const storage::pg::test_util::StorageSizes& s) {
+    return s.raw_heap + s.raw_toast + s.raw_indexes;
+  };
+  const auto total = [&](const storage::pg::test_util::StorageSizes& s) {
+    return raw(s) + s.rollups + s.registry;
+  };
+  const int64_t baseline = ingested->baseline_heap + ingested->baseline_toast +
+                           ingested->baseline_indexes;
+  std::printf("\n%.0f values (%" PRId64 " reports), loaded in %.1f s: %.0f values/s; "
+              "sealed in %.1f s (%" PRId64 " windows)\n\n",
+              values, ingested->reports, load_s, values / load_s, seal_s,
+              sealed_summary->windows);
+  std::printf("  %-34s %14s %12s %14s %12s\n", "part", "as ingested", "bytes/value", "sealed",
+              "bytes/value");
+  const auto row = [&](const std::string& part, int64_t before, int64_t after) {
+    std::printf("  %-34s %14" PRId64 " %12.2f %14" PRId64 " %12.2f\n", part.c_str(), before,
+                per(before), after, per(after));
+  };
+  row("raw partition: heap", ingested->raw_heap, sealed->raw_heap);
+  row("  of it, the values", ingested->raw_values_bytes, sealed->raw_values_bytes);
+  row("raw partition: TOAST", ingested->raw_toast, sealed->raw_toast);
+  row("raw partition: indexes", ingested->raw_indexes, sealed->raw_indexes);
+  row("raw partition: total", raw(*ingested), raw(*sealed));
+  row(absl::StrCat("rollups (", std::size(storage::kRollupWidthsSeconds), " widths)"),
+      ingested->rollups, sealed->rollups);
+  row("  of it, the index", ingested->rollup_indexes, sealed->rollup_indexes);
+  for (size_t w = 0; w < ingested->rollup_widths.size(); ++w) {
+    const auto& width = ingested->rollup_widths[w];
+    row(absl::StrCat("  of it, ", width.width_s, " s stats (", width.rows, " rows)"),
+        width.stats_bytes,
+        w < sealed->rollup_widths.size() ? sealed->rollup_widths[w].stats_bytes : 0);
+  }
+  row("registry", ingested->registry, sealed->registry);
+  row("total", total(*ingested), total(*sealed));
+  std::printf("  %-34s %14" PRId64 " %12.2f\n", "baseline (uncompressed): total", baseline,
+              per(baseline));
   std::printf(
       "{\"values\":%.0f,\"values_per_report\":%d,\"raw_bytes_per_value\":%.2f,"
       "\"rollup_bytes_per_value\":%.2f,\"total_bytes_per_value\":%.2f,"
-      "\"baseline_bytes_per_value\":%.2f,\"ingest_samples_per_s\":%.0f}\n",
-      values, ValuesPerReport(), per(raw), per(sizes->rollups), per(total), per(baseline),
-      values / load_s);
+      "\"unsealed_total_bytes_per_value\":%.2f,"
+      "\"baseline_bytes_per_value\":%.2f,\"ingest_samples_per_s\":%.0f,\"seal_s\":%.1f}\n",
+      values, ValuesPerReport(), per(raw(*sealed)), per(sealed->rollups), per(total(*sealed)),
+      per(total(*ingested)), per(baseline), values / load_s, seal_s);
   return 0;
 }
 
