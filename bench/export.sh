@@ -6,7 +6,8 @@
 #   - the CSV export (GET .../export.csv) of every value,
 #   - the trace export (GET .../trace, maxPoints=10000) of the same window,
 # against plain COPY (SELECT ...) TO STDOUT of the same data in the same run:
-# of the stored rows as they are (packed; the floor of reading them), and of
+# of the stored rows as they are (sealed windows and packed rows; the floor
+# of reading them), every closed window sealed first, and of
 # one line per value through the migrations' metrics_unpacked view (what the
 # CSV is, in plain SQL). Each is run twice and the faster kept (the first
 # also warms the cache). Values/s are of the values the window holds. The
@@ -14,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ -z "${EXPORT_BENCH_INNER:-}" ]]; then
-  ./build.sh metricsd page_seed >/dev/null
+  ./build.sh metricsd metricsctl page_seed >/dev/null
   EXPORT_BENCH_INNER=1 exec pg_virtualenv "$0" "$@"
 fi
 
@@ -44,6 +45,8 @@ http=$(sed -n 's|.*HTTP listening on http://\([^ ]*\).*|\1|p' "$work/out")
 start=$(date +%s)
 build/bench/page_seed --target="$grpc" --trial=1 --seconds="$seconds" >&2
 echo "seeded $days days ($((seconds * 25)) values) in $(($(date +%s) - start)) s" >&2
+# Every closed window sealed, as a running metricsd leaves a week behind it.
+build/ctl/metricsctl --database-url="dbname=$db" seal >&2
 psql -X -q -d "$db" -c "VACUUM ANALYZE" >/dev/null
 values=$((seconds * 25))
 
@@ -61,7 +64,7 @@ timed() {
 api="http://$http/api/v1/trials/1/metrics/system"
 read -r csv_s csv_bytes < <(timed curl -sf "$api/export.csv")
 read -r trace_s trace_bytes < <(timed curl -sf "$api/trace?maxPoints=10000")
-rows_sql="COPY (SELECT end_time, agent_id, packed_values FROM metrics WHERE trial_id = 1 AND metric_group = 'system' ORDER BY end_time, id) TO STDOUT"
+rows_sql="COPY (SELECT end_time, agent_id, coalesce(packed_values, sealed_values) FROM metrics WHERE trial_id = 1 AND metric_group = 'system' ORDER BY end_time, id) TO STDOUT"
 values_sql="COPY (SELECT m.end_time, m.agent_id, coalesce(g.key, ''), e.key, coalesce(g.value, e.value) FROM metrics_unpacked m CROSS JOIN jsonb_each(m.metrics) e LEFT JOIN LATERAL jsonb_each(CASE WHEN jsonb_typeof(e.value) = 'object' THEN e.value END) g ON true WHERE m.trial_id = 1 AND m.metric_group = 'system' ORDER BY m.end_time, m.id) TO STDOUT WITH CSV"
 read -r rows_s rows_bytes < <(timed psql -X -q -d "$db" -c "$rows_sql")
 read -r copy_s copy_bytes < <(timed psql -X -q -d "$db" -c "$values_sql")
@@ -77,7 +80,7 @@ rate = lambda s: values / s
 print("%-42s %8s %14s %10s" % ("", "seconds", "values/s", "MB"))
 for name, s, b in (("CSV export (GET .../export.csv)", csv_s, csv_b),
                    ("trace export (maxPoints=10000)", trace_s, trace_b),
-                   ("COPY of the stored rows (packed)", rows_s, rows_b),
+                   ("COPY of the stored rows (sealed, packed)", rows_s, rows_b),
                    ("COPY of one line per value (SQL view)", copy_s, copy_b)):
     print("%-42s %8.2f %14.0f %10.1f" % (name, s, rate(s), b / 1e6))
 print(json.dumps({

@@ -23,27 +23,13 @@
 #include "gtest/gtest.h"
 #include "storage/format/sealed_window.h"
 #include "storage/pg/sql_arrays.h"
-#include "tests/testing/test_database.h"
+#include "storage/pg/testing/sql_decoder_test.h"
 
 namespace metrics::storage::pg {
 namespace {
 
-using ::metrics::test_util::TestDatabase;
-
-std::string SendHex(double v) {
-  uint64_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  return absl::StrFormat("%016x", bits);
-}
-
-class SealedWindowSqlTest : public ::testing::Test {
+class SealedWindowSqlTest : public test_util::SqlDecoderTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<TestDatabase>> db = TestDatabase::Create();
-    ASSERT_OK(db);
-    db_ = *std::move(db);
-    conn_ = std::make_unique<pqxx::connection>(db_->url());
-  }
 
   // Decodes `reports` sealed, in SQL and in C++, and expects the same rows.
   void ExpectSqlAgrees(const std::vector<WindowReport>& reports) {
@@ -79,7 +65,7 @@ class SealedWindowSqlTest : public ::testing::Test {
       if (std::isnan(value)) {
         ASSERT_TRUE(rows[i][4].as<bool>()) << i;
       } else {
-        ASSERT_EQ(rows[i][3].as<std::string>(), SendHex(value)) << i << ": " << value;
+        ASSERT_EQ(rows[i][3].as<std::string>(), test_util::Float8SendHex(value)) << i << ": " << value;
       }
     }
     // Every report's time, values or none.
@@ -93,8 +79,6 @@ class SealedWindowSqlTest : public ::testing::Test {
     }
   }
 
-  std::unique_ptr<TestDatabase> db_;
-  std::unique_ptr<pqxx::connection> conn_;
 };
 
 TEST_F(SealedWindowSqlTest, EveryDoubleAndSparseSeriesAsTheCppDecoderGivesThem) {

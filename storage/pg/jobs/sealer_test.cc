@@ -30,6 +30,8 @@
 #include "storage/pg/jobs/rollup_rebuild.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "storage/pg/testing/store_test.h"
+#include "migrations/migrator.h"
+#include "tests/testing/test_database.h"
 
 namespace metrics::storage::pg {
 namespace {
@@ -68,7 +70,7 @@ class SealerTest : public test_util::StoreTest {
   // (one GPU missing from every seventh report), a series that appears
   // late, and, with `batches`, a training batch index in each report.
   void Ingest(const std::string& agent, int64_t offset_s, int reports, int64_t first_sequence,
-              bool batches = false) {
+              bool batches = false, absl::Duration every = absl::Seconds(1)) {
     std::mt19937_64 random(offset_s * 31 + reports);
     std::uniform_real_distribution<double> any(-1e6, 1e6);
     for (int start = 0; start < reports; start += 50) {
@@ -83,7 +85,7 @@ class SealerTest : public test_util::StoreTest {
                       {"memory_used", "", "bytes"}};
       for (int i = start; i < std::min(reports, start + 50); ++i) {
         Report r;
-        r.time_us = absl::ToUnixMicros(kT0 + absl::Seconds(offset_s + i)) +
+        r.time_us = absl::ToUnixMicros(kT0 + absl::Seconds(offset_s) + i * every) +
                     static_cast<int64_t>(random() % 5000);
         r.series = {0, 1};
         r.values = {any(random), static_cast<double>(random() % 101)};
@@ -146,7 +148,7 @@ class SealerTest : public test_util::StoreTest {
     EXPECT_OK(series);
     if (!series.ok()) return view;
     const int64_t from = absl::ToUnixMicros(kT0 - absl::Hours(1));
-    const int64_t to = absl::ToUnixMicros(kT0 + absl::Hours(24));
+    const int64_t to = absl::ToUnixMicros(kT0 + absl::Hours(24 * 5));
     absl::StatusOr<std::vector<std::vector<Sample>>> raw =
         store_->Reads().ReadRawSamples(7, *series, from, to, 1000000, Deadline());
     EXPECT_OK(raw);
@@ -341,6 +343,55 @@ TEST_F(SealerTest, APassCutOffMidwayLeavesEveryValueOnce) {
   EXPECT_GT(rest.windows, 0);
   EXPECT_EQ(Count("packed_values IS NOT NULL"), 0);
   EXPECT_EQ(Diff(Read(1000), before), "");
+}
+
+
+TEST_F(SealerTest, DenseWindowsAndLongGapsAreReadWhole) {
+  // 2500 reports in 250 s: more rows in a window than a page holds.
+  Ingest("dense", 0, 2500, 1, false, absl::Milliseconds(100));
+  // Two bursts three days apart: pages skip the empty windows between.
+  Ingest("gaps", 30, 120, 1);
+  Ingest("gaps", 3 * 86400, 120, 4);
+  const View before = Read(1000);
+  EXPECT_EQ(before.raw[0].size(), 2500u);  // dense's cpu_util_simple
+  Seal(4 * 86400);
+  EXPECT_EQ(Count("packed_values IS NOT NULL"), 0);
+  EXPECT_EQ(Diff(Read(1000), before), "");
+}
+
+TEST_F(SealerTest, MigratingDownWritesSealedWindowsBackAsRowsOfTheirReports) {
+  // A database of its own: the suite's stays at the current schema.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<::metrics::test_util::TestDatabase> db,
+                       ::metrics::test_util::TestDatabase::Create());
+  store_->Shutdown(Deadline());
+  PgMetricStoreOptions options;
+  options.database_url = db->url();
+  store_ = NewStore(options);
+  MakeTrial(7);
+  Ingest("agent-a", 0, 1300, 1, /*batches=*/true);
+  SealOptions seal;
+  seal.database_url = db->url();
+  seal.grace = absl::Now() - (kT0 + absl::Hours(1));
+  ASSERT_OK(SealClosedWindows(seal));
+  store_->Shutdown(Deadline());
+  store_ = nullptr;
+  const std::string rows_sql =
+      "SELECT string_agg(concat_ws('|', agent_id, end_time, total_batches, metrics), "
+      "E'\\n' ORDER BY agent_id, end_time, metrics::text) FROM metrics_unpacked";
+  ASSERT_OK_AND_ASSIGN(const std::string sealed, test_util::QueryScalar(db->url(), rows_sql));
+  ASSERT_OK_AND_ASSIGN(const std::string windows,
+                       test_util::QueryScalar(db->url(), "SELECT count(*) FROM metrics "
+                                                         "WHERE sealed_values IS NOT NULL"));
+  ASSERT_GT(std::stoi(windows), 1);
+
+  migrations::MigratorOptions down;
+  down.database_url = db->url();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<migrations::Migrator> migrator,
+                       migrations::Migrator::Create(down));
+  ASSERT_OK(migrator->Down(6));
+  EXPECT_EQ(test_util::QueryScalar(db->url(), rows_sql).value_or(""), sealed);
+  EXPECT_EQ(test_util::QueryScalar(db->url(), "SELECT count(*) FROM metrics").value_or(""),
+            "1300");
 }
 
 }  // namespace

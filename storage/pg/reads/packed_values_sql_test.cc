@@ -21,32 +21,12 @@
 #include "storage/format/packed_report.h"
 #include "storage/pg/sql_arrays.h"
 #include "storage/report_json.h"
-#include "tests/testing/test_database.h"
+#include "storage/pg/testing/sql_decoder_test.h"
 
 namespace metrics::storage::pg {
 namespace {
 
-using ::metrics::test_util::TestDatabase;
-
-// A double's bits as float8send gives them: big-endian hex.
-std::string SendHex(double v) {
-  uint64_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  return absl::StrFormat("%016x", bits);
-}
-
-class PackedValuesSqlTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<TestDatabase>> db = TestDatabase::Create();
-    ASSERT_OK(db);
-    db_ = *std::move(db);
-    conn_ = std::make_unique<pqxx::connection>(db_->url());
-  }
-
-  std::unique_ptr<TestDatabase> db_;
-  std::unique_ptr<pqxx::connection> conn_;
-};
+using PackedValuesSqlTest = test_util::SqlDecoderTest;
 
 TEST_F(PackedValuesSqlTest, SqlDecodesEveryDoubleAsTheServerDoes) {
   pqxx::nontransaction tx(*conn_);
@@ -85,7 +65,7 @@ TEST_F(PackedValuesSqlTest, SqlDecodesEveryDoubleAsTheServerDoes) {
   ASSERT_EQ(rows.size(), values.size());
   for (size_t i = 0; i < values.size(); ++i) {
     EXPECT_EQ(rows[i][0].as<int64_t>(), values[i].first) << i;
-    EXPECT_EQ(rows[i][1].as<std::string>(), SendHex(values[i].second))
+    EXPECT_EQ(rows[i][1].as<std::string>(), test_util::Float8SendHex(values[i].second))
         << "value " << i << ": " << values[i].second;
   }
 }

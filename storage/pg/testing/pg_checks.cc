@@ -19,6 +19,7 @@
 #include <vector>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
@@ -80,6 +81,25 @@ SELECT agent_id, series_id, w,
   FROM samples CROSS JOIN unnest($2::bigint[]) AS w
  WHERE v IS NOT NULL
  GROUP BY 1, 2, 3, 4)sql");
+}
+
+// Calls each(agent, reports) for every sealed window of `trial_id`,
+// decoded here (metrics_unseal has tests of its own).
+absl::Status ForEachSealedWindow(
+    pqxx::transaction_base& tx, int32_t trial_id,
+    absl::FunctionRef<void(const std::string&, const std::vector<WindowReport>&)> each) {
+  std::string bytes;
+  for (const auto& row : tx.exec_params(
+           "SELECT agent_id, sealed_values FROM metrics_profiling WHERE trial_id = $1 "
+           "AND metric_group = 'system' AND sealed_values IS NOT NULL",
+           trial_id)) {
+    if (!DecodeByteaHexInto(absl::string_view(row[1].c_str(), row[1].size()), bytes)) {
+      return absl::DataLossError("sealed_values is not bytea's hex");
+    }
+    ASSIGN_OR_RETURN(std::vector<WindowReport> window, UnsealWindow(bytes));
+    each(row[0].as<std::string>(), window);
+  }
+  return absl::OkStatus();
 }
 
 std::string Describe(const RollupStats& s) {
@@ -290,18 +310,10 @@ absl::StatusOr<int64_t> CountRawValues(const std::string& url,
       ASSIGN_OR_RETURN(std::vector<SeriesValue> report, UnpackReport(bytes));
       values += static_cast<int64_t>(report.size());
     }
-    // Sealed windows, decoded here too (metrics_unseal has its own tests).
-    for (const auto& row : tx.exec_params(
-             "SELECT sealed_values FROM metrics WHERE trial_id = $1 "
-             "AND metric_group = 'system' AND sealed_values IS NOT NULL",
-             trial_id)) {
-      if (!DecodeByteaHexInto(
-              absl::string_view(row[0].c_str(), row[0].size()), bytes)) {
-        return absl::DataLossError("sealed_values is not bytea's hex");
-      }
-      ASSIGN_OR_RETURN(std::vector<WindowReport> window, UnsealWindow(bytes));
-      for (const WindowReport& r : window) values += static_cast<int64_t>(r.values.size());
-    }
+    RETURN_IF_ERROR(ForEachSealedWindow(
+        tx, trial_id, [&](const std::string&, const std::vector<WindowReport>& window) {
+          for (const WindowReport& r : window) values += static_cast<int64_t>(r.values.size());
+        }));
     return values;
   });
 }
@@ -332,18 +344,11 @@ absl::StatusOr<int64_t> CountRepeatedReports(const std::string& url,
              trial_id)) {
       times[row[0].as<std::string>()].push_back(row[1].as<int64_t>());
     }
-    std::string bytes;
-    for (const auto& row : tx.exec_params(
-             "SELECT agent_id, sealed_values FROM metrics_profiling WHERE trial_id = $1 "
-             "AND metric_group = 'system' AND sealed_values IS NOT NULL",
-             trial_id)) {
-      if (!DecodeByteaHexInto(absl::string_view(row[1].c_str(), row[1].size()), bytes)) {
-        return absl::DataLossError("sealed_values is not bytea's hex");
-      }
-      ASSIGN_OR_RETURN(std::vector<WindowReport> window, UnsealWindow(bytes));
-      std::vector<int64_t>& of_agent = times[row[0].as<std::string>()];
-      for (const WindowReport& r : window) of_agent.push_back(r.time_us);
-    }
+    RETURN_IF_ERROR(ForEachSealedWindow(
+        tx, trial_id, [&](const std::string& agent, const std::vector<WindowReport>& window) {
+          std::vector<int64_t>& of_agent = times[agent];
+          for (const WindowReport& r : window) of_agent.push_back(r.time_us);
+        }));
     int64_t repeated = 0;
     for (auto& [agent, of_agent] : times) {
       std::sort(of_agent.begin(), of_agent.end());
