@@ -4,7 +4,9 @@
 // independent SQL checks) sees after a seal exactly what it saw before, bit
 // for bit; only closed windows are sealed; late rows are read at once and
 // sealed again with their window; two sealers at once seal each window
-// once; a pass cut off mid-way leaves every value once.
+// once; a pass cut off mid-way leaves every value once; dense windows and
+// long gaps read whole; raw retention removes a window once all of it is
+// before the horizon; migrating down writes the windows back as rows.
 #include "storage/pg/jobs/sealer.h"
 
 #include <pqxx/connection>
@@ -27,6 +29,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/format/sealed_window.h"
+#include "storage/pg/jobs/raw_retention.h"
 #include "storage/pg/jobs/rollup_rebuild.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "storage/pg/testing/store_test.h"
@@ -62,6 +65,10 @@ class SealerTest : public test_util::StoreTest {
   void SetUp() override {
     StoreTest::SetUp();
     MakeTrial(7);
+  }
+  void TearDown() override {
+    Exec("TRUNCATE raw_retention");  // the fixture's tables do not include it
+    StoreTest::TearDown();
   }
 
   // `reports` reports of `agent` a second apart from kT0 + `offset_s`, on
@@ -357,6 +364,51 @@ TEST_F(SealerTest, DenseWindowsAndLongGapsAreReadWhole) {
   Seal(4 * 86400);
   EXPECT_EQ(Count("packed_values IS NOT NULL"), 0);
   EXPECT_EQ(Diff(Read(1000), before), "");
+}
+
+TEST_F(SealerTest, RetentionRemovesASealedWindowOnceAllOfItIsBeforeTheHorizon) {
+  Ingest("agent-a", 0, 1500, 1);
+  Seal(3600);
+  const int64_t t0 = absl::ToUnixMicros(kT0);
+  const int64_t second = AlignDown(t0, kWindowUs) + kWindowUs;  // the second window's start
+  const absl::Time horizon = absl::FromUnixMicros(second + 100 * 1000000);
+  absl::StatusOr<std::vector<SeriesInfo>> series =
+      store_->Reads().ListSeries(7, /*extents=*/false, Deadline());
+  ASSERT_OK(series);
+  const int64_t to = absl::ToUnixMicros(kT0 + absl::Hours(1));
+  ASSERT_OK_AND_ASSIGN(const auto after_horizon,
+                       store_->Reads().ReadRawSamples(7, *series, absl::ToUnixMicros(horizon),
+                                                      to, 100000, Deadline()));
+  const int64_t windows = Count("sealed_values IS NOT NULL");
+
+  RetentionOptions retention;
+  retention.database_url = url();
+  retention.raw_retention = absl::Hours(1);
+  retention.now = horizon + retention.raw_retention;
+  ASSERT_OK_AND_ASSIGN(const RetentionSummary removed, ApplyRawRetention(retention));
+  EXPECT_EQ(removed.horizon, horizon);
+  // The first window went; the second, across the horizon, stays whole.
+  EXPECT_EQ(removed.rows, 1);
+  EXPECT_EQ(Count("sealed_values IS NOT NULL"), windows - 1);
+  EXPECT_EQ(Count(absl::StrCat("end_time < timestamptz 'epoch' + ", second,
+                               " * interval '1 microsecond'")),
+            0);
+  // Reads from the horizon on see every value they saw; before it, refused.
+  ASSERT_OK_AND_ASSIGN(const auto kept,
+                       store_->Reads().ReadRawSamples(7, *series, absl::ToUnixMicros(horizon),
+                                                      to, 100000, Deadline()));
+  ASSERT_EQ(kept.size(), after_horizon.size());
+  for (size_t i = 0; i < kept.size(); ++i) {
+    ASSERT_EQ(kept[i].size(), after_horizon[i].size()) << i;
+    for (size_t j = 0; j < kept[i].size(); ++j) {
+      EXPECT_EQ(kept[i][j].time_us, after_horizon[i][j].time_us);
+      EXPECT_EQ(Bits(kept[i][j].value), Bits(after_horizon[i][j].value));
+    }
+  }
+  EXPECT_FALSE(store_->Reads()
+                   .ReadRawSamples(7, *series, absl::ToUnixMicros(horizon) - 1, to, 100000,
+                                   Deadline())
+                   .ok());
 }
 
 TEST_F(SealerTest, MigratingDownWritesSealedWindowsBackAsRowsOfTheirReports) {
