@@ -25,6 +25,15 @@
 
 namespace metrics::storage::pg {
 
+struct SealProgress {
+  int32_t trial_id = 0;
+  std::string agent_id;
+  int agents_done = 0;
+  int agents_total = 0;
+  int64_t windows = 0;  // sealed so far
+  int64_t rows = 0;     // raw rows taken so far
+};
+
 struct SealOptions {
   std::string database_url;
   // The connection's application_name (pg_stat_activity).
@@ -34,18 +43,9 @@ struct SealOptions {
   // Windows of one agent sealed per transaction at most.
   int windows_per_transaction = 3;
   // Called after each transaction, on the caller's thread (optional).
-  std::function<void(const struct SealProgress&)> progress;
+  std::function<void(const SealProgress&)> progress;
   // Checked between transactions; true stops the pass there (optional).
   std::function<bool()> interrupted;
-};
-
-struct SealProgress {
-  int32_t trial_id = 0;
-  std::string agent_id;
-  int agents_done = 0;
-  int agents_total = 0;
-  int64_t windows = 0;  // sealed so far
-  int64_t rows = 0;     // raw rows taken so far
 };
 
 struct SealSummary {
