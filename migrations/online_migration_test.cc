@@ -365,5 +365,28 @@ TEST(OnlineMigrationTest, ExistingPackedRowsAreSealedOnlineAndAKilledSealResumes
             "0");
 }
 
+TEST(OnlineMigrationTest, MetricsctlSealRefusesBadUsageNamingWhat) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<TestDatabase> db, TestDatabase::Create());
+  const std::vector<std::string> env = {absl::StrCat("DATABASE_URL=", db->url())};
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"seal", "now"}, 2, "unexpected argument \"now\""},
+           {{"seal", "--grace=-1s"}, 2, "--grace -1s: must be a duration from 0s"},
+           {{"seal", "--grace=soon"}, 2, "--grace soon: must be a duration"},
+           {{"seal", "--help"}, 0, "Usage: metricsctl seal [--grace=DURATION]"},
+           {{"seal"}, 0, "sealed 0 windows of 0 agents"}}) {
+    std::vector<std::string> argv = {METRICSCTL_PATH};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Subprocess> run, Subprocess::Start(argv, env));
+    ASSERT_OK_AND_ASSIGN(int code, run->Wait(absl::Seconds(30)));
+    EXPECT_EQ(code, c.code) << c.args.back();
+    EXPECT_THAT(run->stdout_text() + run->stderr_text(), HasSubstr(c.says)) << c.args.back();
+  }
+}
+
 }  // namespace
 }  // namespace metrics::migrations
