@@ -6,7 +6,7 @@
 //   2. for --minutes offers --overload times that (default 2x): the bulk
 //      streams paced at that rate plus a fan-in of agents reporting once a
 //      second, while a reader hammers chart queries and a few follows run;
-//      with --slow_db_seconds the rollup table is locked for that long in
+//      with --slow_db_seconds the stream positions are locked for that long in
 //      the middle (a slow database);
 //   3. drops to half of what the server sustained over the overload's last
 //      minute for --half_seconds, timing how long until it keeps pace again;
@@ -57,7 +57,7 @@ ABSL_FLAG(int, history_days, 30,
 ABSL_FLAG(int, capacity_seconds, 20, "Seconds of the capacity measurement.");
 ABSL_FLAG(int, half_seconds, 60, "Seconds at half capacity after the overload.");
 ABSL_FLAG(int, slow_db_seconds, 0,
-          "Lock the rollup table for this long in the middle of the "
+          "Lock the stream positions for this long in the middle of the "
           "overload (0: no slow stretch).");
 
 namespace metrics::bench {
@@ -373,9 +373,9 @@ int Run() {
   if (const int slow = absl::GetFlag(FLAGS_slow_db_seconds); slow > 0) {
     slow_db = std::thread([&, slow] {
       absl::SleepFor(overload_for / 2 - absl::Seconds(slow) / 2);
-      std::printf("slow database: rollup table locked for %d s\n", slow);
+      std::printf("slow database: stream positions locked for %d s\n", slow);
       std::fflush(stdout);
-      if (absl::Status s = pgtest::LockRollupsFor(url, absl::Seconds(slow)); !s.ok()) {
+      if (absl::Status s = pgtest::HoldIngestFor(url, absl::Seconds(slow)); !s.ok()) {
         std::fprintf(stderr, "soak: %s\n", s.ToString().c_str());
       }
     });

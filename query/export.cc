@@ -18,7 +18,7 @@ namespace {
 using storage::SeriesInfo;
 
 // Rollup rows of the expired part are read an hour of buckets at a time
-// (360 rows per agent at 10 s) and put in time order across agents.
+// (60 rows per agent at 60 s) and put in time order across agents.
 constexpr int64_t kRollupSliceUs = int64_t{3600} * 1000000;
 
 // The rows of one slice; a read that starts over drops what it took.

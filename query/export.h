@@ -2,7 +2,7 @@
 // as a stream of chunks so that a run of any length costs bounded memory:
 //   - ExportCsv: every raw sample of the selection in the window, in time
 //     order (csv_export.h). Where raw retention removed the window's first
-//     samples, the finest rollup buckets (10 s) stand in for them, up to the
+//     samples, the finest rollup buckets (60 s) stand in for them, up to the
 //     first whole bucket of what raw data remains, and the CSV says so in
 //     its extra columns.
 //   - ExportTrace: the chart answer of the selection (QueryEngine::Query,

@@ -101,7 +101,7 @@ ABSL_FLAG(absl::Duration, stale_after, absl::Seconds(15),
 ABSL_FLAG(std::string, raw_retention, "",
           "Remove raw system rows older than this (\"30d\", \"720h\") at "
           "start and every hour; their rollups stay, so charts of those "
-          "windows load from 10 s buckets up, marked \"raw data expired\". "
+          "windows load from 60 s buckets up, marked \"raw data expired\". "
           "Default: keep raw rows forever. metricsctl retention apply does "
           "the same on demand.");
 ABSL_FLAG(absl::Duration, seal_every, absl::Minutes(1),

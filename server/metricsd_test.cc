@@ -81,10 +81,11 @@ TEST(MetricsdTest, RefusesToStartWhenMigrationsArePending) {
   EXPECT_EQ(code, 1);
   EXPECT_THAT(metricsd->stderr_text(),
               HasSubstr("metricsd: error: the database schema is not current: "
-                        "7 migration(s) pending (0001_init, "
+                        "8 migration(s) pending (0001_init, "
                         "0002_packed_rollups, 0003_api_tokens, "
                         "0004_packed_values, 0005_agent_inventories, "
-                        "0006_trial_runs, 0007_sealed_windows); run "
+                        "0006_trial_runs, 0007_sealed_windows, "
+                        "0008_rollups_at_seal); run "
                         "\"metricsctl migrate up\" "
                         "or start metricsd with --migrate"));
 }

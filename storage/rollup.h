@@ -9,15 +9,16 @@
 // agent instead of one per series keeps the upkeep within the ingest
 // transaction cheap (25 series of an agent cost one row write, not 25).
 //
-// Folding: each agent's newest finest bucket may be "unfolded"
-// (rollup_codec.h), its samples not yet in the coarser widths. Ingest adds a
-// report in that bucket to it alone, one row instead of one per width, and
-// folds the bucket into the coarser widths in the transaction that starts a
-// newer one; a late report (older than the newest bucket) goes to every
-// width at once. A reader of a coarser width adds each agent's unfolded
-// bucket to the bucket holding it. Only the newest finest bucket is ever
-// unfolded, so this is one more row per agent to read, and its times come
-// after everything the coarser buckets hold.
+// Ingest writes no rollups: a report's raw row waits, marked as not in the
+// rollups (packed_report.h), until the sealer adds its window to every width
+// in the transaction that seals it; a reader of rollups adds the raw rows
+// still waiting (docs/storage.md, "Rollups").
+//
+// Folding (earlier versions): ingest kept a 10 s width and added a report to
+// the agent's newest 10 s bucket alone, leaving it "unfolded"
+// (rollup_codec.h), its samples not yet in the coarser widths. A reader of
+// a coarser width still adds each agent's unfolded bucket to the bucket
+// holding it, until the agent's first seal folds it.
 //
 // First and last: among samples with equal times, the one ingested later
 // counts as later (first keeps the earlier, last takes the later).
@@ -38,8 +39,12 @@ namespace metrics::storage {
 // multiples of the width since the Unix epoch. Neighbours differ by at most
 // 10x, so a query reads at most about 10 stored buckets per bucket it
 // returns; the 2 h width keeps long runs (weeks to months at 1000 points)
-// near 1-2 stored buckets per returned one.
-inline constexpr int kRollupWidthsSeconds[] = {10, 60, 600, 3600, 7200, 21600};
+// near 1-2 stored buckets per returned one. Below a minute, charts read the
+// raw samples: a sealed window decodes at about a microsecond a value, and
+// the 10 s width cost 2.2 bytes a value (docs/benchmarks.md, "Storage").
+inline constexpr int kRollupWidthsSeconds[] = {60, 600, 3600, 7200, 21600};
+// The finest width of earlier versions, whose rows may still be stored.
+inline constexpr int kLegacyFinestWidthSeconds = 10;
 
 struct RollupStats {
   int64_t count = 0;

@@ -7,27 +7,26 @@ namespace metrics::storage {
 
 namespace {
 
-constexpr char kVersion = 1;
-
 absl::Status Corrupt(absl::string_view bytes, absl::string_view why) {
   return absl::DataLossError(absl::StrCat("packed report of ", bytes.size(),
-                                          " bytes is not in format 1: ", why));
+                                          " bytes is not in format 1 or 2: ", why));
 }
 
 }  // namespace
 
-std::string PackReport(const std::vector<SeriesValue>& values) {
+std::string PackReport(const std::vector<SeriesValue>& values, RollupState state) {
   std::string out;
-  PackReportInto(values, out);
+  PackReportInto(values, out, state);
   return out;
 }
 
-void PackReportInto(const std::vector<SeriesValue>& values, std::string& out) {
+void PackReportInto(const std::vector<SeriesValue>& values, std::string& out,
+                    RollupState state) {
   // Sized for the longest encoding, written through a pointer, then cut.
   out.resize(1 + values.size() * (kMaxVarintBytes + kMaxPayloadBytes));
   char* const begin = &out[0];
   char* at = begin;
-  *at++ = kVersion;
+  *at++ = static_cast<char>(state);
   int64_t previous = 0;
   for (const auto& [id, value] : values) {
     const EncodedValue v = EncodeValue(value);
@@ -39,7 +38,8 @@ void PackReportInto(const std::vector<SeriesValue>& values, std::string& out) {
 }
 
 absl::StatusOr<std::vector<SeriesValue>> UnpackReport(absl::string_view bytes) {
-  if (bytes.empty() || bytes[0] != kVersion) {
+  if (bytes.empty() || (bytes[0] != static_cast<char>(RollupState::kInRollups) &&
+                         bytes[0] != static_cast<char>(RollupState::kPending))) {
     return Corrupt(bytes, "unknown version");
   }
   absl::string_view in = bytes.substr(1);

@@ -25,15 +25,27 @@ TEST(PackedReportTest, RoundTripsAnAgentsReportInAFewBytesAValue) {
   EXPECT_LE(packed.size(), 100u);
 }
 
+TEST(PackedReportTest, FormatTwoIsFormatOneMarkedAsNotYetInTheRollups) {
+  const std::vector<SeriesValue> values = {{5, 1.0 / 3}, {9, 2}, {10, -7}};
+  const std::string in_rollups = PackReport(values);
+  const std::string pending = PackReport(values, RollupState::kPending);
+  EXPECT_FALSE(IsPendingReport(in_rollups));
+  EXPECT_TRUE(IsPendingReport(pending));
+  EXPECT_EQ(pending.substr(1), in_rollups.substr(1));
+  ASSERT_OK_AND_ASSIGN(std::vector<SeriesValue> back, UnpackReport(pending));
+  EXPECT_EQ(back, values);
+  EXPECT_FALSE(IsPendingReport(""));
+}
+
 TEST(PackedReportTest, GarbageIsDataLossNamingTheFormat) {
   EXPECT_THAT(UnpackReport(""), StatusIs(absl::StatusCode::kDataLoss));
-  EXPECT_THAT(UnpackReport("\x02"), StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(UnpackReport("\x03"), StatusIs(absl::StatusCode::kDataLoss));
   const std::string packed = PackReport({{5, 1.0 / 3}, {9, 2}});
   for (size_t cut = 2; cut < packed.size(); ++cut) {
     if (cut == packed.size() - 2) continue;  // ends after the first value
     EXPECT_THAT(UnpackReport(packed.substr(0, cut)),
                 StatusIs(absl::StatusCode::kDataLoss,
-                         testing::HasSubstr("not in format 1")))
+                         testing::HasSubstr("not in format 1 or 2")))
         << cut;
   }
   // A zero id step would repeat a series.

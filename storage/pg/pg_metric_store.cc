@@ -260,7 +260,6 @@ absl::Status PgMetricStore::SubmitBatch(
     MetricBatch batch, absl::AnyInvocable<void(BatchOutcome) &&> done) {
   auto pending = std::make_unique<PendingBatch>();
   pending->rejection = ValidateBatch(batch, options_.limits, options_.clock());
-  pending->rollup_buckets = FinestRollupBuckets(batch);
   pending->batch = std::move(batch);
   pending->done = std::move(done);
   return parts_->writer->Submit(std::move(pending));

@@ -164,13 +164,13 @@ class SeveralServersTest : public ::testing::Test {
   const std::string& url() const { return a_->database_url(); }
 
   // Sends `batch` through server A and leaves A committing it, stalled at
-  // the rollups while the test holds their table; the client gives up on A
+  // its stream position while the test holds that table; the client gives up on A
   // (its stream cancelled, as when a load balancer drops the connection),
   // reconnects to B and resends from its last acknowledgement. Then A is
   // let go. Returns B's acknowledgement of the resent batch.
   void ResendWhileAIsCommitting(const v1::SystemMetricsBatch& batch,
                                 int64_t acked_before) {
-    ASSERT_OK_AND_ASSIGN(auto lock, pgtest::RollupTableLock::Take(url()));
+    ASSERT_OK_AND_ASSIGN(auto lock, pgtest::IngestLock::Take(url()));
     OpenStream on_a = Open(*a_, "moving");
     ASSERT_EQ(on_a.acked, acked_before);
     ASSERT_TRUE(Send(on_a, batch));
@@ -182,7 +182,7 @@ class SeveralServersTest : public ::testing::Test {
     ASSERT_EQ(on_b.acked, acked_before);
     ASSERT_TRUE(Send(on_b, batch));
     // B's commit of the same batch is under way too (waiting for A's stream
-    // lock; before that lock existed, for the rollup table, rows written).
+    // lock; before that lock existed, for the locked table, rows written).
     ASSERT_TRUE(AwaitWaitingWriters(url(), 2)) << "B never reached its commit";
     lock.reset();
 
@@ -264,10 +264,10 @@ TEST_F(SeveralServersTest, CopiesOfAHarnessReportOnBothServersAreStoredOnce) {
       EXPECT_EQ(r->status, 200) << r->body;
     }
   };
-  // A stalled in its commit (the test holds the rollups) while B's copy
+  // A stalled in its commit (the test holds the stream positions) while B's copy
   // waits for the report's stream.
   {
-    ASSERT_OK_AND_ASSIGN(auto lock, pgtest::RollupTableLock::Take(url()));
+    ASSERT_OK_AND_ASSIGN(auto lock, pgtest::IngestLock::Take(url()));
     const std::string body = HarnessReport(t0);
     std::thread on_a([&] { post(*a_, body); });
     ASSERT_TRUE(AwaitWaitingWriters(url(), 1)) << "A never reached its commit";

@@ -16,10 +16,8 @@
 #include "storage/pg/ingest/copy_rows.h"
 #include "storage/pg/lock_keys.h"
 #include "storage/pg/pg_errors.h"
-#include "storage/pg/ingest/rollup_writer.h"
 #include "storage/pg/ingest/series_resolver.h"
 #include "storage/pg/sql_arrays.h"
-#include "storage/rollup.h"
 
 namespace metrics::storage::pg {
 
@@ -109,7 +107,6 @@ class GroupTransaction {
     }
     RegisterSeries(outcomes);
     WriteRawRows();
-    WriteRollups();
     WritePositions();
     WriteInventories();
     Notify();
@@ -297,22 +294,13 @@ class GroupTransaction {
         } else {
           copy.Null();
         }
-        PackReportInto(values, packed);
+        // Not in the rollups: the sealer adds it (packed_report.h).
+        PackReportInto(values, packed, RollupState::kPending);
         copy.Bytea(packed);
         copy.EndRow();
       }
     }
     copy.Complete();
-  }
-
-  void WriteRollups() {
-    std::vector<RollupInput> batches;
-    batches.reserve(accepted_.size());
-    for (const Accepted& a : accepted_) {
-      batches.push_back({a.batch, &a.series_ids});
-    }
-    RollupWriter::Write(tx_, batches,
-                        [this](std::vector<int64_t> keys) { Lock(std::move(keys)); });
   }
 
   // Followers of these trials' agents (in any metricsd) learn of the new
@@ -403,9 +391,6 @@ absl::StatusOr<std::vector<BatchOutcome>> GroupCommitter::Commit(
 
 std::vector<PreparedStatement> GroupCommitter::Statements() {
   std::vector<PreparedStatement> all = Sql().All();
-  for (PreparedStatement& s : RollupWriter::Statements()) {
-    all.push_back(std::move(s));
-  }
   for (PreparedStatement& s : SeriesResolver::Statements()) {
     all.push_back(std::move(s));
   }
@@ -416,18 +401,6 @@ std::vector<SessionSetting> GroupCommitter::SessionSettings() {
   std::vector<SessionSetting> settings = KeyedAccessSettings();
   settings.push_back({"plan_cache_mode", "force_generic_plan"});
   return settings;
-}
-
-size_t FinestRollupBuckets(const MetricBatch& batch) {
-  if (batch.metric_group != kSystemGroup) return 0;
-  std::vector<int64_t> starts;
-  starts.reserve(batch.reports.size());
-  for (const Report& report : batch.reports) {
-    starts.push_back(BucketStartMicros(report.time_us, kRollupWidthsSeconds[0]));
-  }
-  std::sort(starts.begin(), starts.end());
-  return static_cast<size_t>(
-      std::unique(starts.begin(), starts.end()) - starts.begin());
 }
 
 }  // namespace metrics::storage::pg

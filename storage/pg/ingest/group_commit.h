@@ -4,8 +4,8 @@
 // or if its trial is unknown or terminal, it is of an older run than the
 // trial's newest, a unit changes, or the trial would pass its series limit;
 // otherwise store it: raw rows into the profiling partition of `metrics` by
-// COPY, new series into the registry, its samples into the rollups
-// (RollupWriter), and the stream's position. A batch whose sequence number
+// COPY (as not yet in the rollups: the sealer adds them), new series into
+// the registry, and the stream's position. A batch whose sequence number
 // leaves a gap fails without using its number, unless its sequence is a
 // report's time (MetricBatch::sequence_is_time). The series of all the
 // group's batches are looked up and
@@ -35,10 +35,6 @@
 #include "storage/pg/ingest/series_resolver.h"
 
 namespace metrics::storage::pg {
-
-// The number of finest rollup buckets `batch`'s reports fall in (0 for a
-// group without rollups).
-size_t FinestRollupBuckets(const MetricBatch& batch);
 
 class GroupCommitter {
  public:

@@ -61,7 +61,6 @@ class IngestWriter::Lane {
     absl::MutexLock lock(&mu_);
     if (stopping_) return false;
     queued_values_ += batch->batch.ValueCount();
-    queued_buckets_ += batch->rollup_buckets;
     ++pushed_;
     queue_.push_back(std::move(batch));
     return true;
@@ -87,8 +86,7 @@ class IngestWriter::Lane {
   bool GroupFullOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const IngestWriterOptions& o = writer_->options_;
     return stopping_ || queue_.size() >= o.max_group_batches ||
-           queued_values_ >= o.max_group_values ||
-           queued_buckets_ >= o.max_group_rollup_buckets;
+           queued_values_ >= o.max_group_values;
   }
 
   // Waits for a busy lane's group to fill (IngestWriterOptions::
@@ -121,20 +119,16 @@ class IngestWriter::Lane {
     LingerLocked();
     past_deadline = stopping_ && absl::Now() >= stop_deadline_;
     std::vector<std::unique_ptr<PendingBatch>> group;
-    size_t values = 0, buckets = 0;
+    size_t values = 0;
     while (!queue_.empty()) {
       const size_t n = queue_.front()->batch.ValueCount();
-      const size_t b = queue_.front()->rollup_buckets;
       if (!group.empty() && !past_deadline &&
           (values + n > writer_->options_.max_group_values ||
-           buckets + b > writer_->options_.max_group_rollup_buckets ||
            group.size() >= writer_->options_.max_group_batches)) {
         break;
       }
       values += n;
-      buckets += b;
       queued_values_ -= n;
-      queued_buckets_ -= b;
       group.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
@@ -241,7 +235,6 @@ class IngestWriter::Lane {
   std::deque<std::unique_ptr<PendingBatch>> queue_ ABSL_GUARDED_BY(mu_);
   // What queue_ holds, and how many batches ever came (to see arrivals).
   size_t queued_values_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t queued_buckets_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t pushed_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time stop_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();

@@ -21,14 +21,9 @@ struct IngestWriterOptions {
   // A group commit takes at most this many values (whole batches; a larger
   // batch goes alone).
   size_t max_group_values = 200'000;
-  // ... and reports in at most this many finest rollup buckets. A group's
-  // rollup rows (about 2 per bucket, each holding every series of its agent)
-  // cost far more than its values when reports are minutes apart (a
-  // backfill): then this bounds the group's memory, not the values.
-  size_t max_group_rollup_buckets = 1000;
-  // ... and at most this many batches. Each brings its own stream position,
-  // series look-ups and rollup rows, so a group's memory grows with its
-  // batches even when they are small: thousands of agents each sending a
+  // ... and at most this many batches. Each brings its own stream position
+  // and series look-ups, so a group's memory grows with its batches even
+  // when they are small: thousands of agents each sending a
   // report a second would otherwise meet in groups of a thousand batches
   // after a stall (tens of MB each: docs/benchmarks.md, "Memory at
   // thousands of streams").

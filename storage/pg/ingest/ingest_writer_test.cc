@@ -1,9 +1,9 @@
 // The group-commit writer through PgMetricStore on a real PostgreSQL: what a
-// stored batch writes (raw row, registry, rollups, stream position),
+// stored batch writes (raw row, registry, stream position),
 // exactly once per stream (a resent batch skipped, a gap refused, a refused
-// batch storing nothing), and how lanes group batches (small groups for
-// reports minutes apart, bounded groups, a busy lane waiting to fill, a
-// quiet one committing at once, many streams at once).
+// batch storing nothing), and how lanes group batches (bounded groups, a
+// busy lane waiting to fill, a quiet one committing at once, many streams
+// at once).
 #include <pqxx/connection>
 #include <pqxx/nontransaction>
 #include <pqxx/result>
@@ -45,22 +45,21 @@ using ::testing::HasSubstr;
 class IngestWriterTest : public test_util::StoreTest {
  protected:
   // Restarts the store with one writer lane and `options`, makes trial 7,
-  // and holds the rollup table for 2 s from the returned thread: commits
-  // wait on the lock while the batches submitted meanwhile queue up.
-  std::thread RestartWithOneLaneBehindARollupLock(PgMetricStoreOptions options) {
+  // and holds the stream positions for 2 s from the returned thread:
+  // commits wait on the lock while the batches submitted meanwhile queue up.
+  std::thread RestartWithOneLaneBehindALock(PgMetricStoreOptions options) {
     store_->Shutdown(Deadline());
     options.writer.lanes = 1;
     store_ = NewStore(options);
     MakeTrial(7);
     std::thread lock([] {
-      EXPECT_OK(test_util::LockRollupsFor(url(),
-                                          absl::Seconds(2)));
+      EXPECT_OK(test_util::HoldIngestFor(url(), absl::Seconds(2)));
     });
     EXPECT_TRUE(::metrics::test_util::Eventually(
         [] {
           return Scalar("SELECT count(*) FROM pg_locks l JOIN pg_class c ON "
                         "c.oid = l.relation WHERE c.relname = "
-                        "'system_rollups' AND l.mode = 'AccessExclusiveLock' "
+                        "'ingest_positions' AND l.mode = 'ExclusiveLock' "
                         "AND l.granted") == "1";
         },
         absl::Seconds(10)));
@@ -87,7 +86,7 @@ class IngestWriterTest : public test_util::StoreTest {
   }
 };
 
-TEST_F(IngestWriterTest, StoresRawRowRegistryRollupsAndPosition) {
+TEST_F(IngestWriterTest, StoresRawRowRegistryAndPositionAndNoRollups) {
   MakeTrial(7);
   BatchOutcome outcome = Submit(Batch(7, 1));
   ASSERT_EQ(outcome.kind, BatchOutcome::Kind::kStored) << outcome.status;
@@ -97,12 +96,12 @@ TEST_F(IngestWriterTest, StoresRawRowRegistryRollupsAndPosition) {
                    "metric_group, agent_id, end_time AT TIME ZONE 'UTC') "
                    "FROM metrics_profiling"),
             "7|PROFILING|system|agent-1|2025-11-22 08:26:41");
-  // Packed: a version byte, then a byte of series id step and kind and one
-  // of digits for each of the 3 values. Generic readers see the jsonb
-  // through the view.
-  EXPECT_EQ(Scalar("SELECT format('%s|%s', metrics IS NULL, "
-                   "length(packed_values)) FROM metrics"),
-            "t|7");
+  // Packed: a version byte (2: not in the rollups yet), then a byte of
+  // series id step and kind and one of digits for each of the 3 values.
+  // Generic readers see the jsonb through the view.
+  EXPECT_EQ(Scalar("SELECT format('%s|%s|%s', metrics IS NULL, "
+                   "length(packed_values), get_byte(packed_values, 0)) FROM metrics"),
+            "t|7|2");
   EXPECT_EQ(Scalar("SELECT metrics::text FROM metrics_unpacked"),
             "{\"gpu_util\": {\"GPU-1\": 50, \"GPU-2\": 60}, "
             "\"cpu_util_simple\": 11}");
@@ -114,10 +113,9 @@ TEST_F(IngestWriterTest, StoresRawRowRegistryRollupsAndPosition) {
   EXPECT_EQ(Scalar("SELECT last_sequence FROM ingest_positions WHERE "
                    "trial_id = 7 AND stream_id = 'agent-1-stream'"),
             "1");
-  // The agent's first bucket, not yet folded into the coarser widths.
-  EXPECT_EQ(Scalar("SELECT string_agg(width_s || ':' || get_byte(stats, 0), "
-                   "',' ORDER BY width_s) FROM system_rollups"),
-            "10:3");
+  // The sealer adds the row to the rollups; readers add it meanwhile.
+  EXPECT_EQ(Scalar("SELECT count(*) FROM system_rollups"), "0");
+  EXPECT_OK(test_util::CheckRollupsMatchRawRows(url(), 7));
   ASSERT_OK_AND_ASSIGN(StreamStart start,
                        store_->GetStreamStart(7, "agent-1-stream", Deadline()));
   EXPECT_EQ(start.trial.id, 7);
@@ -160,10 +158,8 @@ TEST_F(IngestWriterTest, RefusedBatchesStoreNothingAndUseTheirSequence) {
   store_ = NewStore(options);
   MakeTrial(7);
   ASSERT_EQ(Submit(Batch(7, 1)).kind, BatchOutcome::Kind::kStored);
-  const std::string rows_before = Scalar("SELECT count(*) FROM metrics");
-  const std::string rollups_before =
-      Scalar("SELECT md5(string_agg(stats::text, '' ORDER BY width_s)) "
-             "FROM system_rollups");
+  const std::string rows_before =
+      Scalar("SELECT count(*) || md5(string_agg(packed_values::text, '')) FROM metrics");
 
   struct Case {
     std::string what;
@@ -204,11 +200,9 @@ TEST_F(IngestWriterTest, RefusedBatchesStoreNothingAndUseTheirSequence) {
         << c.what;
     if (batch.trial_id == 7) ++sequence;
   }
-  EXPECT_EQ(Scalar("SELECT count(*) FROM metrics"), rows_before);
+  EXPECT_EQ(Scalar("SELECT count(*) || md5(string_agg(packed_values::text, '')) FROM metrics"),
+            rows_before);
   EXPECT_EQ(Scalar("SELECT count(*) FROM series"), "3");
-  EXPECT_EQ(Scalar("SELECT md5(string_agg(stats::text, '' ORDER BY width_s)) "
-                   "FROM system_rollups"),
-            rollups_before);
   // The refused batches used their sequence numbers: the next one is stored.
   EXPECT_EQ(Scalar("SELECT last_sequence FROM ingest_positions WHERE "
                    "trial_id = 7"),
@@ -239,42 +233,13 @@ TEST_F(IngestWriterTest, BatchWithoutStreamIdIsStoredEachTime) {
                                    "batch.agent_id: must not be empty"));
 }
 
-TEST_F(IngestWriterTest, ReportsMinutesApartMakeSmallerGroups) {
-  // A backfill: each report in a rollup bucket of its own, so a group's
-  // rollup rows, not its values, are what its memory comes to.
-  PgMetricStoreOptions options;
-  options.writer.max_group_rollup_buckets = 100;
-  std::thread lock = RestartWithOneLaneBehindARollupLock(options);
-  constexpr int kBatches = 20, kReports = 40;
-  std::vector<MetricBatch> batches;
-  for (int b = 0; b < kBatches; ++b) {
-    MetricBatch batch = Batch(7, b + 1);
-    batch.reports.clear();
-    for (int r = 0; r < kReports; ++r) {
-      const absl::Time t = kT0 + absl::Minutes(b * kReports + r);
-      batch.reports.push_back(
-          {absl::ToUnixMicros(t), {0, 1, 2}, {1.0 * r, 50, 60}, std::nullopt});
-    }
-    batches.push_back(std::move(batch));
-  }
-  SubmitAllAndExpectStored(std::move(batches), lock);
-  // One commit, one transaction id on its rows.
-  const pqxx::result groups = Exec(
-      "SELECT count(*), max(buckets) FROM (SELECT count(DISTINCT "
-      "date_bin('10 seconds', end_time, timestamptz 'epoch')) AS buckets "
-      "FROM metrics WHERE trial_id = 7 GROUP BY xmin::text) g");
-  EXPECT_GE(groups[0][0].as<int>(), kBatches * kReports / 100);
-  EXPECT_LE(groups[0][1].as<int>(), 100);
-  EXPECT_OK(test_util::CheckRollupsMatchRawRows(url(), 7));
-}
-
 TEST_F(IngestWriterTest, ManySmallBatchesQueuedAtOnceMakeGroupsOfBoundedSize) {
   // A fan-in after a stall: many agents' one-report batches wait together.
-  // Each brings its own position, series and rollup rows, so the group's
+  // Each brings its own position and series, so the group's
   // memory follows its batch count, which the writer bounds.
   PgMetricStoreOptions options;
   options.writer.max_group_batches = 10;
-  std::thread lock = RestartWithOneLaneBehindARollupLock(options);
+  std::thread lock = RestartWithOneLaneBehindALock(options);
   constexpr int kAgents = 45;
   std::vector<MetricBatch> batches;
   for (int a = 0; a < kAgents; ++a) {
@@ -371,7 +336,7 @@ TEST_F(IngestWriterTest, BatchesWaitingWithPackedLabelsStoreTheSeriesTheyDeclare
   // UUID and unit, and a unit of its own.
   PgMetricStoreOptions options;
   options.writer.pack_labels_after_batches = 3;
-  std::thread lock = RestartWithOneLaneBehindARollupLock(options);
+  std::thread lock = RestartWithOneLaneBehindALock(options);
   constexpr int kAgents = 20;
   const auto uuid = [](int a) {
     return absl::StrCat("GPU-", a, "-5f3c1c4e-8f2b-1d2e-9a3b-4c5d6e7f8a9b");
@@ -403,33 +368,6 @@ TEST_F(IngestWriterTest, BatchesWaitingWithPackedLabelsStoreTheSeriesTheyDeclare
   EXPECT_OK(test_util::CheckRollupsMatchRawRows(url(), 7));
 }
 
-TEST_F(IngestWriterTest, AGroupOfManyAgentsWritesTheirRollupsAFewAgentsAtATime) {
-  // 45 agents' batches in one group, written in chunks of 25 agents; a
-  // third of the agents have two batches there, whose samples land in the
-  // same buckets and must merge in order.
-  std::thread lock = RestartWithOneLaneBehindARollupLock(PgMetricStoreOptions());
-  constexpr int kAgents = 45;
-  std::vector<MetricBatch> batches;
-  for (int a = 0; a < kAgents; ++a) {
-    batches.push_back(Batch(7, 1, absl::StrCat("agent-", a)));
-  }
-  for (int a = 0; a < kAgents; a += 3) {
-    MetricBatch second = Batch(7, 2, absl::StrCat("agent-", a));
-    for (Report& r : second.reports) {
-      for (double& v : r.values) v = -v - a;
-    }
-    batches.push_back(std::move(second));
-  }
-  SubmitAllAndExpectStored(std::move(batches), lock);
-  // The first batch commits alone (it met the lock); the rest as one group
-  // of more agents than a chunk takes.
-  EXPECT_GT(Exec("SELECT max(n) FROM (SELECT count(DISTINCT agent_id) AS n "
-                 "FROM metrics WHERE trial_id = 7 GROUP BY xmin::text) g")[0][0]
-                .as<int>(),
-            25);
-  EXPECT_OK(test_util::CheckRollupsMatchRawRows(url(), 7));
-}
-
 TEST_F(IngestWriterTest, ManyStreamsAtOnceIntoOneAndManyTrials) {
   MakeTrial(1);
   MakeTrial(2);
@@ -449,8 +387,7 @@ TEST_F(IngestWriterTest, ManyStreamsAtOnceIntoOneAndManyTrials) {
   EXPECT_EQ(stored.load(), kStreams * kBatches);
   EXPECT_EQ(Scalar("SELECT count(*) FROM metrics"),
             std::to_string(kStreams * kBatches));
-  EXPECT_EQ(Scalar("SELECT count(DISTINCT (trial_id, agent_id)) FROM "
-                   "system_rollups"),
+  EXPECT_EQ(Scalar("SELECT count(DISTINCT (trial_id, agent_id)) FROM metrics"),
             std::to_string(kStreams));
   EXPECT_EQ(Scalar("SELECT sum(last_sequence) FROM ingest_positions"),
             std::to_string(kStreams * kBatches));

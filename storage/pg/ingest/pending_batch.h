@@ -27,9 +27,6 @@ struct PendingBatch {
   absl::Status rejection;
   absl::AnyInvocable<void(BatchOutcome) &&> done;
   absl::Time submitted;  // for the commit latency
-  // The finest rollup buckets its reports fall in (0 for groups without
-  // rollups): what bounds a group's rollup rows, and so its memory.
-  size_t rollup_buckets = 0;
   // batch.series while packed (and batch.series empty); else empty.
   std::string packed_series;
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "storage/pg/connection.h"
+#include "storage/pg/jobs/sealer.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/reads/raw_values.h"
 #include "storage/pg/sql_time.h"
@@ -24,6 +25,14 @@ absl::StatusOr<RetentionSummary> ApplyRawRetention(
     return absl::InvalidArgumentError(
         absl::StrCat("raw retention ", absl::FormatDuration(options.raw_retention),
                      ": must be a positive, finite duration"));
+  }
+  if (!options.dry_run) {
+    // Closed windows sealed first: their raw rows go into the rollups, so
+    // what is removed below is kept there.
+    SealOptions seal;
+    seal.database_url = options.database_url;
+    seal.application_name = "metrics-retention-sealer";
+    RETURN_IF_ERROR(SealClosedWindows(seal).status());
   }
   ASSIGN_OR_RETURN(std::unique_ptr<pqxx::connection> conn,
                    Connect(options.database_url, "metrics-retention"));
@@ -74,12 +83,17 @@ absl::StatusOr<RetentionSummary> ApplyRawRetention(
           // Per index of system rows: raw rows, then sealed windows and the
           // rest. A sealed window (end_time its start) goes once all of it
           // is before the horizon; one across it stays whole, its reports
-          // before the horizon out of reads' reach, until a later run.
+          // before the horizon out of reads' reach, until a later run. A raw
+          // row not in the rollups yet (packed format 2: its window was open
+          // at the seal above) waits for its seal; a dry run counts it.
           const std::string sealed_before = absl::StrCat(
               "packed_values IS NULL AND (sealed_values IS NULL OR end_time <= ",
               TimestampFromMicrosSql("$3"), " - interval '", kSealedWindowSeconds,
               " seconds')");
-          for (const std::string& form : {std::string("packed_values IS NOT NULL"), sealed_before}) {
+          const std::string raw =
+              options.dry_run ? "packed_values IS NOT NULL"
+                              : "packed_values IS NOT NULL AND get_byte(packed_values, 0) <> 2";
+          for (const std::string& form : {raw, sealed_before}) {
             const std::string rows = absl::StrCat(
                 "FROM metrics_profiling WHERE trial_id = $1 AND ",
                 SystemRowsOfAgentSql("$2"), " AND ", form, " AND end_time < ",

@@ -1,7 +1,8 @@
 // Raw-data retention: removes raw system rows older than a limit from the
 // profiling partition (sealed windows once all of the window is older),
-// keeping the rollups (charts of old windows then load
-// from them) and everything else. Before removing anything it records the
+// keeping the rollups (charts of old windows then load from them) and
+// everything else. It seals the closed windows first (sealer.h), so every
+// row it removes is in the rollups; a row of a window still open is kept. Before removing anything it records the
 // new horizon (raw_retention.horizon), so a query for a window before it
 // answers from the rollups instead of reading half-removed raw rows. Rows
 // go per trial and agent, in steps of a bounded number of rows, each its

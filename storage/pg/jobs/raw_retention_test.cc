@@ -13,6 +13,7 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "storage/pg/jobs/sealer.h"
 #include "storage/pg/pg_metric_store.h"
 #include "storage/pg/jobs/rollup_rebuild.h"
 #include "storage/pg/testing/pg_checks.h"
@@ -29,7 +30,8 @@ using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1763800000);
-const absl::Time kHorizon = kT0 + absl::Hours(24);
+// A day after kT0, at a window's start: no sealed window spans it.
+const absl::Time kHorizon = absl::FromUnixSeconds(1763886000);
 
 class RawRetentionTest : public ::testing::Test {
  protected:
@@ -53,6 +55,11 @@ class RawRetentionTest : public ::testing::Test {
         Submit(agent, seq, times);
       }
     }
+    // Sealed, as a running metricsd's sealer leaves it (the data is a year
+    // old: every window is closed).
+    SealOptions seal;
+    seal.database_url = db_->url();
+    ASSERT_OK(SealClosedWindows(seal).status());
   }
   void TearDown() override { store_->Shutdown(absl::Now() + absl::Seconds(5)); }
 
@@ -94,8 +101,8 @@ class RawRetentionTest : public ::testing::Test {
         "bucket_start, encode(stats, 'hex')), ',' ORDER BY 1) FROM "
         "system_rollups) || (SELECT string_agg(format('%s|%s|%s|%s', "
         "series_id, agent_id, gpu_uuid, name), ',' ORDER BY 1) FROM series) "
-        "|| (SELECT string_agg(format('%s|%s|%s|%s', id, agent_id, end_time, "
-        "encode(packed_values, 'hex')), ',' ORDER BY id) FROM "
+        "|| (SELECT string_agg(format('%s|%s|%s|%s%s', id, agent_id, end_time, "
+        "encode(packed_values, 'hex'), encode(sealed_values, 'hex')), ',' ORDER BY id) FROM "
         "metrics_profiling WHERE end_time >= to_timestamp(",
         absl::ToUnixSeconds(horizon), "))"));
   }
@@ -104,7 +111,7 @@ class RawRetentionTest : public ::testing::Test {
     o.database_url = db_->url();
     o.raw_retention = absl::Hours(24 * 5);
     o.now = kHorizon + o.raw_retention;
-    o.rows_per_step = 100;
+    o.rows_per_step = 20;
     return o;
   }
 
@@ -114,8 +121,9 @@ class RawRetentionTest : public ::testing::Test {
 
 TEST_F(RawRetentionTest, OldRawRowsGoAndNothingElse) {
   const std::string before = RawRowsBefore(kHorizon);
-  ASSERT_GT(std::stoi(before), 500);
-  ASSERT_LT(std::stoi(before), 1500);
+  // Sealed windows of 2 agents over a day (10 minutes each).
+  ASSERT_GT(std::stoi(before), 100);
+  ASSERT_LE(std::stoi(before), 2 * 144);
   const std::string kept = Kept(kHorizon);
 
   RetentionOptions dry = Options();
@@ -133,7 +141,7 @@ TEST_F(RawRetentionTest, OldRawRowsGoAndNothingElse) {
   EXPECT_EQ(done.rows, std::stoi(before));
   EXPECT_EQ(done.agents, 2);
   EXPECT_TRUE(done.vacuumed);
-  EXPECT_GT(steps, 2 * 5);  // bounded steps of 100 rows
+  EXPECT_GT(steps, 2 * 5);  // bounded steps of 20 rows
   EXPECT_EQ(RawRowsBefore(kHorizon), "0");
   EXPECT_EQ(Kept(kHorizon), kept);
   EXPECT_EQ(Scalar("SELECT horizon = to_timestamp(" +
@@ -168,14 +176,16 @@ TEST_F(RawRetentionTest, OldRawRowsGoAndNothingElse) {
 }
 
 TEST_F(RawRetentionTest, IngestAlongsideLosesNothingNewer) {
-  const int64_t newer_before = std::stoll(Scalar(absl::StrCat(
-      "SELECT count(*) FROM metrics_profiling WHERE end_time >= to_timestamp(",
-      absl::ToUnixSeconds(kHorizon), ")")));
+  // Reports, not rows: retention seals what is raw before it removes.
+  const std::string newer = absl::StrCat(
+      "SELECT count(*) FROM metrics_unpacked WHERE trial_id = 7 AND end_time >= to_timestamp(",
+      absl::ToUnixSeconds(kHorizon), ")");
+  const int64_t newer_before = std::stoll(Scalar(newer));
   std::atomic<bool> stop{false};
   int64_t submitted = 0;
   std::thread ingest([&] {
     // New reports after the horizon, and some old ones, which may go.
-    for (int64_t seq = 21; !stop.load() || seq < 31; ++seq) {
+    for (int64_t seq = 21; seq < 31 || (!stop.load() && seq < 2000); ++seq) {
       std::vector<int64_t> times;
       for (int r = 0; r < 20; ++r) {
         times.push_back(absl::ToUnixMicros(kHorizon + absl::Hours(30) +
@@ -193,10 +203,7 @@ TEST_F(RawRetentionTest, IngestAlongsideLosesNothingNewer) {
   }
   stop = true;
   ingest.join();
-  EXPECT_EQ(std::stoll(Scalar(absl::StrCat(
-                "SELECT count(*) FROM metrics_profiling WHERE end_time >= "
-                "to_timestamp(", absl::ToUnixSeconds(kHorizon), ")"))),
-            newer_before + submitted);
+  EXPECT_EQ(std::stoll(Scalar(newer)), newer_before + submitted);
   ASSERT_OK_AND_ASSIGN(int64_t repeated,
                        test_util::CountRepeatedReports(db_->url(), 7));
   EXPECT_EQ(repeated, 0);
@@ -233,8 +240,9 @@ TEST_F(RawRetentionTest, MetricsctlCountsThenRemovesWithProgress) {
               ContainsRegex("removed [0-9]+ raw rows before 2025-11-2[34]T"
                             "[0-9:.]+Z \\(2 agents\\) in [0-9.]+ s, partition "
                             "vacuumed; rollups kept"));
+  // Every row wholly before the horizon went (a window across it stays).
   EXPECT_EQ(Scalar("SELECT count(*) FROM metrics_profiling m, raw_retention r "
-                   "WHERE m.end_time < r.horizon"),
+                   "WHERE m.end_time + interval '600 seconds' <= r.horizon"),
             "0");
 
   ASSERT_OK_AND_ASSIGN(

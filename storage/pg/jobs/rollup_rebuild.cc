@@ -32,8 +32,7 @@ constexpr size_t kBucketsPerInsert = 2000;
 
 // Accumulates one agent's buckets in time order and writes each when time
 // has moved past it. Finest buckets are folded into the coarser widths as
-// they close, and the newest is left unfolded: what ingest leaves
-// (rollup.h).
+// they close, the newest too: what the sealer leaves (sealed_rollups.h).
 class AgentRebuild {
  public:
   AgentRebuild(pqxx::work& tx, int32_t trial, std::string agent)
@@ -43,7 +42,7 @@ class AgentRebuild {
     const int64_t start = BucketStartMicros(time_us, kRollupWidthsSeconds[0]);
     if (open_[0].has_value() && *open_[0] != start) {
       FoldFinest();
-      Close(0, Folding::kFolded);
+      Close(0);
     }
     open_[0] = start;
     stats_[0][series_id].Add(time_us, value);
@@ -52,9 +51,12 @@ class AgentRebuild {
 
   // Writes what is still open; returns the buckets written.
   int64_t Finish() {
-    if (open_[0].has_value()) Close(0, Folding::kUnfolded);
+    if (open_[0].has_value()) {
+      FoldFinest();
+      Close(0);
+    }
     for (size_t w = 1; w < kWidths; ++w) {
-      if (open_[w].has_value()) Close(w, Folding::kFolded);
+      if (open_[w].has_value()) Close(w);
     }
     Flush();
     return written_;
@@ -67,16 +69,16 @@ class AgentRebuild {
   void FoldFinest() {
     for (size_t w = 1; w < kWidths; ++w) {
       const int64_t start = BucketStartMicros(*open_[0], kRollupWidthsSeconds[w]);
-      if (open_[w].has_value() && *open_[w] != start) Close(w, Folding::kFolded);
+      if (open_[w].has_value() && *open_[w] != start) Close(w);
       open_[w] = start;
       MergeAgentRollup(stats_[w], stats_[0]);
     }
   }
 
-  void Close(size_t w, Folding folding) {
+  void Close(size_t w) {
     widths_.push_back(kRollupWidthsSeconds[w]);
     starts_.push_back(*open_[w]);
-    blobs_.push_back(EncodeAgentRollup(stats_[w], *open_[w], folding));
+    blobs_.push_back(EncodeAgentRollup(stats_[w], *open_[w]));
     stats_[w].clear();
     open_[w].reset();
     if (blobs_.size() >= kBucketsPerInsert) Flush();
@@ -183,6 +185,8 @@ absl::StatusOr<RebuildSummary> RebuildRollups(
             ASSIGN_OR_RETURN(const bool more, scan.Next(page));
             if (!more) break;
             for (const StoredReport& report : page) {
+              // Not in the rollups yet: its seal adds it.
+              if (report.pending) continue;
               for (const auto& [s, v] : report.values) {
                 rebuild.Add(report.time_us, series[s].id, v);
               }

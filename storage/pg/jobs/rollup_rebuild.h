@@ -1,11 +1,12 @@
 // Recomputes a trial's rollups from its raw rows and sealed windows: for
 // each agent, in one transaction holding the same advisory lock as the
-// ingest writer's rollup upkeep and the sealer (so ingest of that agent
-// waits rather than races), it deletes the agent's stored rollups, reads
-// its reports in storage order a page at a time (AgentReportScan), and
-// writes every bucket of every width afresh. Buckets
+// sealer (so a seal of that agent waits rather than races), it deletes the
+// agent's stored rollups (an earlier version's 10 s width too), reads its
+// reports in storage order a page at a time (AgentReportScan), and writes
+// every bucket of every width afresh from those in the rollups: raw rows
+// still waiting for their seal (packed format 2) are left to it. Buckets
 // are written as soon as time moves past them, so memory stays bounded for
-// any run length. The result equals what ingest maintained (sums up to
+// any run length. The result equals what the sealer maintained (sums up to
 // floating-point rounding: they add in another order).
 //
 // Thread-safety: thread-safe; uses a connection of its own.

@@ -19,6 +19,7 @@
 #include "storage/format/packed_report.h"
 #include "storage/format/sealed_window.h"
 #include "storage/pg/connection.h"
+#include "storage/pg/jobs/sealed_rollups.h"
 #include "storage/pg/lock_keys.h"
 #include "storage/pg/pg_errors.h"
 #include "storage/pg/reads/raw_values.h"
@@ -73,6 +74,7 @@ struct Counts {
 struct Keyed {
   std::tuple<int64_t, int64_t, int32_t> key;  // (time, row id, place)
   WindowReport report;
+  bool pending = false;  // from a raw row not in the rollups yet
 };
 
 // Seals the agent's oldest closed windows with raw rows (at most
@@ -108,8 +110,8 @@ int64_t SealSome(pqxx::connection& conn, int32_t trial, const std::string& agent
            trial, agent, from, to)) {
     const int64_t id = row[1].as<int64_t>();
     const int64_t t = row[2].as<int64_t>();
-    absl::StatusOr<std::vector<SeriesValue>> values =
-        UnpackReport(DecodeByteaHex(row[4].c_str()));
+    const std::string packed = DecodeByteaHex(row[4].c_str());
+    absl::StatusOr<std::vector<SeriesValue>> values = UnpackReport(packed);
     if (!values.ok()) {
       throw std::runtime_error(absl::StrCat("raw row ", id, ": ", values.status().message()));
     }
@@ -117,7 +119,8 @@ int64_t SealSome(pqxx::connection& conn, int32_t trial, const std::string& agent
     if (!row[3].is_null()) batch = row[3].as<int32_t>();
     const int64_t window = AlignDown(t, kWindowUs);
     counts.raw_bytes += static_cast<int64_t>(row[4].size() - 2) / 2;
-    windows[window].push_back({{t, id, 0}, WindowReport(t, *std::move(values), batch)});
+    windows[window].push_back(
+        {{t, id, 0}, WindowReport(t, *std::move(values), batch), IsPendingReport(packed)});
     note_id(window, id);
     gone.push_back(row[0].as<std::string>());
     ++raw_rows;
@@ -146,12 +149,18 @@ int64_t SealSome(pqxx::connection& conn, int32_t trial, const std::string& agent
 
   std::vector<int64_t> ids, starts;
   std::vector<std::string> blobs;
+  std::vector<std::vector<WindowReport>> sealed(windows.size());
+  std::vector<const WindowReport*> for_rollups;  // in storage order
+  size_t w = 0;
   for (auto& [window, reports] : windows) {
     std::sort(reports.begin(), reports.end(),
               [](const Keyed& a, const Keyed& b) { return a.key < b.key; });
-    std::vector<WindowReport> ordered;
+    std::vector<WindowReport>& ordered = sealed[w++];
     ordered.reserve(reports.size());
     for (Keyed& k : reports) ordered.push_back(std::move(k.report));
+    for (size_t k = 0; k < reports.size(); ++k) {
+      if (reports[k].pending) for_rollups.push_back(&ordered[k]);
+    }
     counts.reports += static_cast<int64_t>(ordered.size());
     ids.push_back(first_id[window]);
     starts.push_back(window);
@@ -173,6 +182,9 @@ int64_t SealSome(pqxx::connection& conn, int32_t trial, const std::string& agent
       "timestamptz 'epoch' + k.us * interval '1 microsecond', k.sealed "
       "FROM unnest($3::bigint[], $4::bigint[], $5::bytea[]) AS k(id, us, sealed)",
       trial, agent, IntArray(ids), IntArray(starts), pqxx::binarystring(ByteaArrayBinary(blobs)));
+  // The raw rows' values go into the rollups as they leave the rows that
+  // marked them as not there yet: once, in this transaction.
+  AddToRollups(tx, trial, agent, for_rollups);
   tx.commit();
   total.windows += static_cast<int64_t>(blobs.size());
   total.rows += raw_rows;

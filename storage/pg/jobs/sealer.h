@@ -2,10 +2,12 @@
 // sealed windows (storage/format/sealed_window.h), one row a window holding
 // every report of it, and deletes the rows it took, in one transaction; a
 // window sealed before and reached by late rows is sealed again with them.
-// Each transaction holds the agent's rollup advisory lock (the one ingest's
-// rollup upkeep and rollup rebuilds take), so two sealers, in one metricsd
-// or several, never seal the same rows twice, and a seal cut off by a crash
-// leaves nothing behind: the next pass does the whole window again.
+// The same transaction adds the rows' values to the rollups
+// (sealed_rollups.h): ingest writes none. Each transaction holds the
+// agent's rollup advisory lock (the one rollup rebuilds take), so two
+// sealers, in one metricsd or several, never seal the same rows twice, and
+// a seal cut off by a crash leaves nothing behind: the next pass does the
+// whole window again.
 //
 // A window is closed once its end is `grace` past the database's clock: a
 // report later than that into it stays raw until the next pass.

@@ -147,6 +147,8 @@ absl::StatusOr<bool> AgentReportScan::Next(std::vector<StoredReport>& out) {
       r.time_us = t;
       r.row_id = id;
       r.batch = batch;
+      // bytea's hex: "\x02..." for format 2.
+      r.pending = !row[kValues].is_null() && absl::string_view(row[kValues].c_str()).substr(0, 4) == "\\x02";
       if (absl::Status read = columns_.Read(row, kValues, [&](size_t i, double v) {
             r.values.emplace_back(i, v);
           });

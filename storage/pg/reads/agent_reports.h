@@ -44,6 +44,8 @@ struct StoredReport {
   int64_t row_id = 0;  // the row holding it
   int32_t index = 0;   // its place in a sealed window; 0 in a raw row
   std::optional<int32_t> batch;  // metrics.total_batches
+  // A raw row whose values are not in the rollups yet (packed format 2).
+  bool pending = false;
   // (index into the scan's series, value), by series index.
   std::vector<std::pair<size_t, double>> values;
 

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "storage/pg/reads/agent_reports.h"
+#include "storage/pg/reads/pending_rollups.h"
 #include "storage/pg/reads/raw_values.h"
 #include "storage/pg/reads/rollup_rows.h"
 #include "storage/pg/rollup_sql.h"
@@ -145,6 +146,8 @@ absl::StatusOr<std::vector<SeriesInfo>> PgChartReads::ListSeries(
   return Run<std::vector<SeriesInfo>>(
       absl::StrCat("listing the series of trial ", trial_id), deadline,
       [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<SeriesInfo>> {
+        // One snapshot for the stored buckets and the raw rows not in them.
+        tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
         RETURN_IF_ERROR(CheckTrialExists(tx, trial_id));
         std::vector<SeriesInfo> series;
         absl::flat_hash_map<int64_t, size_t> by_id;
@@ -157,8 +160,9 @@ absl::StatusOr<std::vector<SeriesInfo>> PgChartReads::ListSeries(
         }
         NumberGpus(series);
         if (!extents || series.empty()) return series;
-        // The coarsest buckets hold every sample once: their counts add up
-        // to the total, and their first and last times bound the series.
+        // The coarsest buckets and the raw rows not in them yet hold every
+        // sample once: their counts add up to the total, and their first and
+        // last times bound the series.
         // Naming the agents makes this a range scan of the primary key per
         // agent; without them it would scan every width's rows of the trial.
         std::vector<std::string> agents;
@@ -169,11 +173,7 @@ absl::StatusOr<std::vector<SeriesInfo>> PgChartReads::ListSeries(
         }
         const RollupRowDecoder decoder(kCoarsestWidthSeconds, std::nullopt,
                                        std::nullopt);
-        RollupRow bucket;
-        for (const auto& row : tx.exec_prepared(Sql().coarsest_rollups.name,
-                                                trial_id, TextArray(agents))) {
-          ASSIGN_OR_RETURN(const bool kept, decoder.Decode(row, bucket));
-          if (!kept) continue;
+        const auto add = [&](const RollupRow& bucket) {
           for (const auto& [id, stats] : bucket.stats) {
             auto it = by_id.find(id);
             if (it == by_id.end()) continue;
@@ -186,7 +186,17 @@ absl::StatusOr<std::vector<SeriesInfo>> PgChartReads::ListSeries(
               info.last_time_us = stats.last_time_us;
             }
           }
+        };
+        RollupRow bucket;
+        for (const auto& row : tx.exec_prepared(Sql().coarsest_rollups.name,
+                                                trial_id, TextArray(agents))) {
+          ASSIGN_OR_RETURN(const bool kept, decoder.Decode(row, bucket));
+          if (kept) add(bucket);
         }
+        ASSIGN_OR_RETURN(PendingRollups pending,
+                         PendingRollups::Read(tx, trial_id, agents, kCoarsestWidthSeconds,
+                                              std::nullopt, std::nullopt));
+        pending.TakeRest(add);
         return series;
       });
 }
@@ -198,7 +208,7 @@ absl::Status PgChartReads::ReadRollups(
   std::vector<int64_t> wanted = series_ids;
   std::sort(wanted.begin(), wanted.end());
   const BucketWindow window{from_us, to_us};
-  const RollupRowDecoder decoder(width_s, window, std::move(wanted));
+  const RollupRowDecoder decoder(width_s, window, wanted);
   // Rows a fetch brings at most: a window of thousands of buckets is read
   // through a cursor, so the client holds one page of (hex) rows at a time.
   constexpr int kRowsPerFetch = 500;
@@ -207,6 +217,12 @@ absl::Status PgChartReads::ReadRollups(
       absl::StrCat("reading rollups of trial ", trial_id), deadline,
       [&](pqxx::transaction_base& tx) -> absl::StatusOr<bool> {
         sink.Restart();
+        // One snapshot for the stored buckets and the raw rows not in them:
+        // a seal moves samples from one to the other.
+        tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+        ASSIGN_OR_RETURN(PendingRollups pending,
+                         PendingRollups::Read(tx, trial_id, agents, width_s, window, wanted));
+        PendingMerger merged(sink, std::move(pending));
         // DECLARE takes no parameters: the numbers are written out, the
         // agents quoted.
         tx.exec(absl::StrCat(
@@ -221,9 +237,12 @@ absl::Status PgChartReads::ReadRollups(
           const pqxx::result rows = tx.exec(fetch);
           for (const auto& row : rows) {
             ASSIGN_OR_RETURN(const bool kept, decoder.Decode(row, r));
-            if (kept) sink.Take(r);
+            if (kept) merged.Take(r);
           }
-          if (rows.size() < kRowsPerFetch) return true;
+          if (rows.size() < kRowsPerFetch) {
+            merged.Finish();
+            return true;
+          }
         }
       });
   return read.status();

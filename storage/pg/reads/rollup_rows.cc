@@ -13,7 +13,7 @@ namespace metrics::storage::pg {
 
 namespace {
 
-bool IsFinest(int width_s) { return width_s == kRollupWidthsSeconds[0]; }
+bool IsLegacyFinest(int width_s) { return width_s == kLegacyFinestWidthSeconds; }
 
 }  // namespace
 
@@ -32,18 +32,19 @@ std::string RollupRowsSql(absl::string_view trial_sql,
         " AND bucket_start < ",
         TimestampFromMicrosSql(absl::StrCat(window->to_us)));
   }
-  // Each agent's newest finest bucket; the decoder drops it once folded.
+  // Each agent's newest 10 s bucket of an earlier version; the decoder
+  // drops it once folded.
   // One statement, so the coarser rows and it come from one snapshot.
   const std::string unfolded =
-      IsFinest(width_s)
+      IsLegacyFinest(width_s)
           ? ""
           : absl::StrCat(
                 " UNION ALL SELECT u.agent_id, u.start_us, u.stats, ",
-                kRollupWidthsSeconds[0], " FROM (",
+                kLegacyFinestWidthSeconds, " FROM (",
                 NewestRollupRowsSql(
                     absl::StrCat("SELECT ", trial_sql, " AS trial_id, unnest(",
                                  agents_sql, ") AS agent_id"),
-                    absl::StrCat(kRollupWidthsSeconds[0])),
+                    absl::StrCat(kLegacyFinestWidthSeconds)),
                 ") u");
   return absl::StrCat("SELECT agent_id, start_us, stats, width_s FROM (",
                       stored, unfolded,
@@ -60,7 +61,7 @@ absl::StatusOr<bool> RollupRowDecoder::Decode(const pqxx::row& row,
   const int64_t start = row[1].as<int64_t>();
   const std::string bytes = DecodeByteaHex(row[2].c_str());
   out.bucket_start_us = start;
-  if (!IsFinest(width_s_) && IsFinest(row[3].as<int>())) {
+  if (!IsLegacyFinest(width_s_) && IsLegacyFinest(row[3].as<int>())) {
     if (!IsUnfolded(bytes)) return false;
     out.bucket_start_us = BucketStartMicros(start, width_s_);
     if (window_.has_value() && (out.bucket_start_us < window_->from_us ||

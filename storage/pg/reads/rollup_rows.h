@@ -1,9 +1,8 @@
-// The one reader of system_rollups rows for charts and extents. A coarser
-// width's buckets lack their agent's newest finest bucket while it is
-// unfolded (rollup.h: the finest bucket the agent reports into has not been
-// merged upwards yet), so a read of a coarser width also takes that bucket,
-// ordered after the coarser rows of the same start, and keeps it only while
-// it is marked unfolded. This file owns that rule: RollupRowsSql selects
+// The one reader of system_rollups rows for charts and extents. The stored
+// widths lack an agent's newest 10 s bucket of an earlier version while it
+// is unfolded (rollup.h: not merged upwards until the agent's first seal),
+// so a read also takes that bucket, ordered after the rows of the same
+// start, and keeps it only while it is marked unfolded. This file owns that rule: RollupRowsSql selects
 // the rows, RollupRowDecoder decides which to keep and decodes them.
 //
 // Thread-safety: pure functions; a decoder is immutable after construction.
@@ -45,9 +44,9 @@ class RollupRowDecoder {
   RollupRowDecoder(int width_s, std::optional<BucketWindow> window,
                    std::optional<std::vector<int64_t>> wanted);
 
-  // Decodes a row of RollupRowsSql into `out`, an unfolded finest bucket
+  // Decodes a row of RollupRowsSql into `out`, an unfolded 10 s bucket
   // placed at the start of the coarser bucket holding it. False for a row
-  // to skip: a finest bucket already folded, or one outside the window.
+  // to skip: a 10 s bucket already folded, or one outside the window.
   absl::StatusOr<bool> Decode(const pqxx::row& row, RollupRow& out) const;
 
  private:

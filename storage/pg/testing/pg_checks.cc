@@ -41,7 +41,7 @@ namespace {
 // over the raw rows, packed ones decoded by the SQL decoder of migration
 // 0004, sealed windows by that of 0007, older ones read from their jsonb;
 // first and last by (time, id, place in a sealed window), the order of
-// ingest.
+// ingest. With $3, only the raw rows not in the rollups yet (format 2).
 std::string RawAggregatesSql() {
   // Each sealed window decoded once (PL/pgSQL takes about a microsecond a
   // value), and the samples once for all widths.
@@ -50,6 +50,7 @@ WITH sealed AS MATERIALIZED (
   SELECT m.id, m.agent_id, u.*
     FROM metrics_profiling m CROSS JOIN LATERAL metrics_unseal(m.sealed_values) u
    WHERE m.trial_id = $1 AND m.metric_group = 'system' AND m.sealed_values IS NOT NULL
+     AND NOT $3::boolean
 ), samples AS MATERIALIZED (
   SELECT m.id, 0 AS ord, m.agent_id, s.series_id, )sql", EpochMicrosSql("m.end_time"),
                       R"sql( AS t, u.value AS v
@@ -57,6 +58,7 @@ WITH sealed AS MATERIALIZED (
     JOIN series s ON s.trial_id = m.trial_id AND s.series_id = u.series_id
                  AND s.agent_id = m.agent_id AND s.metric_group = 'system'
    WHERE m.trial_id = $1 AND m.metric_group = 'system'
+     AND (NOT $3::boolean OR get_byte(m.packed_values, 0) = 2)
   UNION ALL
   SELECT u.id, u.report, u.agent_id, s.series_id, u.time_us, u.value
     FROM sealed u
@@ -70,7 +72,7 @@ WITH sealed AS MATERIALIZED (
     FROM metrics_profiling m
     JOIN series s ON s.trial_id = m.trial_id AND s.agent_id = m.agent_id
    WHERE m.trial_id = $1 AND m.metric_group = 'system'
-     AND s.metric_group = 'system' AND m.metrics IS NOT NULL
+     AND s.metric_group = 'system' AND m.metrics IS NOT NULL AND NOT $3::boolean
 )
 SELECT agent_id, series_id, w,
        t - (((t % (w * 1000000)) + w * 1000000) % (w * 1000000)) AS bucket,
@@ -115,10 +117,13 @@ absl::StatusOr<int64_t> CheckRollupsMatchRawRows(const std::string& url,
                                                  int32_t trial_id) {
   return GuardPg("checking rollups", [&]() -> absl::StatusOr<int64_t> {
     pqxx::connection conn(url);
-    pqxx::nontransaction tx(conn);
+    // One snapshot: a seal moves samples from raw rows to the rollups.
+    pqxx::work tx(conn);
+    tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
     using Key = std::tuple<std::string, int64_t, int, int64_t>;
     std::map<Key, RollupStats> stored;
-    // Per agent: its newest finest bucket, and its unfolded ones.
+    // Per agent: its newest 10 s bucket of an earlier version, and its
+    // unfolded ones.
     struct Finest {
       int64_t newest = INT64_MIN;
       std::vector<std::pair<int64_t, AgentRollup>> unfolded;
@@ -134,25 +139,25 @@ absl::StatusOr<int64_t> CheckRollupsMatchRawRows(const std::string& url,
       const int64_t start = row[2].as<int64_t>();
       const std::string bytes = DecodeByteaHex(row[3].as<std::string>());
       ASSIGN_OR_RETURN(AgentRollup rollup, DecodeAgentRollup(bytes, start));
-      if (width == kRollupWidthsSeconds[0]) {
+      if (width == kLegacyFinestWidthSeconds) {
         finest[agent].newest = std::max(finest[agent].newest, start);
         if (IsUnfolded(bytes)) finest[agent].unfolded.emplace_back(start, rollup);
+        continue;
       }
       for (const auto& [series_id, stats] : rollup) {
         stored[{agent, series_id, width, start}] = stats;
       }
     }
-    // An unfolded bucket is its agent's newest finest one, which the
-    // coarser widths do not hold yet: added to them here, as readers do.
+    // An unfolded bucket is its agent's newest 10 s one, which the stored
+    // widths do not hold yet: added to them here, as readers do.
     for (const auto& [agent, f] : finest) {
       for (const auto& [start, rollup] : f.unfolded) {
         if (start != f.newest || f.unfolded.size() > 1) {
           return absl::InternalError(absl::StrCat(
-              "agent ", agent, " has an unfolded finest bucket at ", start,
+              "agent ", agent, " has an unfolded 10 s bucket at ", start,
               " that is not its newest (", f.newest, ")"));
         }
-        for (size_t w = 1; w < std::size(kRollupWidthsSeconds); ++w) {
-          const int width = kRollupWidthsSeconds[w];
+        for (const int width : kRollupWidthsSeconds) {
           for (const auto& [series_id, stats] : rollup) {
             const auto [it, added] = stored.try_emplace(
                 Key{agent, series_id, width, BucketStartMicros(start, width)},
@@ -162,13 +167,9 @@ absl::StatusOr<int64_t> CheckRollupsMatchRawRows(const std::string& url,
         }
       }
     }
-    int64_t compared = 0;
-    std::vector<int64_t> widths(std::begin(kRollupWidthsSeconds),
-                                std::end(kRollupWidthsSeconds));
-    for (const auto& row :
-         tx.exec_params(RawAggregatesSql(), trial_id, IntArray(widths))) {
-      const Key key{row[0].as<std::string>(), row[1].as<int64_t>(),
-                    row[2].as<int>(), row[3].as<int64_t>()};
+    const std::vector<int64_t> widths(std::begin(kRollupWidthsSeconds),
+                                      std::end(kRollupWidthsSeconds));
+    const auto stats_of = [](const pqxx::row& row) {
       RollupStats raw;
       raw.count = row[4].as<int64_t>();
       raw.sum = row[5].as<double>();
@@ -178,6 +179,25 @@ absl::StatusOr<int64_t> CheckRollupsMatchRawRows(const std::string& url,
       raw.first_value = row[9].as<double>();
       raw.last_time_us = row[10].as<int64_t>();
       raw.last_value = row[11].as<double>();
+      return raw;
+    };
+    // The raw rows waiting for their seal, added after the stored buckets
+    // (they were ingested later), as readers do.
+    for (const auto& row :
+         tx.exec_params(RawAggregatesSql(), trial_id, IntArray(widths), true)) {
+      const RollupStats pending = stats_of(row);
+      const auto [it, added] = stored.try_emplace(
+          Key{row[0].as<std::string>(), row[1].as<int64_t>(), row[2].as<int>(),
+              row[3].as<int64_t>()},
+          pending);
+      if (!added) it->second.Merge(pending);
+    }
+    int64_t compared = 0;
+    for (const auto& row :
+         tx.exec_params(RawAggregatesSql(), trial_id, IntArray(widths), false)) {
+      const Key key{row[0].as<std::string>(), row[1].as<int64_t>(),
+                    row[2].as<int>(), row[3].as<int64_t>()};
+      const RollupStats raw = stats_of(row);
       const std::string where =
           absl::StrCat("agent ", std::get<0>(key), " series ",
                        std::get<1>(key), " width ", std::get<2>(key),
@@ -358,11 +378,11 @@ absl::StatusOr<int64_t> CountRepeatedReports(const std::string& url,
   });
 }
 
-absl::Status LockRollupsFor(const std::string& url, absl::Duration duration) {
-  return GuardPg("holding the rollup table", [&]() -> absl::Status {
+absl::Status HoldIngestFor(const std::string& url, absl::Duration duration) {
+  return GuardPg("holding the stream positions", [&]() -> absl::Status {
     pqxx::connection conn(url);
     pqxx::work tx(conn);
-    tx.exec("LOCK TABLE system_rollups IN ACCESS EXCLUSIVE MODE");
+    tx.exec("LOCK TABLE ingest_positions IN EXCLUSIVE MODE");
     absl::SleepFor(duration);
     tx.abort();
     return absl::OkStatus();
@@ -388,16 +408,15 @@ absl::Status SetConnectionsAllowed(const std::string& admin_url,
                  });
 }
 
-struct RollupTableLock::Session {
+struct IngestLock::Session {
   explicit Session(const std::string& url) : conn(url), tx(conn) {}
   pqxx::connection conn;
   pqxx::work tx;
 };
 
-RollupTableLock::RollupTableLock(std::unique_ptr<Session> session)
-    : session_(std::move(session)) {}
+IngestLock::IngestLock(std::unique_ptr<Session> session) : session_(std::move(session)) {}
 
-RollupTableLock::~RollupTableLock() {
+IngestLock::~IngestLock() {
   try {
     session_->tx.abort();
   } catch (const std::exception&) {
@@ -405,14 +424,12 @@ RollupTableLock::~RollupTableLock() {
   }
 }
 
-absl::StatusOr<std::unique_ptr<RollupTableLock>> RollupTableLock::Take(
-    const std::string& url) {
-  return GuardPg("locking the rollup table",
-                 [&]() -> absl::StatusOr<std::unique_ptr<RollupTableLock>> {
+absl::StatusOr<std::unique_ptr<IngestLock>> IngestLock::Take(const std::string& url) {
+  return GuardPg("locking the stream positions",
+                 [&]() -> absl::StatusOr<std::unique_ptr<IngestLock>> {
                    auto session = std::make_unique<Session>(url);
-                   session->tx.exec("LOCK TABLE system_rollups IN ACCESS EXCLUSIVE MODE");
-                   return std::unique_ptr<RollupTableLock>(
-                       new RollupTableLock(std::move(session)));
+                   session->tx.exec("LOCK TABLE ingest_positions IN EXCLUSIVE MODE");
+                   return std::unique_ptr<IngestLock>(new IngestLock(std::move(session)));
                  });
 }
 

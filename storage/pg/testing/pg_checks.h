@@ -23,8 +23,10 @@ namespace metrics::storage::pg::test_util {
 // Compares every stored rollup bucket of `trial_id` (all agents, series and
 // widths) with the same aggregate computed by plain SQL over the raw rows
 // of `metrics`: count, min, max, first and last exactly, sum to 1e-9
-// relative. Each agent's unfolded finest bucket is added to the coarser
-// widths first, as readers do, and must be its newest one. OK, or INTERNAL
+// relative. As readers do, each agent's unfolded 10 s bucket of an earlier
+// version is added to the stored widths first (and must be its newest), and
+// so are the raw rows not in the rollups yet (format 2), aggregated by SQL:
+// a sample missing from both, or in both, is a difference. OK, or INTERNAL
 // describing the first difference. Returns the number of buckets compared.
 absl::StatusOr<int64_t> CheckRollupsMatchRawRows(const std::string& url,
                                                  int32_t trial_id);
@@ -59,23 +61,22 @@ absl::StatusOr<int64_t> CountReports(const std::string& url, int32_t trial_id);
 absl::StatusOr<int64_t> CountRepeatedReports(const std::string& url,
                                              int32_t trial_id);
 
-// Makes the database slow for writers and rollup readers: holds an ACCESS
-// EXCLUSIVE lock on system_rollups for `duration` (ingest commits wait for
-// it), then releases it.
-absl::Status LockRollupsFor(const std::string& url, absl::Duration duration);
+// Makes the database slow for writers: holds an EXCLUSIVE lock on
+// ingest_positions for `duration` (an ingest commit of a batch with a stream
+// waits for it inside its transaction; reads go on), then releases it.
+absl::Status HoldIngestFor(const std::string& url, absl::Duration duration);
 
-// Holds an ACCESS EXCLUSIVE lock on system_rollups until destroyed: an
-// ingest commit that reaches its rollups waits there, inside its
-// transaction (a writer made slow at will).
-class RollupTableLock {
+// The same lock held until destroyed: an ingest commit that reaches its
+// stream positions waits there, inside its transaction and holding its
+// streams' advisory locks (a writer made slow at will).
+class IngestLock {
  public:
-  static absl::StatusOr<std::unique_ptr<RollupTableLock>> Take(
-      const std::string& url);
-  ~RollupTableLock();
+  static absl::StatusOr<std::unique_ptr<IngestLock>> Take(const std::string& url);
+  ~IngestLock();
 
  private:
   struct Session;
-  explicit RollupTableLock(std::unique_ptr<Session> session);
+  explicit IngestLock(std::unique_ptr<Session> session);
   std::unique_ptr<Session> session_;
 };
 
