@@ -17,6 +17,7 @@
 #include "common/status_macros.h"
 #include "storage/pg/pg_metric_store.h"
 #include "storage/pg/jobs/raw_retention.h"
+#include "storage/pg/jobs/sealer.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/test_database.h"
 
@@ -69,6 +70,10 @@ class QueryEngineTest : public ::testing::Test {
     ASSERT_OK(S().store->CreateTrial(8, Deadline()));  // no data
 
     std::mt19937 random(2024);
+    // Each stream's late batches, sent after the seal below: rows waiting
+    // for their seal inside sealed windows, which reads add to the stored
+    // buckets.
+    std::vector<MetricBatch> sent_late;
     for (const char* agent : {"agent-a", "agent-b"}) {
       int64_t sequence = 0;
       // ~40 s apart on average over 3 days, with a 6 h gap; batches of 50
@@ -114,11 +119,16 @@ class QueryEngineTest : public ::testing::Test {
       }
       for (MetricBatch& batch : late) {
         batch.sequence = ++sequence;
-        Submit(std::move(batch));
+        sent_late.push_back(std::move(batch));
       }
     }
+    // Sealed, as a running metricsd leaves old data (every window is closed).
+    storage::pg::SealOptions seal;
+    seal.database_url = S().db->url();
+    ASSERT_OK(storage::pg::SealClosedWindows(seal).status());
+    for (MetricBatch& batch : sent_late) Submit(std::move(batch));
     // A dense agent: 1 Hz for 30 minutes, so short windows hold more raw
-    // points than asked for.
+    // points than asked for; not sealed.
     for (int64_t b = 0; b < 6; ++b) {
       MetricBatch batch;
       batch.stream_id = "agent-dense/s";
@@ -271,10 +281,10 @@ TEST_F(QueryEngineTest, ZoomingInGivesFinerBucketsDownToRawPoints) {
     ExpectExact(r, r.series[0], 500);
     resolutions.push_back(r.series[0].resolution_us);
   }
-  // 518 s, 173 s and 43 s wanted: 60 s and 10 s stored buckets widened to
-  // whole multiples; 7.2 s is below any stored width: raw points.
-  EXPECT_EQ(resolutions, (std::vector<int64_t>{540 * kSecond, 180 * kSecond,
-                                               50 * kSecond, 0}));
+  // 518 s and 173 s wanted: 60 s stored buckets widened to whole
+  // multiples; 43 s and 7.2 s are below any stored width: the raw rows,
+  // fewer than 500 points here, as they are.
+  EXPECT_EQ(resolutions, (std::vector<int64_t>{540 * kSecond, 180 * kSecond, 0, 0}));
 }
 
 TEST_F(QueryEngineTest, ADenseShortWindowIsBucketedFromRawRows) {
@@ -299,7 +309,7 @@ TEST_F(QueryEngineTest, ADenseShortWindowIsBucketedFromRawRows) {
 }
 
 // However dense the data, a query reads a bounded number of raw rows: past
-// the limit it answers from the finest rollup (10 s), still exact.
+// the limit it answers from the finest rollup (1 min), still exact.
 TEST_F(QueryEngineTest, TooDenseForRawRowsAnswersFromTheFinestRollup) {
   QueryOptions options;
   options.max_raw_reports_per_agent = 500;
@@ -312,7 +322,7 @@ TEST_F(QueryEngineTest, TooDenseForRawRowsAnswersFromTheFinestRollup) {
   request.max_points = 200;  // 6 s wanted, from 1200 raw reports
   ASSERT_OK_AND_ASSIGN(QueryResult result, engine.Query(request, Deadline()));
   ASSERT_EQ(result.series.size(), 1u);
-  EXPECT_EQ(result.series[0].resolution_us, 10 * kSecond);
+  EXPECT_EQ(result.series[0].resolution_us, 60 * kSecond);
   EXPECT_LE(result.series[0].count.size(), 200u);
   ExpectExact(result, result.series[0], 200);
   // The whole run, so the series' extents are known: the same, without
@@ -320,7 +330,7 @@ TEST_F(QueryEngineTest, TooDenseForRawRowsAnswersFromTheFinestRollup) {
   request.start.reset();
   request.end.reset();
   ASSERT_OK_AND_ASSIGN(result, engine.Query(request, Deadline()));
-  EXPECT_EQ(result.series[0].resolution_us, 10 * kSecond);
+  EXPECT_EQ(result.series[0].resolution_us, 60 * kSecond);
   ExpectExact(result, result.series[0], 200);
   request.start = kT0 + absl::Seconds(3700);
   request.end = kT0 + absl::Seconds(3700 + 1200);
@@ -332,16 +342,16 @@ TEST_F(QueryEngineTest, TooDenseForRawRowsAnswersFromTheFinestRollup) {
 }
 
 TEST_F(QueryEngineTest, AWindowOfThousandsOfStoredBucketsIsExact) {
-  // Three days at 10 s: thousands of stored buckets per agent, read through
-  // the store's cursor a page at a time.
+  // Three days at 1 min: thousands of stored buckets per agent, read
+  // through the store's cursor a page at a time.
   QueryRequest request;
   request.trial_id = 7;
   request.agent_ids = {"agent-a", "agent-b"};
-  request.resolution_us = 10 * kSecond;
+  request.resolution_us = 60 * kSecond;
   ASSERT_OK_AND_ASSIGN(QueryResult result, engine_.Query(request, Deadline()));
   ASSERT_EQ(result.series.size(), 6u);
   for (const SeriesData& data : result.series) {
-    EXPECT_EQ(data.resolution_us, 10 * kSecond);
+    EXPECT_EQ(data.resolution_us, 60 * kSecond);
     EXPECT_GT(data.count.size(), 3000u);
     ExpectExact(result, data, 100000);
   }
@@ -544,9 +554,9 @@ TEST(RawRetentionQueryTest, AnExpiredWindowIsChartedFromRollupsAndSaysSo) {
   ASSERT_EQ(raw.series.size(), 1u);
   EXPECT_EQ(raw.series[0].resolution_us, 0);  // raw points
   EXPECT_FALSE(raw.raw_expired);
-  QueryRequest at_10s = five_minutes;
-  at_10s.resolution_us = 10 * kSecond;
-  ASSERT_OK_AND_ASSIGN(QueryResult buckets, engine.Query(at_10s, Deadline()));
+  QueryRequest at_1min = five_minutes;
+  at_1min.resolution_us = 60 * kSecond;
+  ASSERT_OK_AND_ASSIGN(QueryResult buckets, engine.Query(at_1min, Deadline()));
 
   storage::pg::RetentionOptions retention;
   retention.database_url = db->url();
@@ -554,7 +564,12 @@ TEST(RawRetentionQueryTest, AnExpiredWindowIsChartedFromRollupsAndSaysSo) {
   retention.now = kT0 + absl::Hours(2);
   ASSERT_OK_AND_ASSIGN(storage::pg::RetentionSummary removed,
                        storage::pg::ApplyRawRetention(retention));
-  EXPECT_EQ(removed.rows, 3600);
+  // The run sealed the windows first (into the rollups), then removed those
+  // wholly before the horizon.
+  const int64_t window = 600 * kSecond;
+  EXPECT_EQ(removed.rows, (storage::AlignDown(absl::ToUnixMicros(kT0 + absl::Hours(1)), window) -
+                           storage::AlignDown(absl::ToUnixMicros(kT0), window)) /
+                              window);
 
   ASSERT_OK_AND_ASSIGN(QueryResult expired,
                        engine.Query(five_minutes, Deadline()));
@@ -562,7 +577,7 @@ TEST(RawRetentionQueryTest, AnExpiredWindowIsChartedFromRollupsAndSaysSo) {
   ASSERT_EQ(expired.series.size(), 1u);
   const SeriesData& e = expired.series[0];
   const SeriesData& b = buckets.series[0];
-  EXPECT_EQ(e.resolution_us, 10 * kSecond);
+  EXPECT_EQ(e.resolution_us, 60 * kSecond);
   EXPECT_EQ(e.bucket_start_us, b.bucket_start_us);
   EXPECT_EQ(e.count, b.count);
   EXPECT_EQ(e.min, b.min);

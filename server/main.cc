@@ -107,9 +107,10 @@ ABSL_FLAG(std::string, raw_retention, "",
 ABSL_FLAG(absl::Duration, seal_every, absl::Minutes(1),
           "Seal closed windows of raw system rows at start and this often: "
           "each agent's 10-minute window of reports becomes one compressed "
-          "row, a third of the space (docs/storage.md, \"Sealed windows\"). "
-          "Several servers share the work. 0 turns it off (metricsctl seal "
-          "does it on demand).");
+          "row, a third of the space (docs/storage.md, \"Sealed windows\"), "
+          "and its reports go into the rollups. Several servers share the "
+          "work. 0 turns it off: charts then aggregate the raw rows, slower "
+          "the longer the run (metricsctl seal does it on demand).");
 ABSL_FLAG(absl::Duration, max_future, absl::Minutes(10),
           "How far ahead of the server's clock a report's time may be.");
 ABSL_FLAG(int, db_pool_size, 4,

@@ -54,7 +54,7 @@ class GroupCommitter {
   // A writer connection's settings: KeyedAccessSettings, and generic plans
   // only. The statements take arrays whose lengths a custom plan knows, and
   // PostgreSQL kept choosing custom plans for most of them: it planned
-  // newest_finest at every call (pg_stat_statements.track_planning: 1652
+  // the rollup look-up of the time at every call (pg_stat_statements.track_planning: 1652
   // plans in 1630 calls), in all about 4 % of the bulk ingest's PostgreSQL
   // CPU (docs/benchmarks.md, "Statements that stay index probes"). Their
   // generic plans are the same index probes (writer_plans_test).

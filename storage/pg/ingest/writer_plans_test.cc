@@ -1,10 +1,8 @@
 // The ingest writer's per-group statements against a real PostgreSQL whose
 // tables hold many rows (a row per stream and per series ever ingested):
-// each look-up probes its key with an index scan (each agent's newest
-// finest rollup bucket a backward one), and stored rollup rows
-// are updated at the address the read found them (a TID scan), under the
-// custom plans of a prepared statement's first runs and the generic plan
-// it then settles on. As joins, the look-ups were planned as a hash of the
+// each look-up probes its key with an index scan, under the custom plans of
+// a prepared statement's first runs and the generic plan it then settles
+// on. As joins, the look-ups were planned as a hash of the
 // keys and a scan of the whole table in every group commit
 // (docs/benchmarks.md, "Statements that stay index probes").
 #include <pqxx/connection>
@@ -47,10 +45,6 @@ class WriterPlansTest : public ::testing::Test {
         "INSERT INTO series (trial_id, metric_group, agent_id, gpu_uuid, "
         "name, unit) SELECT g % 2000, 'system', 'agent-' || g / 25, '', "
         "'series-' || g % 25, '' FROM generate_series(1, 20000) g");
-    tx.exec(
-        "INSERT INTO system_rollups (trial_id, agent_id, width_s, "
-        "bucket_start, stats) SELECT g % 2000, 'agent-' || g, 10, "
-        "timestamptz '2026-11-26', '\\x02' FROM generate_series(1, 20000) g");
     tx.exec("ANALYZE");
     // In SQL: libpqxx prepares its own on first use, out of EXPLAIN's reach.
     for (const PreparedStatement& s : GroupCommitter::Statements()) {
@@ -124,15 +118,6 @@ TEST_F(WriterPlansTest, SeriesAreLookedUpByTheirLabels) {
   }
 }
 
-TEST_F(WriterPlansTest, EachAgentsNewestFinestBucketIsProbedByKey) {
-  std::vector<std::string> args = KeyArrays("agent-", 800);  // 25 agents
-  args.push_back("10");
-  for (const std::string& plan : Plans("newest_finest", args)) {
-    EXPECT_THAT(plan, HasSubstr("Index Scan Backward using system_rollups_pkey"));
-    EXPECT_THAT(plan, Not(HasSubstr("Seq Scan on system_rollups")));
-  }
-}
-
 // A writer connection's statements settle on a plan made for the tables as
 // they were then: on a table of a few rows (a new database), that was a
 // sequential scan, kept as the table grew until autovacuum analyzed it.
@@ -180,52 +165,27 @@ TEST_F(WriterPlansTest, PlansMadeWhileATableWasTinyStillProbeOnceItGrew) {
 // for the writer's statements: a planning at every call. A writer
 // connection plans each statement once.
 TEST_F(WriterPlansTest, AWriterConnectionPlansEachStatementOnce) {
-  const auto plans_of_newest_finest = [&](const std::vector<SessionSetting>& settings) {
+  const auto plans_of_read_positions = [&](const std::vector<SessionSetting>& settings) {
     absl::StatusOr<std::unique_ptr<pqxx::connection>> writer = Connect(
         db_->url(), "writer", GroupCommitter::Statements(), settings);
     EXPECT_OK(writer);
     if (!writer.ok()) return std::pair<int, int>{-1, -1};
     pqxx::nontransaction tx(**writer);
     for (int i = 0; i < 12; ++i) {
-      // Groups of one or two agents, as from a few busy streams.
-      std::vector<std::string> args = KeyArrays("agent-", i % 2 == 0 ? 10000 : 20000);
-      tx.exec_prepared("newest_finest", args[0], args[1], 10);
+      // Groups of one or two streams, as from a few busy ones.
+      std::vector<std::string> args = KeyArrays("stream-", i % 2 == 0 ? 10000 : 20000);
+      tx.exec_prepared("read_positions", args[0], args[1]);
     }
     const pqxx::row counts = tx.exec1(
         "SELECT custom_plans, generic_plans FROM pg_prepared_statements "
-        "WHERE name = 'newest_finest'");
+        "WHERE name = 'read_positions'");
     return std::pair<int, int>{counts[0].as<int>(), counts[1].as<int>()};
   };
   // The hazard, with the keyed-access settings alone: more custom plans
   // than the five of the first runs.
-  EXPECT_GT(plans_of_newest_finest(KeyedAccessSettings()).first, 5);
-  EXPECT_EQ(plans_of_newest_finest(GroupCommitter::SessionSettings()),
+  EXPECT_GT(plans_of_read_positions(KeyedAccessSettings()).first, 5);
+  EXPECT_EQ(plans_of_read_positions(GroupCommitter::SessionSettings()),
             (std::pair<int, int>{0, 12}));
-}
-
-TEST_F(WriterPlansTest, StoredRollupsAreUpdatedWhereTheyWereRead) {
-  std::vector<int64_t> trials, widths, buckets;
-  std::vector<std::string> agents, stats, rows;
-  {
-    pqxx::nontransaction tx(*conn_);
-    for (const auto& row : tx.exec(
-             "SELECT trial_id, agent_id, ctid FROM system_rollups "
-             "ORDER BY agent_id LIMIT 150")) {
-      trials.push_back(row[0].as<int64_t>());
-      agents.push_back(row[1].as<std::string>());
-      widths.push_back(10);
-      buckets.push_back(1795651200000000);  // 2026-11-26
-      stats.push_back("\\x02");
-      rows.push_back(row[2].as<std::string>());
-    }
-  }
-  for (const std::string& plan :
-       Plans("update_rollups",
-             {IntArray(trials), TextArray(agents), IntArray(widths),
-              IntArray(buckets), TextArray(stats), TextArray(rows)})) {
-    EXPECT_THAT(plan, HasSubstr("Tid Scan on system_rollups"));
-    EXPECT_THAT(plan, Not(HasSubstr("Index Scan")));
-  }
 }
 
 }  // namespace

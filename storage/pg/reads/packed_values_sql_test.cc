@@ -73,7 +73,7 @@ TEST_F(PackedValuesSqlTest, SqlDecodesEveryDoubleAsTheServerDoes) {
 TEST_F(PackedValuesSqlTest, CorruptBytesAreAnErrorNotAWrongAnswer) {
   pqxx::nontransaction tx(*conn_);
   for (const std::string& bytes :
-       {std::string(), std::string("\x02", 1), std::string("\x01\x10", 2),
+       {std::string(), std::string("\x03", 1), std::string("\x01\x10", 2),
         std::string("\x01\x17\x01\x02", 4)}) {
     EXPECT_THROW(tx.exec_params("SELECT * FROM metrics_unpack($1::bytea)",
                                 ByteaHex(bytes)),

@@ -37,33 +37,35 @@ namespace metrics::storage::pg::test_util {
 
 namespace {
 
-// Every (agent, series, width, bucket) of a trial aggregated by plain SQL
-// over the raw rows, packed ones decoded by the SQL decoder of migration
-// 0004, sealed windows by that of 0007, older ones read from their jsonb;
-// first and last by (time, id, place in a sealed window), the order of
-// ingest. With $3, only the raw rows not in the rollups yet (format 2).
-std::string RawAggregatesSql() {
-  // Each sealed window decoded once (PL/pgSQL takes about a microsecond a
-  // value), and the samples once for all widths.
+// The samples of trial $1's system series matching `series` (a condition
+// on `s`, the series row) as CTEs `sealed` and `samples` (id, ord, agent_id,
+// series_id, t, v), by plain SQL over the rows: packed ones decoded by the
+// SQL decoder of migration 0004 (with 0008's format 2), sealed windows by
+// that of 0007 (each decoded once: PL/pgSQL takes about a microsecond a
+// value), older ones read from their jsonb. (t, id, ord) is the order of
+// ingest: ord is the place in a sealed window. With `pending_only` (an SQL
+// boolean), only the raw rows not in the rollups yet (format 2).
+std::string SamplesCtesSql(absl::string_view series, absl::string_view pending_only) {
   return absl::StrCat(R"sql(
 WITH sealed AS MATERIALIZED (
   SELECT m.id, m.agent_id, u.*
     FROM metrics_profiling m CROSS JOIN LATERAL metrics_unseal(m.sealed_values) u
    WHERE m.trial_id = $1 AND m.metric_group = 'system' AND m.sealed_values IS NOT NULL
-     AND NOT $3::boolean
+     AND NOT )sql", pending_only, R"sql(
 ), samples AS MATERIALIZED (
   SELECT m.id, 0 AS ord, m.agent_id, s.series_id, )sql", EpochMicrosSql("m.end_time"),
                       R"sql( AS t, u.value AS v
     FROM metrics_profiling m CROSS JOIN LATERAL metrics_unpack(m.packed_values) u
     JOIN series s ON s.trial_id = m.trial_id AND s.series_id = u.series_id
                  AND s.agent_id = m.agent_id AND s.metric_group = 'system'
-   WHERE m.trial_id = $1 AND m.metric_group = 'system'
-     AND (NOT $3::boolean OR get_byte(m.packed_values, 0) = 2)
+   WHERE m.trial_id = $1 AND m.metric_group = 'system' AND )sql", series, R"sql(
+     AND (NOT )sql", pending_only, R"sql( OR get_byte(m.packed_values, 0) = 2)
   UNION ALL
   SELECT u.id, u.report, u.agent_id, s.series_id, u.time_us, u.value
     FROM sealed u
     JOIN series s ON s.trial_id = $1 AND s.series_id = u.series_id
                  AND s.agent_id = u.agent_id AND s.metric_group = 'system'
+   WHERE )sql", series, R"sql(
   UNION ALL
   SELECT m.id, 0, m.agent_id, s.series_id, )sql", EpochMicrosSql("m.end_time"),
                       " AS t, ",
@@ -71,9 +73,16 @@ WITH sealed AS MATERIALIZED (
                       R"sql( AS v
     FROM metrics_profiling m
     JOIN series s ON s.trial_id = m.trial_id AND s.agent_id = m.agent_id
-   WHERE m.trial_id = $1 AND m.metric_group = 'system'
-     AND s.metric_group = 'system' AND m.metrics IS NOT NULL AND NOT $3::boolean
-)
+   WHERE m.trial_id = $1 AND m.metric_group = 'system' AND )sql", series, R"sql(
+     AND s.metric_group = 'system' AND m.metrics IS NOT NULL AND NOT )sql", pending_only, R"sql(
+))sql");
+}
+
+// Every (agent, series, width, bucket) of a trial aggregated by plain SQL
+// over the raw rows (SamplesCtesSql); first and last by the order of
+// ingest. $2: the widths; with $3, only the raw rows not in the rollups yet.
+std::string RawAggregatesSql() {
+  return absl::StrCat(SamplesCtesSql("true", "$3::boolean"), R"sql(
 SELECT agent_id, series_id, w,
        t - (((t % (w * 1000000)) + w * 1000000) % (w * 1000000)) AS bucket,
        count(*), sum(v), min(v), max(v),
@@ -232,16 +241,12 @@ absl::StatusOr<int64_t> CheckRollupsMatchRawRows(const std::string& url,
 
 namespace {
 
-// The value of one series in a raw row, as a generic reader gets it: the
-// view metrics_unpacked; $2 agent, $3 GPU, $4 name; samples of the series
-// are the rows where it is not NULL.
+// SamplesCtesSql of one series ($2 agent, $3 GPU, $4 name) and a CTE
+// `wanted` of its samples with t in [$5, $6).
 std::string SeriesSamplesSql() {
   return absl::StrCat(
-      "SELECT t, v, id FROM (SELECT m.id, ", EpochMicrosSql("m.end_time"),
-      " AS t, ", ReportValueSql("m.metrics", "$4::text", "$3::text"),
-      " AS v FROM metrics_unpacked m WHERE m.trial_id = $1 AND m.metric_group = "
-      "'system' AND m.agent_id = $2) s WHERE v IS NOT NULL AND t >= $5 "
-      "AND t < $6");
+      SamplesCtesSql("s.agent_id = $2 AND s.gpu_uuid = $3 AND s.name = $4", "false"),
+      ", wanted AS (SELECT * FROM samples WHERE v IS NOT NULL AND t >= $5 AND t < $6) ");
 }
 
 }  // namespace
@@ -257,7 +262,7 @@ absl::StatusOr<std::vector<std::pair<int64_t, double>>> RawSamplesOf(
         pqxx::nontransaction tx(conn);
         std::vector<std::pair<int64_t, double>> samples;
         for (const auto& row : tx.exec_params(
-                 absl::StrCat(SeriesSamplesSql(), " ORDER BY t, id"), trial_id,
+                 absl::StrCat(SeriesSamplesSql(), "SELECT t, v FROM wanted ORDER BY t, id, ord"), trial_id,
                  agent_id, gpu_uuid, name, from_us, to_us)) {
           samples.emplace_back(row[0].as<int64_t>(), row[1].as<double>());
         }
@@ -277,13 +282,14 @@ absl::StatusOr<std::map<int64_t, RollupStats>> RawBucketsOf(
         std::map<int64_t, RollupStats> buckets;
         for (const auto& row : tx.exec_params(
                  absl::StrCat(
+                     SeriesSamplesSql(),
                      "SELECT t - (((t % $7) + $7) % $7) AS bucket, count(*), "
                      "sum(v), min(v), max(v), "
-                     "(array_agg(t ORDER BY t, id))[1], "
-                     "(array_agg(v ORDER BY t, id))[1], "
-                     "(array_agg(t ORDER BY t DESC, id DESC))[1], "
-                     "(array_agg(v ORDER BY t DESC, id DESC))[1] FROM (",
-                     SeriesSamplesSql(), ") samples GROUP BY 1"),
+                     "(array_agg(t ORDER BY t, id, ord))[1], "
+                     "(array_agg(v ORDER BY t, id, ord))[1], "
+                     "(array_agg(t ORDER BY t DESC, id DESC, ord DESC))[1], "
+                     "(array_agg(v ORDER BY t DESC, id DESC, ord DESC))[1] "
+                     "FROM wanted GROUP BY 1"),
                  trial_id, agent_id, gpu_uuid, name, from_us, to_us,
                  bucket_us)) {
           RollupStats& b = buckets[row[0].as<int64_t>()];
