@@ -231,36 +231,37 @@ TEST_F(ExportTest, CsvFiltersBySeriesAgentGpuAndWindow) {
 }
 
 TEST_F(ExportTest, AnExpiredWindowIsExportedFromRollupsThatSaySo) {
-  // One series, a sample a second for 100 s: 10 buckets of 10 s.
+  // One series, a sample a second for 300 s: 5 buckets of 1 min.
   std::vector<Point> points;
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < 300; ++i) {
     points.push_back({"node-a", "gpu_util", "GPU-0", kT0 + i * int64_t{1000000} + 1, 1.0 * i});
   }
   Store(server_->Channel(), 1, "node-a", points);
-  // Raw samples before kT0 + 35 s go: buckets stand in up to kT0 + 40 s.
+  // Raw samples before kT0 + 95 s go (the run seals the window first):
+  // buckets stand in up to kT0 + 120 s.
   storage::pg::RetentionOptions retention;
   retention.database_url = server_->database_url();
   retention.raw_retention = absl::Seconds(1);
-  retention.now = absl::FromUnixMicros(kT0 + 35000000) + absl::Seconds(1);
+  retention.now = absl::FromUnixMicros(kT0 + 95000000) + absl::Seconds(1);
   ASSERT_OK(storage::pg::ApplyRawRetention(retention).status());
 
   const HttpResult csv = Get("/api/v1/trials/1/metrics/system/export.csv");
   ASSERT_EQ(csv.status, 200) << csv.body;
   std::vector<absl::string_view> lines = absl::StrSplit(csv.body, '\n');
   lines.pop_back();
-  ASSERT_EQ(lines.size(), 1u + 4 + 60);
+  ASSERT_EQ(lines.size(), 1u + 2 + 180);
   EXPECT_EQ(lines[0], "time,agent_id,gpu_index,gpu_uuid,name,unit,value,bucket_seconds,min,max,count");
-  for (int b = 0; b < 4; ++b) {
-    // Samples 10b .. 10b+9: mean 10b + 4.5.
-    EXPECT_EQ(lines[1 + b], absl::StrCat(Rfc3339(kT0 + b * int64_t{10000000}),
-                                         ",node-a,0,GPU-0,gpu_util,percent,", 10 * b + 4.5, ",10,",
-                                         10 * b, ",", 10 * b + 9, ",10"));
+  for (int b = 0; b < 2; ++b) {
+    // Samples 60b .. 60b+59: mean 60b + 29.5.
+    EXPECT_EQ(lines[1 + b], absl::StrCat(Rfc3339(kT0 + b * int64_t{60000000}),
+                                         ",node-a,0,GPU-0,gpu_util,percent,", 60 * b + 29.5, ",60,",
+                                         60 * b, ",", 60 * b + 59, ",60"));
   }
-  EXPECT_EQ(lines[5], absl::StrCat(Rfc3339(kT0 + 40000001), ",node-a,0,GPU-0,gpu_util,percent,40,,,,"));
-  EXPECT_EQ(lines.back(), absl::StrCat(Rfc3339(kT0 + 99000001), ",node-a,0,GPU-0,gpu_util,percent,99,,,,"));
+  EXPECT_EQ(lines[3], absl::StrCat(Rfc3339(kT0 + 120000001), ",node-a,0,GPU-0,gpu_util,percent,120,,,,"));
+  EXPECT_EQ(lines.back(), absl::StrCat(Rfc3339(kT0 + 299000001), ",node-a,0,GPU-0,gpu_util,percent,299,,,,"));
   // A window after the horizon is raw as ever.
   const HttpResult recent = Get(absl::StrCat("/api/v1/trials/1/metrics/system/export.csv?start=",
-                                             Rfc3339(kT0 + 50000000)));
+                                             Rfc3339(kT0 + 150000000)));
   EXPECT_THAT(recent.body, ::testing::StartsWith("time,agent_id,gpu_index,gpu_uuid,name,unit,value\n"));
 }
 

@@ -974,7 +974,7 @@ describe('profiler page', { timeout: 180000 }, () => {
     await page.waitForFunction(() => window.profiler.charts.get('cpu').rawExpired === true,
       null, { timeout: 15000 });
     await allChartsReady(page);
-    assert.equal(await detail.innerText(), '10 s buckets (raw data expired)');
+    assert.equal(await detail.innerText(), '1 min buckets (raw data expired)');
     assert.ok((await chartFacts(page, 'cpu')).xs.length > 10);
   });
 

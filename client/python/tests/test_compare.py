@@ -40,17 +40,20 @@ def test_runs_compared_relative_to_their_starts_and_nodes_side_by_side(metricsd,
     assert list(frame.columns) == ["trial_id", "time", "offset", "agent_id", "name", "unit",
                                    "gpu_count", "agent_count", "count", "min", "max", "mean"]
     assert set(frame.trial_id) == {trial, later}
-    # One grid: the same offsets for both runs, 20 s apart from 0 (599 s in at most 50).
+    # One grid: the same offsets for both runs, evenly apart from 0: 599 s in
+    # at most 50, so at least 12 s (below the finest rollup, from raw rows).
     offsets = {t: list(frame[frame.trial_id == t].offset) for t in (trial, later)}
     assert offsets[trial] == offsets[later]
     assert offsets[trial][0] == pandas.Timedelta(0)
-    assert all(o % pandas.Timedelta(seconds=20) == pandas.Timedelta(0) for o in offsets[trial])
+    width = offsets[trial][1] - offsets[trial][0]
+    assert pandas.Timedelta(seconds=11.98) <= width < pandas.Timedelta(seconds=13)
+    assert all(o % width == pandas.Timedelta(0) for o in offsets[trial])
     for t in (trial, later):
         rows = frame[frame.trial_id == t]
         assert set(rows.gpu_count) == {2 if t == later else 4}
         for row in rows.itertuples():
             start_us = (row.time - pandas.Timestamp(0, tz="UTC")) // pandas.Timedelta(microseconds=1)
-            width_us = 20_000_000
+            width_us = width // pandas.Timedelta(microseconds=1)
             values = [v for (_, _, t_us, v) in sent[t] if start_us <= t_us < start_us + width_us]
             assert row.count == len(values), row
             assert row.min == min(values) and row.max == max(values), row

@@ -3,7 +3,6 @@
 #include <pqxx/result>
 
 #include <algorithm>
-#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "storage/format/packed_report.h"
@@ -16,16 +15,27 @@ namespace metrics::storage::pg {
 
 namespace {
 
-// The format-2 rows of agents $2 of trial $1 with end_time in [$3, $4), one
-// range scan of the index of raw rows per agent.
-std::string PendingRowsSql() {
+// Rows a fetch brings at most: the waiting rows are read through a cursor,
+// so a read holds one page of them however many wait (all of a run's, with
+// the sealer off).
+constexpr int kRowsPerFetch = 2000;
+
+// The format-2 rows of `agents` of trial `trial` with end_time in
+// [from_us, to_us), each agent's in the order of ingest (time, id), one
+// range scan of the index of raw rows per agent. DECLARE takes no
+// parameters: the numbers are written out, the agents quoted.
+std::string PendingRowsSql(pqxx::transaction_base& tx, int32_t trial,
+                           const std::vector<std::string>& agents, int64_t from_us,
+                           int64_t to_us) {
   return absl::StrCat(
-      "SELECT a.agent_id, r.t, r.id, r.packed_values FROM unnest($2::text[]) AS a(agent_id) "
-      "CROSS JOIN LATERAL (SELECT ",
-      EpochMicrosSql("end_time"), " AS t, id, packed_values FROM metrics_profiling "
-      "WHERE trial_id = $1 AND ", SystemRowsOfAgentSql("a.agent_id"),
+      "SELECT a.agent_id, r.t, r.packed_values FROM unnest(", tx.quote(TextArray(agents)),
+      "::text[]) WITH ORDINALITY AS a(agent_id, n) CROSS JOIN LATERAL (SELECT ",
+      EpochMicrosSql("end_time"),
+      " AS t, id, packed_values FROM metrics_profiling WHERE trial_id = ", trial, " AND ",
+      SystemRowsOfAgentSql("a.agent_id"),
       " AND packed_values IS NOT NULL AND get_byte(packed_values, 0) = 2 AND end_time >= ",
-      TimestampFromMicrosSql("$3"), " AND end_time < ", TimestampFromMicrosSql("$4"), ") r");
+      TimestampFromMicrosSql(absl::StrCat(from_us)), " AND end_time < ",
+      TimestampFromMicrosSql(absl::StrCat(to_us)), ") r ORDER BY a.n, r.t, r.id");
 }
 
 }  // namespace
@@ -44,41 +54,40 @@ absl::StatusOr<PendingRollups> PendingRollups::Read(
     to = align_up(window->to_us);
   }
   PendingRollups pending;
-  if (from >= to) return pending;
-  struct Row {
-    std::tuple<int64_t, int64_t> key;  // (time, id): ingest order
-    size_t agent;
-    std::vector<SeriesValue> values;
-  };
-  std::vector<Row> rows;
-  const pqxx::result result =
-      tx.exec_params(PendingRowsSql(), trial_id, TextArray(agents), from, to);
-  std::vector<std::string> names;
-  for (const pqxx::row& row : result) {
-    const int64_t id = row[2].as<int64_t>();
-    absl::StatusOr<std::vector<SeriesValue>> values =
-        UnpackReport(DecodeByteaHex(row[3].c_str()));
-    if (!values.ok()) {
-      return absl::DataLossError(absl::StrCat("raw row ", id, ": ", values.status().message()));
-    }
-    if (names.empty() || names.back() != row[0].c_str()) names.push_back(row[0].as<std::string>());
-    rows.push_back({{row[1].as<int64_t>(), id}, names.size() - 1, *std::move(values)});
-  }
-  std::sort(rows.begin(), rows.end(),
-            [](const Row& a, const Row& b) { return a.key < b.key; });
-  for (const Row& r : rows) {
-    const int64_t t = std::get<0>(r.key);
-    const int64_t start = AlignDown(t, width_us);
-    RollupRow& bucket = pending.buckets_[{names[r.agent], start}];
-    bucket.agent_id = names[r.agent];
-    bucket.bucket_start_us = start;
-    for (const auto& [series, value] : r.values) {
-      if (wanted.has_value() && !std::binary_search(wanted->begin(), wanted->end(), series)) {
-        continue;
+  if (from >= to || agents.empty()) return pending;
+  tx.exec(absl::StrCat("DECLARE pending_rows NO SCROLL CURSOR FOR ",
+                       PendingRowsSql(tx, trial_id, agents, from, to)));
+  const std::string fetch = absl::StrCat("FETCH ", kRowsPerFetch, " FROM pending_rows");
+  std::string bytes;
+  for (;;) {
+    const pqxx::result rows = tx.exec(fetch);
+    for (const pqxx::row& row : rows) {
+      const int64_t t = row[1].as<int64_t>();
+      if (!DecodeByteaHexInto(absl::string_view(row[2].c_str(), row[2].size()), bytes)) {
+        return absl::DataLossError("packed_values is not bytea's hex");
       }
-      bucket.stats[series].Add(t, value);
+      absl::StatusOr<std::vector<SeriesValue>> values = UnpackReport(bytes);
+      if (!values.ok()) {
+        return absl::DataLossError(absl::StrCat("a raw row of agent ", row[0].c_str(), " at ", t,
+                                                ": ", values.status().message()));
+      }
+      const int64_t start = AlignDown(t, width_us);
+      auto [it, added] = pending.buckets_.try_emplace({row[0].as<std::string>(), start});
+      RollupRow& bucket = it->second;
+      if (added) {
+        bucket.agent_id = it->first.first;
+        bucket.bucket_start_us = start;
+      }
+      for (const auto& [series, value] : *values) {
+        if (wanted.has_value() && !std::binary_search(wanted->begin(), wanted->end(), series)) {
+          continue;
+        }
+        bucket.stats[series].Add(t, value);
+      }
     }
+    if (rows.size() < static_cast<size_t>(kRowsPerFetch)) break;
   }
+  tx.exec("CLOSE pending_rows");
   return pending;
 }
 
