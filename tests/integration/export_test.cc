@@ -332,7 +332,7 @@ TEST_F(ExportTest, TraceBucketsCarryMeanMinAndMaxAndLineUpWithATorchBase) {
   Store(server_->Channel(), 1, "node-a", points);
   const int64_t base_ns = kT0 * 1000;  // the trace starts at the first sample
   const HttpResult trace = Get(absl::StrCat(
-      "/api/v1/trials/1/metrics/system/trace?maxPoints=10&baseTimeNanoseconds=", base_ns));
+      "/api/v1/trials/1/metrics/system/trace?maxPoints=5&baseTimeNanoseconds=", base_ns));
   ASSERT_EQ(trace.status, 200) << trace.body;
   boost::json::value parsed = boost::json::parse(trace.body);
   EXPECT_EQ(parsed.at("baseTimeNanoseconds").as_int64(), base_ns);
@@ -348,16 +348,17 @@ TEST_F(ExportTest, TraceBucketsCarryMeanMinAndMaxAndLineUpWithATorchBase) {
     const boost::json::object& args = e.at("args").as_object();
     ASSERT_TRUE(args.contains("mean") && args.contains("min") && args.contains("max")) << event;
     const double ts = e.at("ts").to_number<double>();
-    // Buckets of 60 s from the base: ts are whole minutes.
-    EXPECT_EQ(static_cast<int64_t>(ts) % 60000000, 0) << event;
+    // 599 s in 5 points: buckets of 2 min (of the 1 min rollups) from the
+    // base, whose ts are whole multiples of 2 minutes.
+    EXPECT_EQ(static_cast<int64_t>(ts) % 120000000, 0) << event;
     if (args.at("max").to_number<double>() > 1) {
       peak = args.at("max").to_number<double>();
-      // The spike at 333 s lies in the bucket starting at 300 s.
-      EXPECT_EQ(ts, 300e6) << event;
+      // The spike at 333 s lies in the bucket starting at 240 s.
+      EXPECT_EQ(ts, 240e6) << event;
       EXPECT_EQ(args.at("min").to_number<double>(), 1);
     }
   }
-  EXPECT_EQ(counters, 10);  // 10 minutes in buckets of a minute
+  EXPECT_EQ(counters, 5);  // 10 minutes in buckets of 2 minutes
   EXPECT_EQ(peak, 100);
 }
 
