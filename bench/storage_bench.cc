@@ -187,11 +187,14 @@ int Run() {
   row(absl::StrCat("rollups (", std::size(storage::kRollupWidthsSeconds), " widths)"),
       ingested->rollups, sealed->rollups);
   row("  of it, the index", ingested->rollup_indexes, sealed->rollup_indexes);
-  for (size_t w = 0; w < ingested->rollup_widths.size(); ++w) {
-    const auto& width = ingested->rollup_widths[w];
-    row(absl::StrCat("  of it, ", width.width_s, " s stats (", width.rows, " rows)"),
-        width.stats_bytes,
-        w < sealed->rollup_widths.size() ? sealed->rollup_widths[w].stats_bytes : 0);
+  // By the sealed rows' widths: the sealer writes the rollups.
+  for (const auto& width : sealed->rollup_widths) {
+    int64_t as_ingested = 0;
+    for (const auto& w : ingested->rollup_widths) {
+      if (w.width_s == width.width_s) as_ingested = w.stats_bytes;
+    }
+    row(absl::StrCat("  of it, ", width.width_s, " s stats (", width.rows, " rows)"), as_ingested,
+        width.stats_bytes);
   }
   row("registry", ingested->registry, sealed->registry);
   row("total", total(*ingested), total(*sealed));
