@@ -8,5 +8,5 @@
 # --nodes=N, --compare=N). The last line is JSON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./build.sh metricsd page_seed >/dev/null
+./build.sh metricsd metricsctl page_seed >/dev/null
 exec pg_virtualenv node bench/page_bench.js build/server/metricsd build/bench/page_seed "$@"

@@ -22,7 +22,9 @@ const char kSealHelp[] =
 
 Seals every closed window of raw system rows now: each agent's reports of a
 10-minute window become one row holding them compressed along time, about a
-third of the space (docs/storage.md, "Sealed windows"). One short
+third of the space (docs/storage.md, "Sealed windows"), and their values go
+into the rollups, which ingest leaves to the seal (docs/storage.md,
+"Rollups"). One short
 transaction an agent and window or three, each under the agent's lock: ingest
 and queries go on meanwhile, and metricsd's own sealers, or a second run,
 wait their turn rather than seal anything twice. Interrupted (Ctrl-C, a
