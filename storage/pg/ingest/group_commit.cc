@@ -34,9 +34,9 @@ struct Statements {
   // being flattened into that join.
   PreparedStatement read_positions{
       "read_positions",
-      "SELECT p.trial_id, p.stream_id, p.last_sequence, p.row "
+      "SELECT p.trial_id, p.stream_id, p.last_sequence "
       "FROM unnest($1::int[], $2::text[]) AS k(trial_id, stream_id) "
-      "CROSS JOIN LATERAL (SELECT p.*, p.ctid AS row FROM ingest_positions p "
+      "CROSS JOIN LATERAL (SELECT * FROM ingest_positions p "
       "WHERE p.trial_id = k.trial_id AND p.stream_id = k.stream_id "
       "LIMIT 1) p"};
   PreparedStatement read_trials{
@@ -55,24 +55,12 @@ struct Statements {
       "notify",
       "SELECT pg_notify($3, t::text || ' ' || a) "
       "FROM unnest($1::int[], $2::text[]) AS u(t, a)"};
-  // New streams' positions. The streams' locks keep any other writer out,
-  // so the conflict is there for safety, not for speed.
-  PreparedStatement insert_positions{
-      "insert_positions",
+  PreparedStatement write_positions{
+      "write_positions",
       "INSERT INTO ingest_positions (trial_id, stream_id, last_sequence) "
       "SELECT * FROM unnest($1::int[], $2::text[], $3::bigint[]) "
       "ON CONFLICT (trial_id, stream_id) DO UPDATE "
       "SET last_sequence = excluded.last_sequence, updated_at = now()"};
-  // Known streams' positions, each at the address read_positions found it
-  // (a TID scan; the streams' locks keep the rows in place), the key
-  // checked too. An upsert of a stored row cost a speculative insertion
-  // and a probe of the key (docs/benchmarks.md, "Rollups at the seal").
-  PreparedStatement update_positions{
-      "update_positions",
-      "UPDATE ingest_positions p SET last_sequence = k.sequence, updated_at = now() "
-      "FROM unnest($1::int[], $2::text[], $3::bigint[], $4::tid[]) "
-      "AS k(trial_id, stream_id, sequence, row) "
-      "WHERE p.ctid = k.row AND p.trial_id = k.trial_id AND p.stream_id = k.stream_id"};
 
   // The newest inventory of each agent replaces the one kept.
   PreparedStatement write_inventories{
@@ -84,7 +72,7 @@ struct Statements {
 
   std::vector<PreparedStatement> All() const {
     return {read_positions, read_trials, lock_keys, notify,
-            insert_positions, update_positions, write_inventories};
+            write_positions, write_inventories};
   }
 };
 
@@ -163,9 +151,8 @@ class GroupTransaction {
     // stream has no row yet. Relies on the primary key (trial_id, stream_id).
     Lock(std::move(keys));
     for (const auto& row : tx_.exec_prepared(Sql().read_positions.name, IntArray(trials), TextArray(streams))) {
-      StreamKey key{row[0].as<int32_t>(), row[1].as<std::string>()};
-      positions_[key] = row[2].as<int64_t>();
-      stored_at_[std::move(key)] = row[3].as<std::string>();
+      positions_[{row[0].as<int32_t>(), row[1].as<std::string>()}] =
+          row[2].as<int64_t>();
     }
   }
 
@@ -338,31 +325,14 @@ class GroupTransaction {
 
   void WritePositions() {
     if (advanced_.empty()) return;
-    struct Columns {
-      std::vector<int64_t> trials, sequences;
-      std::vector<std::string> streams, rows;
-    } inserted, updated;
+    std::vector<int64_t> trials, sequences;
+    std::vector<std::string> streams;
     for (const auto& [key, sequence] : advanced_) {
-      const auto stored = stored_at_.find(key);
-      Columns& into = stored == stored_at_.end() ? inserted : updated;
-      into.trials.push_back(key.first);
-      into.streams.push_back(key.second);
-      into.sequences.push_back(sequence);
-      if (stored != stored_at_.end()) into.rows.push_back(stored->second);
+      trials.push_back(key.first);
+      streams.push_back(key.second);
+      sequences.push_back(sequence);
     }
-    if (!inserted.trials.empty()) {
-      tx_.exec_prepared(Sql().insert_positions.name, IntArray(inserted.trials),
-                        TextArray(inserted.streams), IntArray(inserted.sequences));
-    }
-    if (!updated.trials.empty() &&
-        tx_.exec_prepared(Sql().update_positions.name, IntArray(updated.trials),
-                          TextArray(updated.streams), IntArray(updated.sequences),
-                          TextArray(updated.rows))
-                .affected_rows() != updated.trials.size()) {
-      // A row moved under its stream's lock: the group fails and is tried
-      // again, nothing committed.
-      throw std::runtime_error("stream positions moved under their locks");
-    }
+    tx_.exec_prepared(Sql().write_positions.name, IntArray(trials), TextArray(streams), IntArray(sequences));
   }
 
   void WriteInventories() {
@@ -391,7 +361,6 @@ class GroupTransaction {
   SeriesResolver series_;
   std::map<StreamKey, int64_t> positions_;
   std::map<StreamKey, int64_t> advanced_;
-  std::map<StreamKey, std::string> stored_at_;  // where each stored position is (ctid)
   struct TrialRow {
     TrialState state = TrialState::kActive;
     std::optional<int32_t> run_id;

@@ -1,9 +1,8 @@
 // The ingest writer's per-group statements against a real PostgreSQL whose
 // tables hold many rows (a row per stream and per series ever ingested):
-// each look-up probes its key with an index scan, and known streams'
-// positions are updated at the address the read found them (a TID scan),
-// under the custom plans of a prepared statement's first runs and the
-// generic plan it then settles on. As joins, the look-ups were planned as a hash of the
+// each look-up probes its key with an index scan, under the custom plans of
+// a prepared statement's first runs and the generic plan it then settles
+// on. As joins, the look-ups were planned as a hash of the
 // keys and a scan of the whole table in every group commit
 // (docs/benchmarks.md, "Statements that stay index probes").
 #include <pqxx/connection>
@@ -97,27 +96,6 @@ TEST_F(WriterPlansTest, StreamPositionsAreReadByKey) {
        Plans("read_positions", KeyArrays("stream-", 200))) {
     EXPECT_THAT(plan, HasSubstr("Index Scan using ingest_positions_pkey"));
     EXPECT_THAT(plan, Not(HasSubstr("Seq Scan on ingest_positions")));
-  }
-}
-
-TEST_F(WriterPlansTest, KnownStreamsPositionsAreUpdatedWhereTheyWereRead) {
-  std::vector<int64_t> trials, sequences;
-  std::vector<std::string> streams, rows;
-  {
-    pqxx::nontransaction tx(*conn_);
-    for (const auto& row : tx.exec("SELECT trial_id, stream_id, ctid FROM ingest_positions "
-                                   "ORDER BY stream_id LIMIT 100")) {
-      trials.push_back(row[0].as<int64_t>());
-      streams.push_back(row[1].as<std::string>());
-      sequences.push_back(2);
-      rows.push_back(row[2].as<std::string>());
-    }
-  }
-  for (const std::string& plan :
-       Plans("update_positions",
-             {IntArray(trials), TextArray(streams), IntArray(sequences), TextArray(rows)})) {
-    EXPECT_THAT(plan, HasSubstr("Tid Scan on ingest_positions"));
-    EXPECT_THAT(plan, Not(HasSubstr("Index Scan")));
   }
 }
 
