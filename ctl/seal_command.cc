@@ -29,6 +29,8 @@ transaction an agent and window or three, each under the agent's lock: ingest
 and queries go on meanwhile, and metricsd's own sealers, or a second run,
 wait their turn rather than seal anything twice. Interrupted (Ctrl-C, a
 kill, a lost connection), it keeps what it sealed; run it again to go on.
+Then it vacuums the profiling partition, so reads do not step over the
+taken rows' index entries until autovacuum comes round.
 
 metricsd does the same every minute (--seal-every). Run this after upgrading
 a database with many raw rows, to seal them before metricsd's sealer gets to
@@ -64,6 +66,7 @@ int RunSealCommand(const SealArgs& args) {
   std::signal(SIGINT, [](int) { interrupted = 1; });
   std::signal(SIGTERM, [](int) { interrupted = 1; });
   options.interrupted = [] { return interrupted != 0; };
+  options.vacuum_after = true;
   absl::StatusOr<storage::pg::SealSummary> summary = storage::pg::SealClosedWindows(options);
   progress.Finish();
   if (!summary.ok()) {
@@ -78,6 +81,9 @@ int RunSealCommand(const SealArgs& args) {
       summary->sealed_bytes,
       summary->raw_bytes > 0 ? static_cast<double>(summary->sealed_bytes) / summary->raw_bytes : 0.0,
       progress.Seconds());
+  if (summary->vacuumed) {
+    std::cout << "vacuumed the profiling partition: the taken rows' space is reusable\n";
+  }
   if (interrupted) {
     std::cout << "interrupted: run it again to seal the rest\n";
     return 1;

@@ -338,6 +338,10 @@ TEST(OnlineMigrationTest, ExistingPackedRowsAreSealedOnlineAndAKilledSealResumes
   const absl::Duration seal_took = absl::Now() - seal_start;
   EXPECT_EQ(code, 0) << second->stdout_text() << second->stderr_text();
   EXPECT_THAT(second->stdout_text(), testing::ContainsRegex("sealed [0-9]+ windows of [0-9]+ agents"));
+  EXPECT_THAT(second->stdout_text(), HasSubstr("vacuumed the profiling partition"));
+  EXPECT_NE(Query(db->url(), "SELECT last_vacuum FROM pg_stat_user_tables "
+                             "WHERE relname = 'metrics_profiling'"),
+            "");
   late.Stop();
   EXPECT_EQ(late.error(), "");
   EXPECT_GT(late.writes(), 100);

@@ -245,6 +245,14 @@ absl::StatusOr<SealSummary> SealClosedWindows(const SealOptions& options) {
   summary.reports = counts.reports;
   summary.raw_bytes = counts.raw_bytes;
   summary.sealed_bytes = counts.sealed_bytes;
+  if (options.vacuum_after && counts.rows > 0) {
+    RETURN_IF_ERROR(GuardPg("vacuuming the profiling partition", [&]() -> absl::Status {
+      pqxx::nontransaction tx(*conn);
+      tx.exec("VACUUM metrics_profiling");
+      return absl::OkStatus();
+    }));
+    summary.vacuumed = true;
+  }
   return summary;
 }
 

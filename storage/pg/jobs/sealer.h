@@ -48,6 +48,11 @@ struct SealOptions {
   std::function<void(const SealProgress&)> progress;
   // Checked between transactions; true stops the pass there (optional).
   std::function<bool()> interrupted;
+  // VACUUM the profiling partition after a pass that took raw rows: their
+  // dead entries in the index of raw rows are stepped over by every read
+  // of the rows waiting for a seal until vacuum removes them (a bulk seal
+  // of history left millions; a seal a minute leaves them to autovacuum).
+  bool vacuum_after = false;
 };
 
 struct SealSummary {
@@ -57,6 +62,7 @@ struct SealSummary {
   int64_t reports = 0;   // reports in the windows written
   int64_t raw_bytes = 0;     // packed values taken
   int64_t sealed_bytes = 0;  // sealed values written (including the windows' earlier reports)
+  bool vacuumed = false;
 };
 
 // One pass over every agent with raw rows in closed windows.
