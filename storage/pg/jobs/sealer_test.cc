@@ -301,6 +301,43 @@ TEST_F(SealerTest, ReadersSeeSealedWindowsAsTheRawRowsTheyReplace) {
   EXPECT_EQ(Seal(3600).windows, 0);
 }
 
+// /metrics' latest values and the agents' activity read each agent's newest
+// 10 s of reports: from its raw rows, and once every window is sealed, from
+// its newest sealed window, the same either way.
+TEST_F(SealerTest, LatestValuesAndActivityAreTheSameFromRawRowsAndFromSealedWindows) {
+  Ingest("agent-a", 0, 1300, 1);
+  Ingest("agent-b", 100, 700, 1);
+  using Latest = std::tuple<std::string, std::string, std::string, int64_t, uint64_t>;
+  const auto read = [&] {
+    std::vector<Latest> latest;
+    absl::StatusOr<LatestValues> values = store_->LatestValuesOfActiveTrials(100, 0, Deadline());
+    EXPECT_OK(values);
+    if (values.ok()) {
+      for (const LatestValue& v : values->values) {
+        latest.emplace_back(v.agent_id, v.name, v.gpu_uuid, v.time_us, Bits(v.value));
+      }
+    }
+    std::vector<std::pair<std::string, int64_t>> activity;
+    absl::StatusOr<std::vector<AgentActivity>> agents = store_->AgentActivityOfTrials({7}, Deadline());
+    EXPECT_OK(agents);
+    if (agents.ok()) {
+      for (const AgentActivity& a : *agents) activity.emplace_back(a.agent_id, a.last_sample_us);
+    }
+    return std::pair(latest, activity);
+  };
+  const auto raw = read();
+  EXPECT_EQ(Count("sealed_values IS NOT NULL"), 0);
+  ASSERT_EQ(raw.second.size(), 2u);
+  // agent-a's last report is at 1299 s (and a few ms); its 4 series there.
+  EXPECT_GE(raw.second[0].second, absl::ToUnixMicros(kT0 + absl::Seconds(1299)));
+  EXPECT_EQ(std::count_if(raw.first.begin(), raw.first.end(),
+                          [](const Latest& l) { return std::get<0>(l) == "agent-a"; }),
+            4);
+  Seal(3600);
+  EXPECT_EQ(Count("packed_values IS NOT NULL"), 0);
+  EXPECT_EQ(read(), raw);
+}
+
 TEST_F(SealerTest, LateRowsAreReadAtOnceAndSealedAgainWithTheirWindow) {
   Ingest("agent-a", 0, 1300, 1);
   Seal(3600);
