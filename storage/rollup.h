@@ -41,7 +41,7 @@ namespace metrics::storage {
 // returns; the 2 h width keeps long runs (weeks to months at 1000 points)
 // near 1-2 stored buckets per returned one. Below a minute, charts read the
 // raw samples: a sealed window decodes at about a microsecond a value, and
-// the 10 s width cost 2.2 bytes a value (docs/benchmarks.md, "Storage").
+// the 10 s width cost 2.2 bytes a value (docs/benchmarks.md, "Storage: `bench/storage.sh`").
 inline constexpr int kRollupWidthsSeconds[] = {60, 600, 3600, 7200, 21600};
 // The finest width of earlier versions, whose rows may still be stored.
 inline constexpr int kLegacyFinestWidthSeconds = 10;

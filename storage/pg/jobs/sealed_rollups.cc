@@ -177,10 +177,11 @@ class Adder {
 
  private:
   // Adds the agent's unfolded 10 s bucket of an earlier version to `fresh`
-  // at every width and rewrites it folded (its address noted in `fresh`).
+  // at every width, and notes it (and its address) in `legacy_` to be
+  // rewritten folded.
   void FoldLegacyFinest(int32_t trial, const std::string& agent, FreshBuckets& fresh) {
     const pqxx::result newest =
-        tx_.exec_params(newest_legacy_finest().sql, trial, agent);
+        tx_.exec_params(Sql().newest_legacy_finest.sql, trial, agent);
     if (newest.empty()) return;
     std::string bytes;
     const int64_t start = newest[0][3].as<int64_t>();
@@ -194,9 +195,6 @@ class Adder {
     legacy_.bucket.stored_at = newest[0][4].as<std::string>();
   }
 
-  static const PreparedStatement& newest_legacy_finest() {
-    return Sql().newest_legacy_finest;
-  }
 
   // Merges into `rows` what is stored of them, and notes where.
   void MergeStored(FreshBuckets& rows) {

@@ -2,7 +2,7 @@
 // system_rollups (packed format 2, packed_report.h: ingest writes no
 // rollups; the sealer adds a window's rows when it seals it). A reader of
 // stored rollups reads these in the same snapshot and hands each bucket
-// out in time order among the stored ones of its agent (MergeInto), so
+// out in time order among the stored ones of its agent (PendingMerger), so
 // every sample counts once whether its window is sealed or not. These are
 // normally the last ten-odd minutes of each agent, plus late rows into
 // sealed windows.
