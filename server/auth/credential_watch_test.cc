@@ -113,8 +113,11 @@ TEST_F(CredentialWatchTest, AStreamMayLetGoInsideItsCallback) {
   {
     absl::MutexLock lock(&mu);
     watched = watch_->Watch("Bearer " + token.secret, [&](absl::Status) {
-      absl::MutexLock lock(&mu);
-      watched.reset();  // as a reactor whose Finish ran OnDone here
+      {
+        absl::MutexLock lock(&mu);
+        watched.reset();  // as a reactor whose Finish ran OnDone here
+      }
+      // Last: once told, the test body returns and `mu` is gone.
       done.Notify();
     });
   }
