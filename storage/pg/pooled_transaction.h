@@ -2,7 +2,8 @@
 // the pool's lease honours the deadline, the statement timeout is set from
 // what is left of it, libpqxx's exceptions become Status (GuardPg), and the
 // transaction commits only when the body returns OK. Reads run in
-// pqxx::read_transaction, so PostgreSQL refuses any write they attempt.
+// pqxx::read_transaction, so PostgreSQL refuses any write they attempt
+// (ReadSnapshot: the same, on one snapshot).
 // When the connection breaks before the commit is sent, nothing was
 // committed, so the whole transaction runs once more on a fresh connection
 // (a commit in doubt is UNKNOWN and never run again). The body must
@@ -74,6 +75,16 @@ absl::StatusOr<T> Read(ConnectionPool& pool, absl::string_view operation,
                        absl::Time deadline, Body body) {
   return InTransaction<T, pqxx::read_transaction>(pool, operation, deadline,
                                                   std::move(body));
+}
+
+// A read on one snapshot (REPEATABLE READ), for reads whose statements must
+// agree (a seal moves samples from raw rows to stored buckets). The level is
+// set by the statement that begins the transaction, not by one more.
+template <typename T, typename Body>
+absl::StatusOr<T> ReadSnapshot(ConnectionPool& pool, absl::string_view operation,
+                               absl::Time deadline, Body body) {
+  return InTransaction<T, pqxx::transaction<pqxx::repeatable_read, pqxx::read_only>>(
+      pool, operation, deadline, std::move(body));
 }
 
 }  // namespace metrics::storage::pg

@@ -62,7 +62,8 @@ struct Statements {
 
   std::vector<PreparedStatement> All() const {
     return {TrialExistsStatement(), list_trials, series_of_group,
-            coarsest_rollups,       raw_horizon, AgentReportScan::Statement()};
+            coarsest_rollups,       raw_horizon, AgentReportScan::Statement(),
+            PendingRollups::Statement()};
   }
 };
 
@@ -143,11 +144,10 @@ absl::StatusOr<std::vector<Trial>> PgChartReads::ListTrials(
 
 absl::StatusOr<std::vector<SeriesInfo>> PgChartReads::ListSeries(
     int32_t trial_id, bool extents, absl::Time deadline) {
-  return Run<std::vector<SeriesInfo>>(
+  // One snapshot for the stored buckets and the raw rows not in them.
+  return RunSnapshot<std::vector<SeriesInfo>>(
       absl::StrCat("listing the series of trial ", trial_id), deadline,
       [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<SeriesInfo>> {
-        // One snapshot for the stored buckets and the raw rows not in them.
-        tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
         RETURN_IF_ERROR(CheckTrialExists(tx, trial_id));
         std::vector<SeriesInfo> series;
         absl::flat_hash_map<int64_t, size_t> by_id;
@@ -213,13 +213,12 @@ absl::Status PgChartReads::ReadRollups(
   // through a cursor, so the client holds one page of (hex) rows at a time.
   constexpr int kRowsPerFetch = 500;
   // The value is unused: the rows went to the sink.
-  const absl::StatusOr<bool> read = Run<bool>(
+  // One snapshot for the stored buckets and the raw rows not in them: a seal
+  // moves samples from one to the other.
+  const absl::StatusOr<bool> read = RunSnapshot<bool>(
       absl::StrCat("reading rollups of trial ", trial_id), deadline,
       [&](pqxx::transaction_base& tx) -> absl::StatusOr<bool> {
         sink.Restart();
-        // One snapshot for the stored buckets and the raw rows not in them:
-        // a seal moves samples from one to the other.
-        tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
         ASSIGN_OR_RETURN(PendingRollups pending,
                          PendingRollups::Read(tx, trial_id, agents, width_s, window, wanted));
         PendingMerger merged(sink, std::move(pending));
@@ -253,15 +252,14 @@ PgChartReads::ReadRawSamples(int32_t trial_id,
                                   const std::vector<SeriesInfo>& series,
                                   int64_t from_us, int64_t to_us,
                                   int64_t max_reports, absl::Time deadline) {
-  return Run<std::vector<std::vector<Sample>>>(
+  // One snapshot for the horizon and the rows: retention records its horizon
+  // before it removes a row, so rows after a horizon this snapshot has not
+  // seen are all still here.
+  return RunSnapshot<std::vector<std::vector<Sample>>>(
       absl::StrCat("reading raw samples of trial ", trial_id), deadline,
       [&](pqxx::transaction_base& tx)
           -> absl::StatusOr<std::vector<std::vector<Sample>>> {
         std::vector<std::vector<Sample>> result(series.size());
-        // One snapshot for the horizon and the rows: retention records its
-        // horizon before it removes a row, so rows after a horizon this
-        // snapshot has not seen are all still here.
-        tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
         RETURN_IF_ERROR(CheckRawHorizon(tx, from_us));
         // One scan per agent, decoding every wanted series of it.
         absl::btree_map<std::string, std::vector<size_t>> by_agent;
@@ -297,7 +295,8 @@ absl::Status PgChartReads::StreamRawSamples(int32_t trial_id,
                                       int64_t from_us, int64_t to_us, absl::Time deadline,
                                       RawSampleSink& sink) {
   bool handed_out = false;
-  return Run<bool>(
+  // One snapshot for the horizon and every page.
+  return RunSnapshot<bool>(
              absl::StrCat("streaming raw samples of trial ", trial_id), deadline,
              [&](pqxx::transaction_base& tx) -> absl::StatusOr<bool> {
                // Run tries again on a fresh connection when one breaks;
@@ -306,8 +305,6 @@ absl::Status PgChartReads::StreamRawSamples(int32_t trial_id,
                  return absl::UnavailableError(
                      "the database connection was lost during the read");
                }
-               // One snapshot for the horizon and every page.
-               tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
                RETURN_IF_ERROR(CheckRawHorizon(tx, from_us));
                absl::btree_map<std::string, std::vector<size_t>> by_agent;
                for (size_t i = 0; i < series.size(); ++i) {

@@ -11,6 +11,7 @@
 #ifndef METRICS_STORAGE_PG_READS_PENDING_ROLLUPS_H_
 #define METRICS_STORAGE_PG_READS_PENDING_ROLLUPS_H_
 
+#include <pqxx/result>
 #include <pqxx/transaction_base>
 
 #include <cstdint>
@@ -21,8 +22,10 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "storage/metric_store.h"
+#include "storage/pg/prepared.h"
 #include "storage/pg/reads/rollup_rows.h"
 
 namespace metrics::storage::pg {
@@ -33,6 +36,8 @@ class PendingRollups {
   // `trial_id`) whose bucket starts are in `window` (every bucket without
   // one), with the series of `wanted` (sorted; every series without it).
   // DATA_LOSS for a row whose values do not decode.
+  // Read's first page; the connection must have it prepared.
+  static PreparedStatement Statement();
   static absl::StatusOr<PendingRollups> Read(
       pqxx::transaction_base& tx, int32_t trial_id, const std::vector<std::string>& agents,
       int width_s, std::optional<BucketWindow> window,
@@ -48,6 +53,10 @@ class PendingRollups {
   void TakeRest(absl::FunctionRef<void(const RollupRow&)> take);
 
  private:
+  // Adds the rows (agent, time, packed values) to their buckets of `width_us`.
+  absl::Status Add(const pqxx::result& rows, int64_t width_us,
+                   const std::optional<std::vector<int64_t>>& wanted);
+
   // By (agent, bucket start).
   std::map<std::pair<std::string, int64_t>, RollupRow> buckets_;
 };

@@ -36,6 +36,11 @@ class PgReadsBase {
   absl::StatusOr<T> Run(absl::string_view operation, absl::Time deadline, Body body) {
     return Read<T>(pool_, absl::StrCat(operation, where_), deadline, std::move(body));
   }
+  // The same, on one snapshot (ReadSnapshot).
+  template <typename T, typename Body>
+  absl::StatusOr<T> RunSnapshot(absl::string_view operation, absl::Time deadline, Body body) {
+    return ReadSnapshot<T>(pool_, absl::StrCat(operation, where_), deadline, std::move(body));
+  }
 
  private:
   ConnectionPool& pool_;
