@@ -41,10 +41,11 @@ struct IngestWriterOptions {
   // while batches keep arriving (none for `linger_idle` ends the wait:
   // senders waiting for this group's acknowledgements send nothing more).
   // Fewer, larger commits cost far less per batch: each commit's statements,
-  // round trips, COPY start and WAL flush (docs/benchmarks.md, "Groups that
-  // fill"). A quiet server's lane finds fewer batches and commits at once,
-  // so its latency is unchanged. A zero `group_linger` turns it off.
-  size_t linger_after_batches = 8;
+  // round trips and WAL flush (docs/benchmarks.md, "Groups that fill"). A
+  // quiet server's lane finds one batch and commits at once, so its latency
+  // is unchanged. Two, not more: a lane that commits quickly finds few
+  // batches queued even at 5000 agents. A zero `group_linger` turns it off.
+  size_t linger_after_batches = 2;
   absl::Duration group_linger = absl::Milliseconds(20);
   absl::Duration linger_idle = absl::Milliseconds(2);
   // How long to keep retrying a group while the database is unreachable.
