@@ -2,7 +2,7 @@
 # The ingest benchmark: builds, then runs bench/ingest_bench under
 # pg_virtualenv (a throwaway PostgreSQL with default settings and durable
 # commits, removed afterwards). Arguments go to the benchmark; --helpfull
-# lists them. Takes about two minutes; the last line is JSON.
+# lists them. Takes about three minutes; the last line is JSON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./build.sh ingest_bench metricsd >/dev/null
