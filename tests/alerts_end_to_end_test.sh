@@ -10,6 +10,8 @@ set -euo pipefail
 root=$1 metricsd=$2 metricsctl=$3
 . "$root/tests/testing/db_test_env.sh" alerts_end_to_end_test "$metricsctl"
 
+# Made first: the loop below may read it before metricsd's shell has opened it.
+: >"$work/metricsd.out"
 "$metricsd" --grpc-address=127.0.0.1:0 --http-address=127.0.0.1:0 --auth=off \
   >"$work/metricsd.out" 2>"$work/metricsd.err" &
 pid=$!

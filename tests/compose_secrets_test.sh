@@ -25,6 +25,8 @@ SECRETS_DIR=$secrets SECRETS_OWNER=$(id -u) METRICSCTL=$metricsctl \
 [ "$(sha256sum "$secrets"/* | sha256sum)" = "$before" ] || fail "a second run changed the secrets"
 [ "$("$metricsctl" tokens list | grep -c 'docker-compose')" = 2 ] || fail "tokens made twice"
 
+# Made first: the loop below may read it before metricsd's shell has opened it.
+: >"$work/metricsd.out"
 "$metricsd" --grpc-address=127.0.0.1:0 --http-address=127.0.0.1:0 \
   --tls-cert="$secrets/server.pem" --tls-key="$secrets/server.key" \
   >"$work/metricsd.out" 2>"$work/metricsd.err" &

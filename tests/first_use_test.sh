@@ -20,6 +20,8 @@ block=$(awk '/^## First use/ {in_section = 1; next} /^## / {in_section = 0}
 
 mkdir -p "$work/repo/.data" "$work/repo/build/client"
 "$metricsctl" tokens create --role=admin --name="first use" | tail -n 1 >"$work/repo/.data/admin-token"
+# Made first: the loop below may read it before metricsd's shell has opened it.
+: >"$work/metricsd.out"
 "$metricsd" --grpc-address=127.0.0.1:0 --http-address=127.0.0.1:0 \
   >"$work/metricsd.out" 2>"$work/metricsd.err" &
 pid=$!
