@@ -2,16 +2,19 @@
 // as a restart does): the next calls, reads and writes, all succeed on fresh
 // connections instead of failing one per dead idle connection; a connection
 // that dies under a call is replaced once, and a body's own errors are not
-// run again. Every connection it opens has the pool's session settings.
+// run again. Every connection it opens has the pool's session settings. A
+// ReadSnapshot's statements share one snapshot and write nothing.
 #include "storage/pg/connection_pool.h"
 
 #include <pqxx/nontransaction>
 #include <pqxx/transaction>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -157,6 +160,33 @@ TEST_F(ConnectionPoolTest, ABodysOwnErrorRunsOnce) {
                      });
   EXPECT_THAT(result, StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_EQ(runs, 1);
+}
+
+TEST_F(ConnectionPoolTest, AReadSnapshotsStatementsSeeOneSnapshotAndWriteNothing) {
+  ASSERT_OK(test_util::QueryScalar(db_->url(), "CREATE TABLE seen (n int)").status());
+  // A commit elsewhere between the read's two statements: the second sees
+  // what the first saw (a plain Read's second statement would see the row).
+  absl::StatusOr<std::pair<std::string, std::string>> counts =
+      ReadSnapshot<std::pair<std::string, std::string>>(
+          *pool_, "reading twice", Deadline(),
+          [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::pair<std::string, std::string>> {
+            const std::string before = tx.exec1("SELECT count(*) FROM seen")[0].c_str();
+            RETURN_IF_ERROR(
+                test_util::QueryScalar(db_->url(), "INSERT INTO seen VALUES (1)").status());
+            return std::pair(before, std::string(tx.exec1("SELECT count(*) FROM seen")[0].c_str()));
+          });
+  ASSERT_OK(counts);
+  EXPECT_EQ(counts->first, "0");
+  EXPECT_EQ(counts->second, "0");
+  EXPECT_EQ(test_util::QueryScalar(db_->url(), "SELECT count(*) FROM seen").value_or(""), "1");
+  // Read-only, as every Read.
+  absl::StatusOr<int> write =
+      ReadSnapshot<int>(*pool_, "writing", Deadline(),
+                        [](pqxx::transaction_base& tx) -> absl::StatusOr<int> {
+                          tx.exec("INSERT INTO seen VALUES (2)");
+                          return 0;
+                        });
+  EXPECT_FALSE(write.ok());
 }
 
 }  // namespace

@@ -195,7 +195,6 @@ class Adder {
     legacy_.bucket.stored_at = newest[0][4].as<std::string>();
   }
 
-
   // Merges into `rows` what is stored of them, and notes where.
   void MergeStored(FreshBuckets& rows) {
     if (rows.empty()) return;
