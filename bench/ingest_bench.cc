@@ -332,6 +332,14 @@ FanInResult RunFanIn(const std::vector<std::string>& targets,
   return result;
 }
 
+// One row of the fan-in table, `note` after it.
+void PrintFanInRow(const FanInResult& r, const char* note = "") {
+  std::printf("  %8d %8zu %9.1f %9.1f %9.1f %7d %8lld %8lld %9.1f  %.0f %.0f %.0f%s\n", r.streams,
+              r.acks, r.p50_ms, r.p99_ms, r.max_ms, r.failed, static_cast<long long>(r.rejected),
+              static_cast<long long>(r.skipped), r.rss_mb, r.cpu_us_metricsd, r.cpu_us_postgres,
+              r.cpu_us_client, note);
+}
+
 struct BulkResult {
   absl::Duration took;
   int failures = 0;
@@ -721,11 +729,7 @@ int Run() {
     if (!settle()) return 1;
     FanInResult r =
         RunFanIn({target}, {metricsd->get()}, postmaster, n, step++, SteadyShape());
-    std::printf("  %8d %8zu %9.1f %9.1f %9.1f %7d %8lld %8lld %9.1f  %.0f %.0f %.0f\n",
-                r.streams, r.acks, r.p50_ms, r.p99_ms, r.max_ms, r.failed,
-                static_cast<long long>(r.rejected),
-                static_cast<long long>(r.skipped), r.rss_mb,
-                r.cpu_us_metricsd, r.cpu_us_postgres, r.cpu_us_client);
+    PrintFanInRow(r);
     std::printf("  %8s p99 ms of the reports sent in each measured second:", "");
     for (double p99 : r.p99_ms_by_second) std::printf(" %.0f", p99);
     std::printf("\n");
@@ -754,11 +758,7 @@ int Run() {
     two = RunFanIn({target, second->grpc_target},
                    {metricsd->get(), second->process.get()}, postmaster, best,
                    step++, SteadyShape());
-    std::printf("  %8d %8zu %9.1f %9.1f %9.1f %7d %8lld %8lld %9.1f  %.0f %.0f %.0f  (two metricsd: RSS and CPU of both)\n",
-                two.streams, two.acks, two.p50_ms, two.p99_ms, two.max_ms,
-                two.failed, static_cast<long long>(two.rejected),
-                static_cast<long long>(two.skipped), two.rss_mb,
-                two.cpu_us_metricsd, two.cpu_us_postgres, two.cpu_us_client);
+    PrintFanInRow(two, "  (two metricsd: RSS and CPU of both)");
     second->process->Signal(SIGTERM);
     (void)second->process->Wait(absl::Seconds(60));
   }
@@ -787,11 +787,7 @@ int Run() {
     std::printf("\nstart storm: %d agents open their streams at once on a fresh metricsd "
                 "(%d series registered; load %s)\n",
                 n, n * test_util::kRealisticValuesPerReport, LoadAverages().c_str());
-    std::printf("  %8d %8zu %9.1f %9.1f %9.1f %7d %8lld %8lld %9.1f  %.0f %.0f %.0f\n",
-                storm.streams, storm.acks, storm.p50_ms, storm.p99_ms, storm.max_ms,
-                storm.failed, static_cast<long long>(storm.rejected),
-                static_cast<long long>(storm.skipped), storm.rss_mb, storm.cpu_us_metricsd,
-                storm.cpu_us_postgres, storm.cpu_us_client);
+    PrintFanInRow(storm);
     std::printf("  %8s p99 ms of the reports sent in each second:", "");
     for (double p99 : storm.p99_ms_by_second) std::printf(" %.0f", p99);
     std::printf("\n  %8s worst second's p99 %.0f ms; drained (every later second's p99 < 1 s) after: ",
