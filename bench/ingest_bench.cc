@@ -77,6 +77,9 @@ ABSL_FLAG(int, storm_agents, 5000,
           "Agents of the start storm: all open their streams in the same second "
           "on a freshly started metricsd (0: no storm).");
 ABSL_FLAG(int, storm_seconds, 20, "Measured seconds of the start storm, from its first.");
+ABSL_FLAG(std::string, metricsd, METRICSD_PATH,
+          "The metricsd binary to measure (default: this build's); another "
+          "build's, to alternate builds with one benchmark.");
 
 namespace metrics::bench {
 namespace {
@@ -412,7 +415,7 @@ absl::StatusOr<FreshBulkResult> RunFreshBulk(
   absl::StatusOr<test_util::TestCertificates> certs =
       test_util::CreateTestCertificates(dir);
   if (!certs.ok()) return certs.status();
-  std::vector<std::string> argv = {METRICSD_PATH, "--database-url=" + db->url(),
+  std::vector<std::string> argv = {absl::GetFlag(FLAGS_metricsd), "--database-url=" + db->url(),
                                    "--grpc-address=127.0.0.1:0",
                                    "--http-address=127.0.0.1:0"};
   if (secure) {
@@ -487,7 +490,7 @@ int Run() {
     return 1;
   }
   absl::StatusOr<std::unique_ptr<Subprocess>> metricsd =
-      Subprocess::Start({METRICSD_PATH, "--database-url=" + (*db)->url(),
+      Subprocess::Start({absl::GetFlag(FLAGS_metricsd), "--database-url=" + (*db)->url(),
                          "--grpc-address=127.0.0.1:0",
                          "--http-address=127.0.0.1:0", "--auth=off"});
   absl::StatusOr<std::string> line =
@@ -747,7 +750,7 @@ int Run() {
   FanInResult two;
   if (best > 0) {
     absl::StatusOr<test_util::MetricsdProcess> second = test_util::StartMetricsd(
-        {METRICSD_PATH, "--database-url=" + (*db)->url(), "--grpc-address=127.0.0.1:0",
+        {absl::GetFlag(FLAGS_metricsd), "--database-url=" + (*db)->url(), "--grpc-address=127.0.0.1:0",
          "--http-address=127.0.0.1:0", "--auth=off"});
     if (!second.ok()) {
       std::fprintf(stderr, "bench: second metricsd: %s\n",
@@ -773,7 +776,7 @@ int Run() {
   double storm_worst_p99 = 0;
   if (const int n = absl::GetFlag(FLAGS_storm_agents); n > 0) {
     absl::StatusOr<test_util::MetricsdProcess> fresh = test_util::StartMetricsd(
-        {METRICSD_PATH, "--database-url=" + (*db)->url(), "--grpc-address=127.0.0.1:0",
+        {absl::GetFlag(FLAGS_metricsd), "--database-url=" + (*db)->url(), "--grpc-address=127.0.0.1:0",
          "--http-address=127.0.0.1:0", "--auth=off"});
     if (!fresh.ok()) {
       std::fprintf(stderr, "bench: storm metricsd: %s\n", fresh.status().ToString().c_str());
