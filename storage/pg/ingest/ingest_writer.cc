@@ -90,9 +90,9 @@ class IngestWriter::Lane {
   }
 
   // Waits for a busy lane's group to fill (IngestWriterOptions::
-  // group_linger). The wait wakes once a `linger_idle`, not at each
-  // arrival: waking the lane's thread per batch would cost what the
-  // larger group saves.
+  // group_linger). The wait wakes once a `linger_idle` (or
+  // `linger_idle_small`), not at each arrival: waking the lane's thread per
+  // batch would cost what the larger group saves.
   void LingerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const IngestWriterOptions& o = writer_->options_;
     if (o.group_linger <= absl::ZeroDuration() ||
@@ -102,9 +102,12 @@ class IngestWriter::Lane {
     const absl::Time until = absl::Now() + o.group_linger;
     for (absl::Time now = absl::Now(); now < until; now = absl::Now()) {
       const uint64_t seen = pushed_;
+      const absl::Duration idle = queued_values_ < o.linger_small_values
+                                      ? o.linger_idle_small
+                                      : o.linger_idle;
       if (mu_.AwaitWithDeadline(
               absl::Condition(this, &Lane::GroupFullOrStopping),
-              std::min(until, now + o.linger_idle))) {
+              std::min(until, now + idle))) {
         return;
       }
       if (pushed_ == seen) return;  // nothing came: its senders wait for us

@@ -38,16 +38,24 @@ struct IngestWriterOptions {
   // A lane that finds at least `linger_after_batches` batches queued when
   // it takes a group (a busy server: thousands of agents each sending a
   // report a second) waits up to `group_linger` for the group to fill,
-  // while batches keep arriving (none for `linger_idle` ends the wait:
-  // senders waiting for this group's acknowledgements send nothing more).
-  // Fewer, larger commits cost far less per batch: each commit's statements,
-  // round trips and WAL flush (docs/benchmarks.md, "Groups that fill"). A
-  // quiet server's lane finds one batch and commits at once, so its latency
-  // is unchanged. Two, not more: a lane that commits quickly finds few
-  // batches queued even at 5000 agents. A zero `group_linger` turns it off.
+  // while batches keep arriving. Fewer, larger commits cost far less per
+  // batch: each commit's statements, round trips and WAL flush
+  // (docs/benchmarks.md, "Groups that fill"). A quiet server's lane finds
+  // one batch and commits at once, so its latency is unchanged. Two, not
+  // more: a lane that commits quickly finds few batches queued even at 5000
+  // agents. A zero `group_linger` turns it off.
+  //
+  // A silence ends the wait early: `linger_idle` without an arrival once the
+  // group holds `linger_small_values` values or more (large batches, whose
+  // senders may be waiting for this group's acknowledgements to send more,
+  // and whose commit is worth its cost already); `linger_idle_small` while
+  // it holds fewer (a fleet's one-report batches, sent on the agents' own
+  // clocks: a pause of a few milliseconds between them says nothing).
   size_t linger_after_batches = 2;
   absl::Duration group_linger = absl::Milliseconds(20);
   absl::Duration linger_idle = absl::Milliseconds(2);
+  size_t linger_small_values = 20'000;
+  absl::Duration linger_idle_small = absl::Milliseconds(10);
   // How long to keep retrying a group while the database is unreachable.
   absl::Duration retry_for = absl::Seconds(30);
   int max_series_per_trial = 10000;

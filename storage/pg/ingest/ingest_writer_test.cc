@@ -266,6 +266,7 @@ TEST_F(IngestWriterTest, ABusyLaneWaitsForItsGroupToFillWhileBatchesArrive) {
   options.writer.linger_after_batches = 1;
   options.writer.group_linger = absl::Seconds(20);
   options.writer.linger_idle = absl::Seconds(1);
+  options.writer.linger_idle_small = absl::Seconds(1);
   store_ = NewStore(options);
   MakeTrial(7);
   constexpr int kAgents = 10;
@@ -328,6 +329,40 @@ TEST_F(IngestWriterTest, ALaneCommitsAtOnceWhenQuietOrWhenNothingMoreArrives) {
   }
   outstanding.Wait();
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
+TEST_F(IngestWriterTest, ASmallGroupWaitsThroughPausesThatEndALargeOnesWait) {
+  // Two batches at once, a third 600 ms later. A group of few values waits
+  // through the pause (`linger_idle_small`) and commits all three together;
+  // a group of as many values as `linger_small_values` stops after
+  // `linger_idle` and commits the third apart.
+  const auto run = [&](int32_t trial, size_t small_values) -> std::string {
+    store_->Shutdown(Deadline());
+    PgMetricStoreOptions options;
+    options.writer.lanes = 1;
+    options.writer.linger_after_batches = 1;
+    options.writer.group_linger = absl::Seconds(30);
+    options.writer.linger_idle = absl::Milliseconds(200);
+    options.writer.linger_idle_small = absl::Seconds(2);
+    options.writer.linger_small_values = small_values;
+    store_ = NewStore(options);
+    MakeTrial(trial);
+    absl::BlockingCounter outstanding(3);
+    for (int a = 0; a < 3; ++a) {
+      if (a == 2) absl::SleepFor(absl::Milliseconds(600));
+      EXPECT_OK(store_->SubmitBatch(
+          Batch(trial, 1, absl::StrCat("agent-", a)), [&](BatchOutcome o) {
+            EXPECT_EQ(o.kind, BatchOutcome::Kind::kStored) << o.status;
+            outstanding.DecrementCount();
+          }));
+    }
+    outstanding.Wait();
+    return Scalar(absl::StrCat("SELECT count(DISTINCT xmin::text) FROM "
+                               "metrics WHERE trial_id = ", trial));
+  };
+  // Each Batch holds a few values: far fewer than 1000, as many as 1.
+  EXPECT_EQ(run(7, 1000), "1");
+  EXPECT_EQ(run(8, 1), "2");
 }
 
 TEST_F(IngestWriterTest, BatchesWaitingWithPackedLabelsStoreTheSeriesTheyDeclared) {
