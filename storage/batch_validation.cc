@@ -8,6 +8,7 @@
 #include "common/vocabulary/label.h"
 #include "common/status_macros.h"
 #include "common/time_format.h"
+#include "storage/declared_series.h"
 
 namespace metrics::storage {
 
@@ -15,6 +16,39 @@ namespace {
 
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+// Each declaration's labels, and no series declared twice.
+absl::Status ValidateSeriesLabels(const std::vector<SeriesDeclaration>& series,
+                                  const IngestLimits& limits) {
+  absl::flat_hash_set<std::pair<absl::string_view, absl::string_view>> seen;
+  for (size_t i = 0; i < series.size(); ++i) {
+    const SeriesDeclaration& s = series[i];
+    // Field names are built only for an error.
+    auto field = [i](absl::string_view member) {
+      return absl::StrCat("batch.series[", i, "]", member);
+    };
+    auto check = [&field](absl::string_view member, absl::string_view value,
+                          size_t max_length, bool allow_empty) {
+      const std::string problem = signals::LabelProblem(value, max_length, allow_empty);
+      return problem.empty() ? absl::OkStatus() : Invalid(field(member), problem);
+    };
+    RETURN_IF_ERROR(check(".name", s.name, limits.max_label_length, false));
+    RETURN_IF_ERROR(check(".gpu_uuid", s.gpu_uuid, limits.max_label_length, true));
+    RETURN_IF_ERROR(check(".unit", s.unit, limits.max_unit_length, true));
+    if (!seen.emplace(s.name, s.gpu_uuid).second) {
+      return Invalid(field(""), absl::StrCat("declares series \"", s.name, "\"",
+                                         s.gpu_uuid.empty() ? "" : " of GPU ",
+                                         s.gpu_uuid, " a second time"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The name of the batch's series `index`, for an error.
+std::string SeriesName(const MetricBatch& batch, size_t index) {
+  return batch.series.empty() ? batch.declared->Unpack()[index].name
+                              : batch.series[index].name;
 }
 
 }  // namespace
@@ -51,33 +85,20 @@ absl::Status ValidateBatch(const MetricBatch& batch,
     }
     RETURN_IF_ERROR(ValidateInventory("batch.inventory", *batch.inventory));
   }
-  if (batch.series.empty()) return Invalid("batch.series", "must not be empty");
-  if (batch.series.size() > limits.max_series_per_batch) {
+  const size_t series_count = batch.SeriesCount();
+  if (series_count == 0) return Invalid("batch.series", "must not be empty");
+  if (series_count > limits.max_series_per_batch) {
     return Invalid("batch.series",
-                   absl::StrCat(batch.series.size(),
+                   absl::StrCat(series_count,
                                 " series is more than the limit of ",
                                 limits.max_series_per_batch));
   }
-  absl::flat_hash_set<std::pair<absl::string_view, absl::string_view>> seen;
-  for (size_t i = 0; i < batch.series.size(); ++i) {
-    const SeriesDeclaration& s = batch.series[i];
-    // Field names are built only for an error: this runs for every batch.
-    auto field = [i](absl::string_view member) {
-      return absl::StrCat("batch.series[", i, "]", member);
-    };
-    auto check = [&field](absl::string_view member, absl::string_view value,
-                          size_t max_length, bool allow_empty) {
-      const std::string problem = signals::LabelProblem(value, max_length, allow_empty);
-      return problem.empty() ? absl::OkStatus() : Invalid(field(member), problem);
-    };
-    RETURN_IF_ERROR(check(".name", s.name, limits.max_label_length, false));
-    RETURN_IF_ERROR(check(".gpu_uuid", s.gpu_uuid, limits.max_label_length, true));
-    RETURN_IF_ERROR(check(".unit", s.unit, limits.max_unit_length, true));
-    if (!seen.emplace(s.name, s.gpu_uuid).second) {
-      return Invalid(field(""), absl::StrCat("declares series \"", s.name, "\"",
-                                         s.gpu_uuid.empty() ? "" : " of GPU ",
-                                         s.gpu_uuid, " a second time"));
-    }
+  if (!batch.series.empty()) {
+    RETURN_IF_ERROR(ValidateSeriesLabels(batch.series, limits));
+  } else if (!batch.declared->labels_valid()) {
+    // Shared declarations are checked once (the limits are the server's).
+    RETURN_IF_ERROR(ValidateSeriesLabels(batch.declared->Unpack(), limits));
+    batch.declared->MarkLabelsValid();
   }
   if (batch.reports.empty()) {
     return Invalid("batch.reports", "must not be empty");
@@ -96,7 +117,7 @@ absl::Status ValidateBatch(const MetricBatch& batch,
   }
   const absl::Time latest = now + limits.max_future;
   const absl::Time earliest = EarliestReportTime();
-  std::vector<bool> used(batch.series.size());
+  std::vector<bool> used(series_count);
   for (size_t r = 0; r < batch.reports.size(); ++r) {
     const Report& report = batch.reports[r];
     auto field = [r](absl::string_view member) {
@@ -123,7 +144,7 @@ absl::Status ValidateBatch(const MetricBatch& batch,
                      absl::StrCat("has ", report.values.size(),
                                   " values and no series indexes; without them "
                                   "it must have one value for each of the ",
-                                  batch.series.size(), " declared series"));
+                                  series_count, " declared series"));
     }
     if (report.series.size() != report.values.size()) {
       return Invalid(field(""), absl::StrCat("has ", report.series.size(),
@@ -134,11 +155,11 @@ absl::Status ValidateBatch(const MetricBatch& batch,
     std::fill(used.begin(), used.end(), false);
     for (size_t v = 0; v < report.values.size(); ++v) {
       const uint32_t index = report.series[v];
-      if (index >= batch.series.size()) {
+      if (index >= series_count) {
         return Invalid(field(absl::StrCat(".series[", v, "]")),
                        absl::StrCat("index ", index, " is out of range; the "
                                     "batch declares ",
-                                    batch.series.size(), " series"));
+                                    series_count, " series"));
       }
       if (used[index]) {
         return Invalid(field(absl::StrCat(".series[", v, "]")),
@@ -151,7 +172,7 @@ absl::Status ValidateBatch(const MetricBatch& batch,
             field(absl::StrCat(".values[", v, "]")),
             absl::StrCat(std::isnan(report.values[v]) ? "NaN" : "infinity",
                          " is not a finite number (series \"",
-                         batch.series[index].name, "\")"));
+                         SeriesName(batch, index), "\")"));
       }
     }
   }

@@ -9,6 +9,7 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "storage/declared_series.h"
 
 namespace metrics::storage {
 namespace {
@@ -50,6 +51,39 @@ TEST(BatchValidationTest, RefusesNonFiniteValuesNamingTheValue) {
                        "number (series \"gpu_util\")");
   batch.reports[0].values[1] = -std::numeric_limits<double>::infinity();
   ExpectInvalid(batch, "batch.reports[0].values[1]: infinity");
+}
+
+// A stream's batch that shares its declarations (DeclaredSeries) is checked
+// as if it carried them; valid labels are checked once and then remembered.
+TEST(BatchValidationTest, ABatchSharingItsDeclarationsIsCheckedAsOneCarryingThem) {
+  const auto share = [](MetricBatch batch) {
+    batch.declared = DeclaredSeries::Create(batch.trial_id, batch.metric_group,
+                                            batch.agent_id, batch.series);
+    batch.series.clear();
+    return batch;
+  };
+  MetricBatch batch = share(GoodBatch());
+  EXPECT_FALSE(batch.declared->labels_valid());
+  EXPECT_OK(Check(batch));
+  EXPECT_TRUE(batch.declared->labels_valid());
+
+  batch.reports[0].values[1] = std::nan("");
+  ExpectInvalid(batch, "batch.reports[0].values[1]: NaN is not a finite "
+                       "number (series \"gpu_util\")");
+  batch = share(GoodBatch());
+  batch.reports[1].series = {2};
+  ExpectInvalid(batch, "index 2 is out of range; the batch declares 2 series");
+
+  MetricBatch bad = GoodBatch();
+  bad.series[1].name = "gpu util\n";
+  bad = share(std::move(bad));
+  for (int i = 0; i < 2; ++i) {  // refused each time, never remembered
+    ExpectInvalid(bad, "batch.series[1].name");
+    EXPECT_FALSE(bad.declared->labels_valid());
+  }
+  bad = GoodBatch();
+  bad.series[1] = bad.series[0];
+  ExpectInvalid(share(std::move(bad)), "declares series \"cpu_util_simple\" a second time");
 }
 
 TEST(BatchValidationTest, RefusesTimesOutsideTheWindow) {

@@ -4,6 +4,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "storage/declared_series.h"
 
 namespace metrics::storage {
 
@@ -84,6 +85,11 @@ size_t MetricBatch::ValueCount() const {
   size_t count = 0;
   for (const Report& report : reports) count += report.values.size();
   return count;
+}
+
+size_t MetricBatch::SeriesCount() const {
+  return series.empty() && declared != nullptr ? declared->size()
+                                               : series.size();
 }
 
 }  // namespace metrics::storage

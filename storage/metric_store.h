@@ -100,6 +100,8 @@ struct Report {
   std::optional<int32_t> batch;
 };
 
+class DeclaredSeries;  // storage/declared_series.h
+
 // One agent's reports in one metric group: "system" from the ingest API,
 // any group from the legacy shims.
 struct MetricBatch {
@@ -107,7 +109,11 @@ struct MetricBatch {
   int64_t sequence = 0;
   int32_t trial_id = 0;
   std::string agent_id;
+  // The series the reports' indexes name: `series` when it is not empty,
+  // else `declared`'s. An ingest stream's batches share the declarations
+  // they repeat (DeclaredSeries); other batches carry their own.
   std::vector<SeriesDeclaration> series;
+  std::shared_ptr<const DeclaredSeries> declared;
   std::vector<Report> reports;
   // kSystemGroup, kTimingGroup or kMiscGroup.
   std::string metric_group = std::string(kSystemGroup);
@@ -126,6 +132,7 @@ struct MetricBatch {
   bool sequence_is_time = false;
 
   size_t ValueCount() const;
+  size_t SeriesCount() const;
 };
 
 // What became of a submitted batch.

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -352,6 +354,77 @@ TEST_F(IngestServiceTest, BadOpeningsEndTheStreamWithClearErrors) {
     EXPECT_EQ(status.error_code(), c.code) << c.message;
     EXPECT_THAT(status.error_message(), HasSubstr(c.message));
   }
+}
+
+// A stream's batches share the declarations they repeat, with the ids the
+// first one's commit found; a batch that declares other series, the same in
+// another order, or names another agent, is stored under its own.
+TEST_F(IngestServiceTest, EveryValueOfAStreamLandsInItsSeriesAsDeclarationsChange) {
+  MakeTrial(1);
+  auto context = Context();
+  auto stream = ingest_->StreamSystemMetrics(context.get());
+  ASSERT_EQ(Open(*stream, "changing", 1), 0);
+  struct Declared {
+    const char* name;
+    const char* gpu;
+  };
+  struct Sent {
+    const char* agent;
+    std::vector<Declared> series;
+  };
+  const std::vector<Sent> sent = {
+      {"agent-a", {{"cpu_util_simple", ""}, {"gpu_util", "GPU-0"}, {"gpu_util", "GPU-1"}}},
+      // The same: shares the first batch's declarations and their ids.
+      {"agent-a", {{"cpu_util_simple", ""}, {"gpu_util", "GPU-0"}, {"gpu_util", "GPU-1"}}},
+      // Reordered.
+      {"agent-a", {{"gpu_util", "GPU-1"}, {"cpu_util_simple", ""}, {"gpu_util", "GPU-0"}}},
+      // One more series.
+      {"agent-a", {{"gpu_util", "GPU-1"}, {"cpu_util_simple", ""}, {"gpu_util", "GPU-0"},
+                   {"gpu_util", "GPU-2"}}},
+      // Labels of agent-a's from another agent (the trial's limit is 6).
+      {"agent-b", {{"gpu_util", "GPU-1"}, {"cpu_util_simple", ""}}},
+      {"agent-a", {{"gpu_util", "GPU-1"}, {"cpu_util_simple", ""}, {"gpu_util", "GPU-0"},
+                   {"gpu_util", "GPU-2"}}},
+  };
+  // What each (agent, GPU, name) must hold: (time, value).
+  std::map<std::tuple<std::string, std::string, std::string>,
+           std::vector<std::pair<int64_t, double>>>
+      want;
+  for (size_t b = 0; b < sent.size(); ++b) {
+    v1::StreamSystemMetricsRequest request;
+    v1::SystemMetricsBatch& batch = *request.mutable_batch();
+    batch.set_sequence(static_cast<int64_t>(b) + 1);
+    batch.set_agent_id(sent[b].agent);
+    v1::SystemMetricsReport& report = *batch.add_reports();
+    const int64_t seconds = kNowSeconds - 100 + static_cast<int64_t>(b);
+    SetTime(report.mutable_time(), seconds);
+    for (size_t s = 0; s < sent[b].series.size(); ++s) {
+      v1::SeriesDeclaration& d = *batch.add_series();
+      d.set_name(sent[b].series[s].name);
+      d.set_gpu_uuid(sent[b].series[s].gpu);
+      d.set_unit("percent");
+      const double value = 100.0 * static_cast<double>(b) + static_cast<double>(s);
+      report.add_series(static_cast<uint32_t>(s));
+      report.add_values(value);
+      want[{sent[b].agent, d.gpu_uuid(), d.name()}].emplace_back(seconds * 1000000, value);
+    }
+    ASSERT_TRUE(stream->Write(request));
+    // Committed before the next is sent, so that one finds the ids known.
+    v1::StreamSystemMetricsResponse ack;
+    ASSERT_TRUE(stream->Read(&ack));
+    ASSERT_EQ(ack.acked_sequence(), static_cast<int64_t>(b) + 1);
+    ASSERT_EQ(ack.rejected_size(), 0) << ack.rejected(0).message();
+  }
+  stream->WritesDone();
+  ASSERT_TRUE(stream->Finish().ok());
+  for (const auto& [labels, samples] : want) {
+    const auto& [agent, gpu, name] = labels;
+    ASSERT_OK_AND_ASSIGN(
+        auto got, pgtest::RawSamplesOf(server_->database_url(), 1, agent, gpu, name,
+                                       (kNowSeconds - 200) * 1000000, kNowSeconds * 1000000));
+    EXPECT_EQ(got, samples) << agent << " " << gpu << " " << name;
+  }
+  EXPECT_EQ(Scalar("SELECT count(*) FROM series WHERE trial_id = 1"), "6");
 }
 
 TEST_F(IngestServiceTest, RefusedBatchIsReportedInTheAckAndTheStreamGoesOn) {

@@ -144,8 +144,8 @@ void IngestStreamReactor::HandleBatch(Actions& actions) {
                  actions);
     return;
   }
-  storage::MetricBatch batch =
-      BatchFromProto(std::move(*request_->mutable_batch()));
+  storage::MetricBatch batch = StreamBatchFromProto(
+      std::move(*request_->mutable_batch()), trial_id_, declared_);
   // Idle streams are most of a server's streams: none keeps its last batch.
   arena_.Reset();
   request_ = google::protobuf::Arena::CreateMessage<

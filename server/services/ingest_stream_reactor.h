@@ -5,7 +5,9 @@
 // handed to the store's writer; a batch already seen is skipped; a gap ends
 // the stream. At most `max_inflight` batches wait for their commit; beyond
 // that the reactor stops reading, so gRPC flow control slows the client.
-// As commits complete it writes acknowledgements (coalesced: one write
+// A batch that declares the same series as the one before it shares its
+// declarations (storage::DeclaredSeries). As commits complete it writes
+// acknowledgements (coalesced: one write
 // carries the highest sequence done and any rejections since the last).
 //
 // Once open, its token is watched (CallGuard::WatchStream): when it stops
@@ -152,6 +154,10 @@ class IngestStreamReactor
   int64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t acked_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t written_ack_ ABSL_GUARDED_BY(mu_) = -1;  // -1: nothing sent yet
+  // The last batch's series declarations, shared by the batches that repeat
+  // them (storage::DeclaredSeries): about 0.5 KB for 25 series, once their
+  // ids are known 0.2 KB more.
+  std::shared_ptr<const storage::DeclaredSeries> declared_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::BatchRejection> rejections_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/proto_time.h"
+#include "storage/declared_series.h"
 
 namespace metrics::server {
 
@@ -15,17 +16,14 @@ storage::MetricBatch BatchFromProto(const v1::SystemMetricsBatch& proto) {
   return BatchFromProto(std::move(copy));
 }
 
-storage::MetricBatch BatchFromProto(v1::SystemMetricsBatch&& proto) {
+namespace {
+
+// All of `proto` but its series declarations.
+storage::MetricBatch BatchWithoutSeries(v1::SystemMetricsBatch& proto) {
   storage::MetricBatch batch;
   batch.sequence = proto.sequence();
   batch.trial_id = proto.trial_id();
   batch.agent_id = std::move(*proto.mutable_agent_id());
-  batch.series.reserve(proto.series_size());
-  for (v1::SeriesDeclaration& s : *proto.mutable_series()) {
-    batch.series.push_back({std::move(*s.mutable_name()),
-                            std::move(*s.mutable_gpu_uuid()),
-                            std::move(*s.mutable_unit())});
-  }
   batch.reports.reserve(proto.reports_size());
   for (const v1::SystemMetricsReport& r : proto.reports()) {
     storage::Report report;
@@ -45,6 +43,40 @@ storage::MetricBatch BatchFromProto(v1::SystemMetricsBatch&& proto) {
   if (proto.has_inventory()) {
     batch.inventory = InventoryFromProto(std::move(*proto.mutable_inventory()));
   }
+  return batch;
+}
+
+}  // namespace
+
+storage::MetricBatch BatchFromProto(v1::SystemMetricsBatch&& proto) {
+  storage::MetricBatch batch = BatchWithoutSeries(proto);
+  batch.series.reserve(proto.series_size());
+  for (v1::SeriesDeclaration& s : *proto.mutable_series()) {
+    batch.series.push_back({std::move(*s.mutable_name()),
+                            std::move(*s.mutable_gpu_uuid()),
+                            std::move(*s.mutable_unit())});
+  }
+  return batch;
+}
+
+storage::MetricBatch StreamBatchFromProto(
+    v1::SystemMetricsBatch&& proto, int32_t trial_id,
+    std::shared_ptr<const storage::DeclaredSeries>& declared) {
+  storage::MetricBatch batch = BatchWithoutSeries(proto);
+  if (batch.trial_id != 0) trial_id = batch.trial_id;
+  const auto labels_at = [&proto](size_t i) {
+    const v1::SeriesDeclaration& s = proto.series(static_cast<int>(i));
+    return storage::DeclaredSeries::Labels{s.name(), s.gpu_uuid(), s.unit()};
+  };
+  const size_t count = static_cast<size_t>(proto.series_size());
+  if (declared == nullptr ||
+      !declared->Repeats(trial_id, batch.metric_group, batch.agent_id, count,
+                         labels_at)) {
+    declared = storage::DeclaredSeries::Create(
+        trial_id, batch.metric_group, batch.agent_id, count, labels_at,
+        storage::DeclaredSeries::Keeper::kStream);
+  }
+  batch.declared = declared;
   return batch;
 }
 

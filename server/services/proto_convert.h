@@ -5,6 +5,7 @@
 #ifndef METRICS_SERVER_SERVICES_PROTO_CONVERT_H_
 #define METRICS_SERVER_SERVICES_PROTO_CONVERT_H_
 
+#include <memory>
 #include <optional>
 
 #include "absl/status/status.h"
@@ -22,6 +23,14 @@ namespace metrics::server {
 storage::MetricBatch BatchFromProto(const v1::SystemMetricsBatch& proto);
 // The same, taking the strings out of `proto` instead of copying them.
 storage::MetricBatch BatchFromProto(v1::SystemMetricsBatch&& proto);
+// A batch of an ingest stream of trial `trial_id`: its declarations are
+// `declared`, the stream's last ones, when it repeats them, else new
+// ones that replace them in `declared` (storage::DeclaredSeries); its
+// `series` is left empty. A batch naming another trial gets declarations of
+// its own (the stream refuses it).
+storage::MetricBatch StreamBatchFromProto(
+    v1::SystemMetricsBatch&& proto, int32_t trial_id,
+    std::shared_ptr<const storage::DeclaredSeries>& declared);
 
 // The inventory of a batch, and a stored one for GetTrial.
 storage::AgentInventory InventoryFromProto(v1::AgentInventory&& proto);

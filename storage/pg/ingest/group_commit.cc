@@ -7,10 +7,13 @@
 #include <map>
 #include <optional>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "storage/declared_series.h"
 #include "storage/format/packed_report.h"
 #include "storage/pg/change_notifier.h"
 #include "storage/pg/ingest/copy_rows.h"
@@ -114,6 +117,21 @@ class GroupTransaction {
     return outcomes;
   }
 
+  // Once the transaction committed: the accepted batches' shared
+  // declarations keep the ids it found or registered for them.
+  void PublishIds() const {
+    for (const Accepted& a : accepted_) {
+      if (a.learns_ids != nullptr) a.learns_ids->PublishIds(a.series_ids);
+    }
+  }
+
+  // Whether the ids of `agent`'s series belong in the writer's cache: not
+  // when the agent's stream keeps them with its declarations.
+  bool CachesAgent(const FoundSeries& found) const {
+    return !kept_agents_.contains(
+        AgentKey{found.trial_id, found.metric_group, found.agent_id});
+  }
+
   // Series read or registered by this transaction, for the cache once it
   // commits.
   const absl::flat_hash_map<std::string, FoundSeries>& found_series() const {
@@ -122,10 +140,19 @@ class GroupTransaction {
 
  private:
   struct Accepted {
-    const MetricBatch* batch;
-    size_t outcome;                   // its index in the group
-    std::vector<int64_t> series_ids;  // parallel to batch->series
+    const MetricBatch* batch = nullptr;
+    size_t outcome = 0;  // its index in the group
+    // Its declarations' ids: known already, or parallel to its declarations.
+    const DeclaredSeries* known = nullptr;
+    std::vector<int64_t> series_ids;
+    // Its shared declarations, when they learn their ids from this commit.
+    const DeclaredSeries* learns_ids = nullptr;
+
+    int64_t Id(size_t series) const {
+      return known != nullptr ? known->id(series) : series_ids[series];
+    }
   };
+  using AgentKey = std::tuple<int32_t, absl::string_view, absl::string_view>;
 
   // Takes `keys`' advisory locks, held until the transaction ends.
   void Lock(std::vector<int64_t> keys) {
@@ -174,7 +201,7 @@ class GroupTransaction {
   void LookUpSeries(const std::vector<PendingBatch*>& group) {
     std::vector<const MetricBatch*> batches;
     for (const PendingBatch* p : group) {
-      if (!p->rejection.ok()) continue;
+      if (!p->rejection.ok() || p->KnownIds() != nullptr) continue;
       const MetricBatch& batch = p->batch;
       if (!batch.stream_id.empty()) {
         const auto found = positions_.find({batch.trial_id, batch.stream_id});
@@ -215,9 +242,25 @@ class GroupTransaction {
       }
     }
     absl::Status refusal = pending.rejection;
-    Accepted accepted{&batch, index, {}};
+    Accepted accepted;
+    accepted.batch = &batch;
+    accepted.outcome = index;
     if (refusal.ok()) refusal = CheckTrial(batch);
-    if (refusal.ok()) refusal = series_.Resolve(batch, accepted.series_ids);
+    if (refusal.ok()) {
+      accepted.known = pending.KnownIds();
+      if (accepted.known == nullptr) {
+        refusal = series_.Resolve(batch, accepted.series_ids);
+        if (batch.declared != nullptr &&
+            batch.declared->Of(batch.trial_id, batch.metric_group,
+                               batch.agent_id)) {
+          accepted.learns_ids = batch.declared.get();
+        }
+      }
+      if (batch.declared != nullptr && batch.declared->kept_by_stream()) {
+        kept_agents_.insert(
+            AgentKey{batch.trial_id, batch.metric_group, batch.agent_id});
+      }
+    }
     if (streamed && (refusal.ok() || !batch.sequence_is_time)) {
       positions_[key] = batch.sequence;
       advanced_[key] = batch.sequence;
@@ -277,8 +320,7 @@ class GroupTransaction {
       for (const Report& report : a.batch->reports) {
         values.clear();
         for (size_t v = 0; v < report.values.size(); ++v) {
-          values.emplace_back(a.series_ids[report.series[v]],
-                              report.values[v]);
+          values.emplace_back(a.Id(report.series[v]), report.values[v]);
         }
         // Ids registered in declaration order come sorted already.
         if (!std::is_sorted(values.begin(), values.end())) {
@@ -367,6 +409,7 @@ class GroupTransaction {
   };
   absl::flat_hash_map<int32_t, TrialRow> trials_;
   std::vector<Accepted> accepted_;
+  absl::flat_hash_set<AgentKey> kept_agents_;
 };
 
 absl::StatusOr<std::vector<BatchOutcome>> GroupCommitter::Commit(
@@ -380,8 +423,11 @@ absl::StatusOr<std::vector<BatchOutcome>> GroupCommitter::Commit(
           std::optional<std::vector<BatchOutcome>> outcomes = work.Run(group);
           if (!outcomes.has_value()) continue;  // `tx` rolls back
           tx.commit();
+          work.PublishIds();
           for (const auto& [key, found] : work.found_series()) {
-            series_cache_.Insert(found.labels(), found.id, found.unit);
+            if (work.CachesAgent(found)) {
+              series_cache_.Insert(found.labels(), found.id, found.unit);
+            }
           }
           return *std::move(outcomes);
         }

@@ -1,5 +1,6 @@
 // PendingBatch's packed labels: what goes in comes back, byte for byte and
-// in order, and packed they take a fraction of the declarations' memory.
+// in order, packed they take a fraction of the declarations' memory, and a
+// batch whose declarations have their ids is left packed.
 #include "storage/pg/ingest/pending_batch.h"
 
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "storage/declared_series.h"
 
 namespace metrics::storage::pg {
 namespace {
@@ -57,15 +59,15 @@ TEST(PendingBatchTest, PackedLabelsComeBackAsTheyWere) {
   pending.PackSeries();
   EXPECT_TRUE(pending.batch.series.empty());
   EXPECT_EQ(pending.batch.series.capacity(), 0u);  // the strings are freed
-  EXPECT_FALSE(pending.packed_series.empty());
+  ASSERT_NE(pending.batch.declared, nullptr);
+  EXPECT_EQ(pending.batch.SeriesCount(), series.size());
   // The rest of the batch is left as it is.
   EXPECT_EQ(pending.batch.agent_id, "host-a");
   EXPECT_EQ(pending.batch.reports[0].values, (std::vector<double>{1.5, 2.5}));
 
   pending.UnpackSeries();
   EXPECT_EQ(LabelsOf(pending.batch.series), LabelsOf(series));
-  EXPECT_TRUE(pending.packed_series.empty());
-  // Unpacking what is not packed changes nothing.
+  // Unpacking what is unpacked changes nothing.
   pending.UnpackSeries();
   EXPECT_EQ(LabelsOf(pending.batch.series), LabelsOf(series));
 }
@@ -73,9 +75,30 @@ TEST(PendingBatchTest, PackedLabelsComeBackAsTheyWere) {
 TEST(PendingBatchTest, ABatchWithoutSeriesPacksToNothing) {
   PendingBatch pending;
   pending.PackSeries();
-  EXPECT_TRUE(pending.packed_series.empty());
+  EXPECT_EQ(pending.batch.declared, nullptr);
   pending.UnpackSeries();
   EXPECT_TRUE(pending.batch.series.empty());
+}
+
+TEST(PendingBatchTest, ABatchWhoseDeclarationsHaveIdsIsNotUnpacked) {
+  PendingBatch pending;
+  pending.batch.trial_id = 7;
+  pending.batch.agent_id = "host-a";
+  pending.batch.series = EightGpuAgent();
+  pending.PackSeries();
+  EXPECT_EQ(pending.KnownIds(), nullptr);
+  std::vector<int64_t> ids(25);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = 100 + 2 * i;
+  pending.batch.declared->PublishIds(ids);
+  ASSERT_NE(pending.KnownIds(), nullptr);
+  EXPECT_EQ(pending.KnownIds()->id(24), 148);
+  pending.UnpackSeries();
+  EXPECT_TRUE(pending.batch.series.empty());  // the writer needs no labels
+  // Ids found for another agent's labels are not this batch's.
+  pending.batch.agent_id = "host-b";
+  EXPECT_EQ(pending.KnownIds(), nullptr);
+  pending.UnpackSeries();
+  EXPECT_EQ(pending.batch.series.size(), 25u);
 }
 
 TEST(PendingBatchTest, PackedLabelsTakeAFractionOfTheDeclarations) {
@@ -90,8 +113,10 @@ TEST(PendingBatchTest, PackedLabelsTakeAFractionOfTheDeclarations) {
     }
   }
   pending.PackSeries();
-  EXPECT_LT(pending.packed_series.capacity() * 3, declared)
-      << pending.packed_series.capacity() << " bytes packed, " << declared
+  ASSERT_NE(pending.batch.declared, nullptr);
+  const size_t packed = pending.batch.declared->packed_bytes();
+  EXPECT_LT(packed * 3, declared)
+      << packed << " bytes packed, " << declared
       << " declared";
 }
 
