@@ -79,7 +79,7 @@ absl::Status ValidateBatch(const MetricBatch& batch,
                    absl::StrCat("\"", batch.metric_group,
                                 "\" is not system, timing or misc"));
   }
-  if (batch.inventory.has_value()) {
+  if (batch.inventory != nullptr) {
     if (batch.metric_group != kSystemGroup) {
       return Invalid("batch.inventory", "only system batches carry one");
     }

@@ -120,8 +120,9 @@ struct MetricBatch {
   // The move of legacy data: accepted for terminal trials too.
   bool backfill = false;
   // The agent's hardware (system group only), stored with the batch: it
-  // replaces what the trial kept for the agent.
-  std::optional<AgentInventory> inventory;
+  // replaces what the trial kept for the agent. Held apart: few batches
+  // carry one, and the batches waiting in a queue are many.
+  std::shared_ptr<const AgentInventory> inventory;
   // The platform's run of the trial that reported it: refused
   // (FAILED_PRECONDITION) when the trial has reported a newer run.
   std::optional<int32_t> run_id;

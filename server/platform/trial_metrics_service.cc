@@ -347,20 +347,21 @@ void TrialMetricsService::Submit(platform_internal::ReportCall* call,
   }
   for (storage::MetricBatch& b : batches) {
     if (!TakeInventoryTurn(b.trial_id, b.agent_id)) continue;
-    storage::AgentInventory& inventory = b.inventory.emplace();
-    inventory.host_name = b.agent_id;
-    inventory.agent_version = "the platform's harness (ReportTrialMetrics)";
-    inventory.sampling = std::string(kHarnessSampling);
+    auto inventory = std::make_shared<storage::AgentInventory>();
+    inventory->host_name = b.agent_id;
+    inventory->agent_version = "the platform's harness (ReportTrialMetrics)";
+    inventory->sampling = std::string(kHarnessSampling);
     // The harness sends its gpu group first, where it reads GPUs at all.
     if (mapped.group != "gpu") {
-      inventory.gpu_status =
+      inventory->gpu_status =
           "the platform's harness sent no GPU readings (no pynvml, or no GPU it can read)";
     }
+    b.inventory = std::move(inventory);
   }
   call->Expect(static_cast<int>(batches.size()));
   for (size_t i = 0; i < batches.size(); ++i) {
     const std::pair<int32_t, std::string> agent{batches[i].trial_id, batches[i].agent_id};
-    const bool inventoried = batches[i].inventory.has_value();
+    const bool inventoried = batches[i].inventory != nullptr;
     absl::Status queued = store_->SubmitBatch(
         std::move(batches[i]), [this, call, agent, inventoried](storage::BatchOutcome o) {
           if (inventoried && o.kind != storage::BatchOutcome::Kind::kStored) {

@@ -41,7 +41,8 @@ storage::MetricBatch BatchWithoutSeries(v1::SystemMetricsBatch& proto) {
     batch.reports.push_back(std::move(report));
   }
   if (proto.has_inventory()) {
-    batch.inventory = InventoryFromProto(std::move(*proto.mutable_inventory()));
+    batch.inventory = std::make_shared<storage::AgentInventory>(
+        InventoryFromProto(std::move(*proto.mutable_inventory())));
   }
   return batch;
 }

@@ -63,7 +63,9 @@ class AgentInventoriesTest : public ::testing::Test {
     batch.series = {{"cpu_util_simple", "", "percent"}};
     batch.reports = {{absl::ToUnixMicros(kT0 + absl::Seconds(sequence)), {0},
                       {12.5}, std::nullopt}};
-    batch.inventory = std::move(inventory);
+    if (inventory.has_value()) {
+      batch.inventory = std::make_shared<AgentInventory>(*std::move(inventory));
+    }
     return batch;
   }
 

@@ -383,8 +383,8 @@ class GroupTransaction {
     std::map<std::pair<int32_t, absl::string_view>, const AgentInventory*>
         newest;
     for (const Accepted& a : accepted_) {
-      if (a.batch->inventory.has_value()) {
-        newest[{a.batch->trial_id, a.batch->agent_id}] = &*a.batch->inventory;
+      if (a.batch->inventory != nullptr) {
+        newest[{a.batch->trial_id, a.batch->agent_id}] = a.batch->inventory.get();
       }
     }
     if (newest.empty()) return;
