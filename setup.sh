@@ -45,6 +45,9 @@ packages=(
   victoria-metrics
   # The tests check docker-compose's load balancer configuration with it.
   haproxy
+  # pg_auto_failover: the engine that promotes a standby when the database
+  # primary dies (docs/operating.md; tests/integration/database_failover_test).
+  postgresql-15-auto-failover pg-auto-failover-cli
   # The profiler page's browser test runs Debian's Chromium (never a
   # downloaded one).
   chromium

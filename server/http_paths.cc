@@ -41,6 +41,7 @@ HttpResponse HttpPaths::PrometheusExport(const HttpRequest& request) const {
   input.ingest = options_.store->GetIngestStatistics();
   input.now = absl::Now();
   input.reads = options_.store->GetReadRoutingStatistics();
+  input.database = options_.store->GetDatabaseServerState();
   input.statistics = options_.statistics;
   input.legacy_calls = options_.legacy_statistics->Calls();
   input.trial_metrics = options_.trial_metrics_statistics;

@@ -296,8 +296,11 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   paths.stale_after = server->stale_after_;
   paths.unready_reason = [s = server.get()]() -> const char* {
     if (!s->serving_) return "shutting down";
-    if (s->readiness_ != nullptr && !s->readiness_->Ready()) {
-      return "database unreachable";
+    absl::StatusCode code = absl::StatusCode::kOk;
+    if (s->readiness_ != nullptr && !s->readiness_->Ready(nullptr, &code)) {
+      return code == absl::StatusCode::kFailedPrecondition
+                 ? "no primary database (the servers that answer are standbys)"
+                 : "database unreachable";
     }
     return nullptr;
   };

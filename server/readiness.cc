@@ -32,18 +32,20 @@ ReadinessProbe::~ReadinessProbe() {
   checker_.join();  // at most a check's bounded wait
 }
 
-bool ReadinessProbe::Ready(std::string* reason) const {
+bool ReadinessProbe::Ready(std::string* reason, absl::StatusCode* code) const {
   absl::MutexLock lock(&mu_);
-  return ReadyLocked(reason);
+  return ReadyLocked(reason, code);
 }
 
-bool ReadinessProbe::ReadyLocked(std::string* reason) const {
+bool ReadinessProbe::ReadyLocked(std::string* reason, absl::StatusCode* code) const {
   if (!last_failure_.empty()) {
     if (reason != nullptr) *reason = last_failure_;
+    if (code != nullptr) *code = last_failure_code_;
     return false;
   }
   if (absl::Now() - last_good_ > options_.stale_after) {
     if (reason != nullptr) *reason = "the database does not answer";
+    if (code != nullptr) *code = absl::StatusCode::kUnavailable;
     return false;
   }
   return true;
@@ -58,8 +60,10 @@ void ReadinessProbe::Check() {
     if (checked.ok()) {
       last_good_ = absl::Now();
       last_failure_.clear();
+      last_failure_code_ = absl::StatusCode::kOk;
     } else {
       last_failure_ = std::string(checked.message());
+      last_failure_code_ = checked.code();
     }
     mu_.Unlock();
     Report();
@@ -74,7 +78,7 @@ void ReadinessProbe::Report() {
   bool ready;
   {
     absl::MutexLock lock(&mu_);
-    ready = ReadyLocked(&reason);
+    ready = ReadyLocked(&reason, nullptr);
   }
   if (ready == reported_) return;
   reported_ = ready;

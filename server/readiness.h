@@ -38,11 +38,15 @@ class ReadinessProbe {
                  std::function<void(bool, const std::string&)> on_change);
   ~ReadinessProbe();  // stops the thread
 
-  // Whether the database answered lately; else `reason` says what failed.
-  bool Ready(std::string* reason = nullptr) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether the database answered lately; else `reason` says what failed,
+  // and `code` how: UNAVAILABLE (no answer), FAILED_PRECONDITION (only
+  // standbys answer: no primary).
+  bool Ready(std::string* reason = nullptr, absl::StatusCode* code = nullptr) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  bool ReadyLocked(std::string* reason) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ReadyLocked(std::string* reason, absl::StatusCode* code) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Check() ABSL_LOCKS_EXCLUDED(mu_);  // the checker's loop
   // Calls on_change_ if readiness changed since it last did.
   void Report() ABSL_LOCKS_EXCLUDED(mu_, report_mu_);
@@ -53,6 +57,7 @@ class ReadinessProbe {
   mutable absl::Mutex mu_;
   absl::Time last_good_ ABSL_GUARDED_BY(mu_);
   std::string last_failure_ ABSL_GUARDED_BY(mu_);  // of the last check; "" if OK
+  absl::StatusCode last_failure_code_ ABSL_GUARDED_BY(mu_) = absl::StatusCode::kOk;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Mutex report_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // reports in order
   bool reported_ ABSL_GUARDED_BY(report_mu_) = true;

@@ -297,6 +297,20 @@ struct ReadRoutingStatistics {
   std::optional<double> lag_seconds;  // the last check's; none if unknown
 };
 
+// What the last CheckDatabase saw of the server --database-url led to:
+// exported on /metrics, so that an operator sees which server ingest writes
+// to and whether its commits wait for a synchronous standby.
+struct DatabaseServerState {
+  bool reached = false;  // the last check reached a server
+  bool primary = false;  // ...one that accepts writes (not in recovery)
+  // Standbys a primary now counts as synchronous (pg_stat_replication's
+  // sync_state `sync` or `quorum`), and the largest replay lag of its
+  // standbys; none when not reached, not a primary, or when the role may not
+  // see them (they need pg_monitor).
+  std::optional<int64_t> sync_standbys;
+  std::optional<double> standby_lag_seconds;
+};
+
 // The newest stored value of one system series of an active trial.
 struct LatestValue {
   int32_t trial_id = 0;
@@ -519,11 +533,16 @@ class MetricStore {
 
   // --- Health.
 
-  // OK when the database answers a trivial query; UNAVAILABLE (naming the
-  // reason) when it cannot be reached. Blocks as long as the database takes:
-  // callers that must not wait call it from a thread of their own. Uses a
-  // connection of its own, so a busy pool or writer does not make it fail.
+  // OK when the database answers as a primary; UNAVAILABLE (naming the
+  // reason) when it cannot be reached, FAILED_PRECONDITION when the server
+  // reached is a standby (nothing would commit there). Blocks as long as the
+  // database takes: callers that must not wait call it from a thread of
+  // their own. Uses a connection of its own, so a busy pool or writer does
+  // not make it fail.
   virtual absl::Status CheckDatabase() = 0;
+
+  // What the last CheckDatabase saw (nothing before the first).
+  virtual DatabaseServerState GetDatabaseServerState() const { return {}; }
 
   // --- Lifetime.
 

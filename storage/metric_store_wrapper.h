@@ -98,6 +98,9 @@ class MetricStoreWrapper : public MetricStore {
   ChartReads& Reads() override { return target_->Reads(); }
   ChartReads& PrimaryReads() override { return target_->PrimaryReads(); }
   absl::Status CheckDatabase() override { return target_->CheckDatabase(); }
+  DatabaseServerState GetDatabaseServerState() const override {
+    return target_->GetDatabaseServerState();
+  }
   void Shutdown(absl::Time deadline) override { target_->Shutdown(deadline); }
 
  private:

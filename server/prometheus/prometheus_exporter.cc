@@ -72,6 +72,26 @@ void WriteServiceStatistics(const PrometheusExportInput& in, PrometheusText& out
   out.Histogram("metricsd_query_seconds", {{"rpc", "SummarizeSeries"}},
                 in.statistics->summarize_series_seconds().Snapshot());
 
+  out.Family("metricsd_database_primary", "gauge",
+             "1 when the last readiness check (each second) reached a primary "
+             "through --database-url, 0 when it reached a standby or nothing.");
+  out.Sample("metricsd_database_primary", {},
+             in.database.reached && in.database.primary ? 1 : 0);
+  if (in.database.sync_standbys.has_value()) {
+    out.Family("metricsd_database_sync_standbys", "gauge",
+               "Standbys the primary counts as synchronous now: a commit, and "
+               "so an acknowledgement, waits for them.");
+    out.Sample("metricsd_database_sync_standbys", {},
+               double(*in.database.sync_standbys));
+  }
+  if (in.database.standby_lag_seconds.has_value()) {
+    out.Family("metricsd_database_standby_lag_seconds", "gauge",
+               "The largest replay lag of the primary's standbys "
+               "(pg_stat_replication; 0 without standbys).");
+    out.Sample("metricsd_database_standby_lag_seconds", {},
+               *in.database.standby_lag_seconds);
+  }
+
   if (const storage::ReadRoutingStatistics& r = in.reads; r.standby) {
     out.Family("metricsd_standby_reads_total", "counter",
                "Reads (charts, series, trial lists) sent to the standby of "

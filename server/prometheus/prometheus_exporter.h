@@ -31,6 +31,7 @@ namespace metrics::server {
 struct PrometheusExportInput {
   storage::IngestStatistics ingest;
   storage::ReadRoutingStatistics reads;  // exported with a standby only
+  storage::DatabaseServerState database;  // of the last readiness check
   const ServiceStatistics* statistics = nullptr;
   std::map<std::string, int64_t> legacy_calls;
   const TrialMetricsStatistics* trial_metrics = nullptr;  // none: not exported

@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -298,6 +300,46 @@ TEST_F(PrometheusExporterTest, BatchOutcomesOpenStreamsAndMethods) {
   ASSERT_OK(post);
   EXPECT_EQ(post->status, 405);
   EXPECT_EQ(post->headers["allow"], "GET, HEAD");
+}
+
+// The readiness check says which server --database-url reached: here the
+// test's own PostgreSQL, a primary without standbys.
+TEST_F(PrometheusExporterTest, TheDatabaseServerReachedIsAPrimary) {
+  Start();
+  std::string text;
+  ASSERT_TRUE(test_util::Eventually(
+      [&] {
+        text = Scrape();
+        return absl::StrContains(text, "\nmetricsd_database_primary 1\n");
+      },
+      absl::Seconds(10), absl::Milliseconds(200)))
+      << text;
+  EXPECT_EQ(Promtool(text), "");
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_database_sync_standbys 0\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_database_standby_lag_seconds 0\n"));
+}
+
+TEST(RenderPrometheusExportTest, AStandbyOrNoServerIsNotAPrimary) {
+  ServiceStatistics statistics;
+  PrometheusExportInput input;
+  input.statistics = &statistics;
+  input.latest = absl::UnavailableError("database down");
+  input.database.reached = true;  // a standby: no replication figures
+  std::string text = RenderPrometheusExport(input);
+  EXPECT_EQ(Promtool(text), "");
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_database_primary 0\n"));
+  EXPECT_THAT(text, Not(HasSubstr("metricsd_database_sync_standbys")));
+
+  input.database = {};  // nothing answered
+  text = RenderPrometheusExport(input);
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_database_primary 0\n"));
+
+  input.database = {true, true, 1, 0.25};
+  text = RenderPrometheusExport(input);
+  EXPECT_EQ(Promtool(text), "");
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_database_primary 1\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_database_sync_standbys 1\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_database_standby_lag_seconds 0.25\n"));
 }
 
 TEST(RenderPrometheusExportTest, LegacyCallsAndAnUnreadableDatabase) {

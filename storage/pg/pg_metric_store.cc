@@ -12,6 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
@@ -76,6 +77,8 @@ struct PgMetricStore::Parts {
   absl::Mutex check_mu;
   // CheckDatabase's; null until its first call and after a failure.
   std::unique_ptr<pqxx::connection> check_connection ABSL_GUARDED_BY(check_mu);
+  mutable absl::Mutex state_mu;
+  DatabaseServerState state ABSL_GUARDED_BY(state_mu);
 };
 
 std::unique_ptr<PgMetricStore> PgMetricStore::Create(
@@ -267,6 +270,7 @@ absl::Status PgMetricStore::SubmitBatch(
 
 absl::Status PgMetricStore::CheckDatabase() {
   absl::MutexLock lock(&parts_->check_mu);
+  DatabaseServerState state;
   absl::Status status = GuardPg("checking the database", [&]() -> absl::Status {
     parts_->check_mu.AssertHeld();  // tells the lock analysis: this runs here
     if (parts_->check_connection == nullptr) {
@@ -278,11 +282,48 @@ absl::Status PgMetricStore::CheckDatabase() {
       ASSIGN_OR_RETURN(parts_->check_connection, Connect(url, "metricsd-readiness"));
     }
     pqxx::nontransaction tx(*parts_->check_connection);
-    tx.exec("SELECT 1");
+    // The standbys' columns of pg_stat_replication are null to a role
+    // without pg_monitor: then the counts are null too, not zero.
+    const pqxx::row row = tx.exec1(
+        "SELECT pg_is_in_recovery(),"
+        " (SELECT CASE WHEN bool_and(sync_state IS NOT NULL) OR count(*) = 0"
+        "   THEN count(*) FILTER (WHERE sync_state IN ('sync', 'quorum')) END"
+        "  FROM pg_stat_replication),"
+        " (SELECT coalesce(extract(epoch FROM max(replay_lag)), 0)::float8"
+        "  FROM pg_stat_replication"
+        "  HAVING bool_and(sync_state IS NOT NULL) OR count(*) = 0)");
+    state.reached = true;
+    state.primary = !row[0].as<bool>();
+    if (!state.primary) {
+      return absl::FailedPreconditionError(
+          "the database server reached is a standby (in recovery), where "
+          "nothing commits: with several hosts in --database-url, add "
+          "target_session_attrs=read-write");
+    }
+    if (!row[1].is_null()) state.sync_standbys = row[1].as<int64_t>();
+    if (!row[2].is_null()) state.standby_lag_seconds = row[2].as<double>();
     return absl::OkStatus();
   });
-  if (!status.ok()) parts_->check_connection.reset();  // a new one next time
+  // libpq's word when target_session_attrs=read-write found only standbys:
+  // the database is there, its primary is not (a failover under way).
+  if (absl::IsUnavailable(status) &&
+      absl::StrContains(status.message(), "session is read-only")) {
+    state.reached = true;
+    status = absl::FailedPreconditionError(absl::StrCat(
+        "no primary: the servers of the database URL that answer are "
+        "standbys (", status.message(), ")"));
+  }
+  // A new connection next time: after a failure, and on a standby, as
+  // libpq picks the server at connection time (a primary may be promoted).
+  if (!status.ok()) parts_->check_connection.reset();
+  absl::MutexLock state_lock(&parts_->state_mu);
+  parts_->state = state;
   return status;
+}
+
+DatabaseServerState PgMetricStore::GetDatabaseServerState() const {
+  absl::MutexLock lock(&parts_->state_mu);
+  return parts_->state;
 }
 
 void PgMetricStore::Shutdown(absl::Time deadline) {

@@ -67,6 +67,7 @@ class PgMetricStore : public MetricStore {
       MetricBatch batch,
       absl::AnyInvocable<void(BatchOutcome) &&> done) override;
   absl::Status CheckDatabase() override;
+  DatabaseServerState GetDatabaseServerState() const override;
   void Shutdown(absl::Time deadline) override;
 
   size_t queued_values() const;

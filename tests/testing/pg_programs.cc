@@ -1,5 +1,6 @@
 #include "tests/testing/pg_programs.h"
 
+#include <fcntl.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -64,6 +65,49 @@ absl::Status PgPrograms::Run(const std::string& program,
   argv.push_back(absl::StrCat(bindir_, "/", program));
   argv.insert(argv.end(), args.begin(), args.end());
   return RunForOutput(std::move(argv)).status();
+}
+
+std::vector<std::string> PgPrograms::AsUser(
+    std::vector<std::string> argv, const std::vector<std::string>& env) const {
+  std::vector<std::string> full;
+  if (as_postgres_) full = {"runuser", "-u", "postgres", "--"};
+  full.push_back("env");
+  full.push_back(absl::StrCat("PATH=", bindir_, ":/usr/bin:/bin"));
+  full.insert(full.end(), env.begin(), env.end());
+  full.insert(full.end(), argv.begin(), argv.end());
+  return full;
+}
+
+absl::StatusOr<std::string> PgPrograms::Output(
+    std::vector<std::string> argv, const std::vector<std::string>& env) const {
+  return RunForOutput(AsUser(std::move(argv), env));
+}
+
+absl::StatusOr<pid_t> PgPrograms::Spawn(std::vector<std::string> argv,
+                                        const std::vector<std::string>& env,
+                                        const std::string& log_path) const {
+  const std::vector<std::string> full = AsUser(std::move(argv), env);
+  std::vector<char*> args;
+  for (const std::string& a : full) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log < 0) return absl::InternalError(absl::StrCat("cannot open ", log_path));
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(log);
+    return absl::InternalError("fork failed");
+  }
+  if (pid == 0) {
+    ::setsid();
+    ::dup2(log, 1);
+    ::dup2(log, 2);
+    const int null = ::open("/dev/null", O_RDONLY);
+    if (null >= 0) ::dup2(null, 0);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(log);
+  return pid;
 }
 
 }  // namespace metrics::test_util

@@ -1,0 +1,251 @@
+// The database primary dies under a streaming fleet, with pg_auto_failover
+// (its monitor and keepers, the real programs) promoting the synchronous
+// standby (docs/operating.md, "When the database primary dies"). metricsd
+// connects through a multi-host URL with target_session_attrs=read-write and
+// must follow the promotion without a restart: 8 agents stream, the primary
+// is killed (round 1: its keeper and server with SIGKILL; round 2: stopped
+// without a shutdown checkpoint), and afterwards every acknowledged value is
+// stored exactly once on the new primary, the rollups equal the raw rows,
+// /healthz said so while there was no primary, and the old primary, started
+// again, rejoins as a standby that serves no writes.
+#include <grpcpp/create_channel.h>
+
+#include <atomic>
+#include <functional>
+#include <iostream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/testing/eventually.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/metrics/v1/trials.grpc.pb.h"
+#include "storage/pg/testing/pg_checks.h"
+#include "tests/testing/auto_failover_cluster.h"
+#include "tests/testing/http_client.h"
+#include "tests/testing/realistic_batch.h"
+#include "tests/testing/resending_streamer.h"
+#include "tests/testing/subprocess.h"
+
+namespace metrics::test_util {
+namespace {
+
+namespace pgtest = ::metrics::storage::pg::test_util;
+using ::testing::HasSubstr;
+
+constexpr int kAgents = 8;
+constexpr int kBatches = 100;  // per agent and round
+constexpr int kReportsPerBatch = 5;
+constexpr int kValuesPerReport = kRealisticValuesPerReport;  // 25
+// An agent waits this long after each acknowledgement, so the fleet is
+// mid-stream (about 2 s of batches each) when the primary dies.
+constexpr absl::Duration kPace = absl::Milliseconds(20);
+
+std::vector<v1::SystemMetricsBatch> AgentBatches(int round, int agent) {
+  // An hour old: their windows are sealed as they come, rollups included.
+  const absl::Time start = absl::Now() - absl::Hours(1) +
+                           absl::Seconds(round * kBatches * kReportsPerBatch);
+  std::vector<v1::SystemMetricsBatch> batches;
+  for (int b = 0; b < kBatches; ++b) {
+    v1::SystemMetricsBatch batch;
+    batch.set_trial_id(1);
+    batch.set_agent_id(absl::StrCat("agent-", agent));
+    DeclareRealisticSeries(batch, absl::StrCat(agent, "-"));
+    for (int r = 0; r < kReportsPerBatch; ++r) {
+      AddRealisticReport(batch, start + absl::Seconds(b * kReportsPerBatch + r),
+                         round * 1000000 + agent * 10000 + b * kReportsPerBatch + r);
+    }
+    batches.push_back(std::move(batch));
+  }
+  return batches;
+}
+
+class DatabaseFailoverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(cluster_, AutoFailoverCluster::Create(2));
+    ASSERT_OK_AND_ASSIGN(
+        metricsd_,
+        Subprocess::Start({METRICSD_PATH, "--database-url=" + cluster_->url("metrics"),
+                           "--migrate", "--grpc-address=127.0.0.1:0",
+                           "--http-address=127.0.0.1:0", "--auth=off",
+                           "--seal-every=100ms"}));
+    ASSERT_OK_AND_ASSIGN(std::string grpc_line,
+                         metricsd_->WaitForLine("gRPC listening on", absl::Seconds(60)));
+    target_ = absl::StrCat("127.0.0.1:", grpc_line.substr(grpc_line.rfind(':') + 1));
+    ASSERT_OK_AND_ASSIGN(std::string http_line,
+                         metricsd_->WaitForLine("HTTP listening on", absl::Seconds(30)));
+    const size_t colon = http_line.rfind(':', http_line.find(" ("));
+    ASSERT_TRUE(absl::SimpleAtoi(
+        http_line.substr(colon + 1, http_line.find(' ', colon) - colon - 1), &http_port_));
+    auto trials = v1::TrialService::NewStub(
+        grpc::CreateChannel(target_, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    v1::CreateTrialRequest request;
+    request.set_id(1);
+    v1::Trial trial;
+    ASSERT_TRUE(trials->CreateTrial(&context, request, &trial).ok());
+  }
+
+  // Streams every agent's batches of `round`; once every agent has a
+  // quarter of its batches acknowledged, calls `fail` (on a thread of its
+  // own) and, from then until the round ends, asks /healthz every 100 ms.
+  // Returns the time from the end of `fail` (the server is down) to the
+  // first acknowledgement of a batch sent after it (with one batch in flight
+  // an agent's in-flight batch may have committed before; its next cannot
+  // have).
+  absl::Duration StreamThrough(int round, std::function<void()> fail) {
+    std::atomic<int64_t> acked[kAgents] = {};
+    std::atomic<int64_t> acked_at_fail[kAgents];
+    for (auto& a : acked_at_fail) a = INT64_MAX / 2;  // no overflow at + 2
+    absl::Mutex mu;
+    absl::Time fail_time = absl::InfiniteFuture();
+    absl::Time first_after = absl::InfiniteFuture();
+    std::atomic<bool> done{false};
+
+    std::vector<std::thread> agents;
+    std::vector<absl::Status> results(kAgents);
+    for (int a = 0; a < kAgents; ++a) {
+      agents.emplace_back([&, a] {
+        StreamerOptions options;
+        options.stream_id = absl::StrCat("agent-", a, "/round-", round);
+        options.trial_id = 1;
+        options.window = 1;
+        options.on_ack = [&, a](int64_t sequence) {
+          acked[a] = sequence;
+          if (sequence >= acked_at_fail[a].load() + 2) {
+            absl::MutexLock lock(&mu);
+            first_after = std::min(first_after, absl::Now());
+          }
+          absl::SleepFor(kPace);
+        };
+        ResendingStreamer streamer([&] { return target_; }, options);
+        results[a] = streamer.SendAll(AgentBatches(round, a));
+        EXPECT_TRUE(streamer.rejections().empty());
+      });
+    }
+    std::thread failer([&] {
+      while (true) {
+        bool all = true;
+        for (const auto& a : acked) all = all && a.load() >= kBatches / 4;
+        if (all) break;
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+      fail();  // the server is down once it returns
+      {
+        absl::MutexLock lock(&mu);
+        fail_time = absl::Now();
+      }
+      for (int a = 0; a < kAgents; ++a) acked_at_fail[a] = acked[a].load();
+    });
+    std::thread health([&] {
+      while (!done.load()) {
+        absl::StatusOr<HttpResult> r = HttpCall(http_port_, "GET", "/healthz");
+        if (r.ok() && r->status == 503) {
+          absl::MutexLock lock(&unready_mu_);
+          unready_bodies_.push_back(r->body);
+        }
+        absl::SleepFor(absl::Milliseconds(100));
+      }
+    });
+    for (auto& t : agents) t.join();
+    failer.join();
+    done = true;
+    health.join();
+    for (const absl::Status& r : results) EXPECT_OK(r);
+    absl::MutexLock lock(&mu);
+    return first_after - fail_time;
+  }
+
+  // Everything of rounds 0..round stored once, on whichever server the
+  // URL now reaches, with rollups equal to the raw rows.
+  void ExpectEverythingStoredOnce(int round) {
+    const std::string url = cluster_->url("metrics");
+    EXPECT_TRUE(Eventually(
+        [&] {
+          return pgtest::QueryScalar(url, "SELECT count(*) > 0 FROM metrics "
+                                          "WHERE sealed_values IS NOT NULL")
+                     .value_or("") == "t";
+        },
+        absl::Seconds(30)));
+    const int64_t reports = int64_t{round + 1} * kAgents * kBatches * kReportsPerBatch;
+    EXPECT_EQ(pgtest::CountRawValues(url, 1).value_or(-1), reports * kValuesPerReport);
+    EXPECT_EQ(pgtest::CountReports(url, 1).value_or(-1), reports);
+    EXPECT_EQ(pgtest::CountRepeatedReports(url, 1).value_or(-1), 0);
+    ASSERT_OK_AND_ASSIGN(int64_t buckets, pgtest::CheckRollupsMatchRawRows(url, 1));
+    EXPECT_GT(buckets, 0);
+  }
+
+  // The old primary, started again, follows the new one and refuses writes;
+  // the new one is back to committing synchronously.
+  void ExpectRejoinsAsStandby(int old_primary, int new_primary) {
+    ASSERT_OK(cluster_->Start(old_primary));
+    ASSERT_OK(cluster_->AwaitState(old_primary, "secondary", absl::Seconds(90)));
+    ASSERT_OK(cluster_->AwaitState(new_primary, "primary", absl::Seconds(60)));
+    const std::string old_url = cluster_->node_url(old_primary, "metrics");
+    EXPECT_EQ(pgtest::QueryScalar(old_url, "SELECT pg_is_in_recovery()").value_or(""), "t");
+    absl::StatusOr<std::string> write =
+        pgtest::QueryScalar(old_url, "CREATE TABLE written_on_a_standby (x int)");
+    EXPECT_FALSE(write.ok());
+    EXPECT_THAT(write.status().message(), HasSubstr("read-only"));
+    // metricsd sees the new primary, waiting for its standby again.
+    EXPECT_TRUE(Eventually(
+        [&] {
+          absl::StatusOr<HttpResult> m = HttpCall(http_port_, "GET", "/metrics");
+          return m.ok() && absl::StrContains(m->body, "\nmetricsd_database_primary 1\n") &&
+                 absl::StrContains(m->body, "\nmetricsd_database_sync_standbys 1\n");
+        },
+        absl::Seconds(30), absl::Milliseconds(200)));
+  }
+
+  void ExpectUnreadyWhileNoPrimary() {
+    absl::MutexLock lock(&unready_mu_);
+    ASSERT_FALSE(unready_bodies_.empty()) << "/healthz never said 503";
+    // While the old primary is gone and the standby not yet promoted, the
+    // standby answers: the database is there, its primary is not.
+    EXPECT_THAT(unready_bodies_,
+                ::testing::Contains(HasSubstr("no primary database")));
+    absl::StatusOr<HttpResult> now = HttpCall(http_port_, "GET", "/healthz");
+    ASSERT_OK(now);
+    EXPECT_EQ(now->status, 200);
+    unready_bodies_.clear();
+  }
+
+  std::unique_ptr<AutoFailoverCluster> cluster_;
+  std::unique_ptr<Subprocess> metricsd_;
+  std::string target_;
+  int http_port_ = 0;
+  absl::Mutex unready_mu_;
+  std::vector<std::string> unready_bodies_;
+};
+
+TEST_F(DatabaseFailoverTest, EveryAcknowledgedBatchSurvivesThePrimarysDeath) {
+  // Round 1: node0, the primary, dies whole.
+  const absl::Duration killed = StreamThrough(0, [&] { ASSERT_OK(cluster_->Kill(0)); });
+  ASSERT_OK(cluster_->AwaitPrimary(1, absl::Seconds(60)));
+  std::cout << "first acknowledgement " << absl::FormatDuration(killed)
+            << " after the primary was killed (SIGKILL)" << std::endl;
+  EXPECT_LT(killed, absl::Seconds(60));
+  ExpectEverythingStoredOnce(0);
+  ExpectUnreadyWhileNoPrimary();
+  ExpectRejoinsAsStandby(0, 1);
+
+  // Round 2: node1, now the primary, stops without a shutdown checkpoint.
+  const absl::Duration stopped =
+      StreamThrough(1, [&] { ASSERT_OK(cluster_->StopImmediately(1)); });
+  ASSERT_OK(cluster_->AwaitPrimary(0, absl::Seconds(60)));
+  std::cout << "first acknowledgement " << absl::FormatDuration(stopped)
+            << " after the primary was stopped in immediate mode" << std::endl;
+  EXPECT_LT(stopped, absl::Seconds(60));
+  ExpectEverythingStoredOnce(1);
+  ExpectUnreadyWhileNoPrimary();
+  ExpectRejoinsAsStandby(1, 0);
+}
+
+}  // namespace
+}  // namespace metrics::test_util
