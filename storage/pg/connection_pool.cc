@@ -88,6 +88,16 @@ void ConnectionPool::Release(std::unique_ptr<pqxx::connection> conn) {
   conn.reset();  // closing is a network round trip: not under the lock
 }
 
+void ConnectionPool::CloseIdle() {
+  std::vector<std::unique_ptr<pqxx::connection>> closing;
+  {
+    absl::MutexLock lock(&mu_);
+    open_ -= static_cast<int>(idle_.size());
+    closing.swap(idle_);
+  }
+  // closed here, outside the lock: closing is a network round trip
+}
+
 void ConnectionPool::Shutdown() {
   std::vector<std::unique_ptr<pqxx::connection>> closing;
   {

@@ -67,6 +67,11 @@ class ConnectionPool {
   // connection to be closed. Idempotent.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Closes the idle connections, so the next leases connect anew: libpq
+  // then picks the server again among a multi-host URL's (a standby that
+  // was promoted is a primary now; another may be the standby).
+  void CloseIdle() ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   void Release(std::unique_ptr<pqxx::connection> conn) ABSL_LOCKS_EXCLUDED(mu_);
   bool CanAcquire() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -13,8 +13,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -80,6 +82,26 @@ TEST_F(ConnectionPoolTest, EveryCallSucceedsAfterTheIdleConnectionsWereKilled) {
                          tx.exec0("CREATE TABLE pool_test (x int)");
                          return 0;
                        }));
+}
+
+// After CloseIdle the pool connects anew (as it must once a standby it
+// read from was promoted), and still holds its size.
+TEST_F(ConnectionPoolTest, CloseIdleClosesTheIdleConnections) {
+  FillPool();
+  auto count = [&] {
+    return test_util::QueryScalar(
+               db_->url(), absl::StrCat("SELECT count(*) FROM pg_stat_activity "
+                                        "WHERE application_name = '",
+                                        kApplication, "'"))
+        .value_or("");
+  };
+  ASSERT_EQ(count(), "4");
+  pool_->CloseIdle();
+  EXPECT_TRUE(::metrics::test_util::Eventually([&] { return count() == "0"; },
+                                              absl::Seconds(5)));
+  FillPool();
+  EXPECT_EQ(count(), "4");
+  EXPECT_OK(ReadOne());
 }
 
 // The pool's session settings (metricsd's: KeyedAccessSettings) hold on

@@ -72,6 +72,8 @@ class DatabaseFailoverTest : public ::testing::Test {
     ASSERT_OK_AND_ASSIGN(
         metricsd_,
         Subprocess::Start({METRICSD_PATH, "--database-url=" + cluster_->url("metrics"),
+                           "--read-database-url=" +
+                               cluster_->url("metrics", "prefer-standby"),
                            "--migrate", "--grpc-address=127.0.0.1:0",
                            "--http-address=127.0.0.1:0", "--auth=off",
                            "--seal-every=100ms"}));
@@ -181,9 +183,26 @@ class DatabaseFailoverTest : public ::testing::Test {
     EXPECT_GT(buckets, 0);
   }
 
+  // A number of metricsd's /metrics, -1 when absent.
+  double Scraped(absl::string_view name) {
+    absl::StatusOr<HttpResult> m = HttpCall(http_port_, "GET", "/metrics");
+    if (!m.ok()) return -1;
+    const std::string key = absl::StrCat("\n", name, " ");
+    const size_t at = m->body.find(key);
+    double value = -1;
+    if (at != std::string::npos) {
+      const size_t start = at + key.size();
+      (void)absl::SimpleAtod(m->body.substr(start, m->body.find('\n', start) - start),
+                             &value);
+    }
+    return value;
+  }
+
   // The old primary, started again, follows the new one and refuses writes;
-  // the new one is back to committing synchronously.
+  // the new one is back to committing synchronously, and trial lists are
+  // read from the standby again (the read URL prefers a standby).
   void ExpectRejoinsAsStandby(int old_primary, int new_primary) {
+    const double standby_reads = Scraped("metricsd_standby_reads_total");
     ASSERT_OK(cluster_->Start(old_primary));
     ASSERT_OK(cluster_->AwaitState(old_primary, "secondary", absl::Seconds(90)));
     ASSERT_OK(cluster_->AwaitState(new_primary, "primary", absl::Seconds(60)));
@@ -199,6 +218,13 @@ class DatabaseFailoverTest : public ::testing::Test {
           absl::StatusOr<HttpResult> m = HttpCall(http_port_, "GET", "/metrics");
           return m.ok() && absl::StrContains(m->body, "\nmetricsd_database_primary 1\n") &&
                  absl::StrContains(m->body, "\nmetricsd_database_sync_standbys 1\n");
+        },
+        absl::Seconds(30), absl::Milliseconds(200)));
+    EXPECT_TRUE(Eventually(
+        [&] {
+          absl::StatusOr<HttpResult> list = HttpCall(http_port_, "GET", "/api/v1/trials");
+          return list.ok() && list->status == 200 &&
+                 Scraped("metricsd_standby_reads_total") > standby_reads;
         },
         absl::Seconds(30), absl::Milliseconds(200)));
   }

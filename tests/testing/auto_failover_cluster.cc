@@ -156,13 +156,14 @@ AutoFailoverCluster::~AutoFailoverCluster() {
   std::filesystem::remove_all(dir_, ignored);
 }
 
-std::string AutoFailoverCluster::url(absl::string_view database) const {
+std::string AutoFailoverCluster::url(absl::string_view database,
+                                     absl::string_view session) const {
   std::vector<std::string> hosts;
   for (const Node& node : nodes_) {
     hosts.push_back(absl::StrCat("127.0.0.1:", node.port));
   }
   return absl::StrCat("postgresql://", absl::StrJoin(hosts, ","), "/", database,
-                      "?user=postgres&target_session_attrs=read-write"
+                      "?user=postgres&target_session_attrs=", session,
                       "&connect_timeout=2");
 }
 

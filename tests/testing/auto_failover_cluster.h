@@ -46,8 +46,9 @@ class AutoFailoverCluster {
 
   // The libpq URI an application uses: every node's host and port, with
   // target_session_attrs=read-write, so libpq connects to the primary
-  // wherever it is.
-  std::string url(absl::string_view database) const;
+  // wherever it is (or `session`, e.g. "prefer-standby" for reads).
+  std::string url(absl::string_view database,
+                  absl::string_view session = "read-write") const;
   // One node's own URI (whatever its role).
   std::string node_url(int node, absl::string_view database) const;
 

@@ -187,6 +187,11 @@ ReadReplica::Verdict ReadReplica::Check(std::string* why) {
     return Verdict::kUnreachable;
   }
   if (!standby->in_recovery) {
+    // Promoted, perhaps: with several hosts and
+    // target_session_attrs=prefer-standby, new connections find the
+    // standby there is now.
+    standby_check_.reset();
+    pool_.CloseIdle();
     *why = "is not in recovery (a primary, not a hot standby)";
     return Verdict::kNotStandby;
   }
