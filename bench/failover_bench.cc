@@ -7,7 +7,13 @@
 // holding its stream with SIGKILL, measures the time from the kill to the
 // first acknowledgement from the other, starts the killed one again on its
 // port, and repeats. Then it checks that every sample was stored exactly
-// once. Prints a line per round, then one JSON object as the last line.
+// once. The database round does the same to the PostgreSQL primary: a
+// pg_auto_failover formation of two nodes (tests/testing/auto_failover_cluster.h,
+// with its shortened failure detection), one metricsd on its multi-host URL,
+// the primary killed (SIGKILL, then stopped in immediate mode, in turn) and
+// started again to rejoin as the standby, every round measured from the
+// kill to the first acknowledgement of a sample recorded after it. Prints a
+// line per round, then one JSON object as the last line.
 #include <arpa/inet.h>
 #include <grpcpp/create_channel.h>
 #include <netinet/in.h>
@@ -32,6 +38,7 @@
 #include "client/reporter.h"
 #include "common/status_macros.h"
 #include "storage/pg/testing/pg_checks.h"
+#include "tests/testing/auto_failover_cluster.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/metricsd_process.h"
 #include "tests/testing/subprocess.h"
@@ -39,6 +46,8 @@
 #include "tests/testing/trials.h"
 
 ABSL_FLAG(int, rounds, 6, "Kills of the metricsd holding the stream.");
+ABSL_FLAG(int, database_rounds, 4,
+          "Kills of the PostgreSQL primary under pg_auto_failover (0: none).");
 
 namespace metrics::bench {
 namespace {
@@ -103,6 +112,130 @@ std::string HaproxyConfig(int grpc_port, const std::vector<Replica>& replicas) {
                     "\n");
   }
   return config;
+}
+
+struct DatabaseRounds {
+  std::vector<double> ms;
+  bool exact = false;
+  int failures = 0;
+};
+
+void Median(std::vector<double> ms, double& median, double& max) {
+  std::sort(ms.begin(), ms.end());
+  median = ms.empty() ? 0.0 : ms[ms.size() / 2];
+  max = ms.empty() ? 0.0 : ms.back();
+}
+
+// The database round (see the top of this file).
+DatabaseRounds RunDatabaseRounds(int rounds) {
+  DatabaseRounds result;
+  absl::StatusOr<std::unique_ptr<test_util::AutoFailoverCluster>> cluster =
+      test_util::AutoFailoverCluster::Create(2);
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "bench: pg_auto_failover: %s\n",
+                 cluster.status().ToString().c_str());
+    result.failures = 1;
+    return result;
+  }
+  test_util::AutoFailoverCluster& c = **cluster;
+  const std::string url = c.url("metrics");
+  Replica server;
+  server.grpc_port = FreePort();
+  server.http_port = FreePort();
+  absl::StatusOr<MetricsdProcess> p = test_util::StartMetricsd(
+      {METRICSD_PATH, "--database-url=" + url, "--migrate",
+       absl::StrCat("--grpc-address=127.0.0.1:", server.grpc_port),
+       absl::StrCat("--http-address=127.0.0.1:", server.http_port), "--auth=off"});
+  const std::string target = absl::StrCat("127.0.0.1:", server.grpc_port);
+  if (!p.ok() ||
+      !test_util::CreateTrial(
+           grpc::CreateChannel(target, grpc::InsecureChannelCredentials()), 1)
+           .ok()) {
+    std::fprintf(stderr, "bench: metricsd on the formation: %s\n",
+                 p.ok() ? "CreateTrial failed" : p.status().ToString().c_str());
+    result.failures = 1;
+    return result;
+  }
+  server.process = std::move(p->process);
+
+  client::ReporterOptions options;
+  options.server_address = target;
+  options.trial_id = 1;
+  options.agent_id = "database-failover";
+  options.max_batch_age = absl::Milliseconds(20);
+  absl::StatusOr<std::unique_ptr<client::Reporter>> reporter =
+      client::Reporter::Create(std::move(options));
+  if (!reporter.ok()) {
+    result.failures = 1;
+    return result;
+  }
+  std::atomic<bool> recording{true};
+  std::thread recorder([&] {
+    for (int i = 0; recording; ++i) {
+      (void)(*reporter)->Record(absl::Now(), {{"cpu_util_simple", i % 100 * 1.0, "percent"}});
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  });
+
+  std::printf("\ndatabase failover: a sample every 20 ms to 1 metricsd on a pg_auto_failover "
+              "formation of 2 nodes (synchronous standby); the primary dies\n");
+  std::printf("  %5s %-24s %14s %10s\n", "round", "how", "to next ack ms", "rejoined s");
+  int primary = 0;
+  for (int round = 0; round < rounds; ++round) {
+    absl::SleepFor(absl::Seconds(2));
+    const bool kill = round % 2 == 0;
+    absl::Status failed = kill ? c.Kill(primary) : c.StopImmediately(primary);
+    // Samples recorded until now may have committed on the old primary.
+    const client::ReporterStats before = (*reporter)->stats();
+    const absl::Time killed = absl::Now();
+    absl::Time acked = absl::InfinitePast();
+    while (failed.ok() && absl::Now() - killed < absl::Seconds(90)) {
+      if ((*reporter)->stats().acknowledged > before.recorded) {
+        acked = absl::Now();
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    const int old = primary;
+    primary = 1 - primary;
+    const absl::Time restart = absl::Now();
+    absl::Status rejoined = failed;
+    if (rejoined.ok()) rejoined = c.Start(old);
+    if (rejoined.ok()) rejoined = c.AwaitState(old, "secondary", absl::Seconds(120));
+    if (rejoined.ok()) rejoined = c.AwaitState(primary, "primary", absl::Seconds(60));
+    const char* how = kill ? "SIGKILL" : "immediate stop";
+    if (acked == absl::InfinitePast() || !rejoined.ok()) {
+      std::printf("  %5d %-24s  %s\n", round, how,
+                  !rejoined.ok() ? rejoined.ToString().c_str() : "no ack in 90 s");
+      ++result.failures;
+    } else {
+      result.ms.push_back(absl::ToDoubleMilliseconds(acked - killed));
+      std::printf("  %5d %-24s %14.0f %10.1f\n", round, how, result.ms.back(),
+                  absl::ToDoubleSeconds(absl::Now() - restart));
+    }
+    std::fflush(stdout);
+    if (!rejoined.ok()) break;
+  }
+  recording = false;
+  recorder.join();
+  absl::Status unsent = (*reporter)->Shutdown(absl::Now() + absl::Seconds(30));
+  const client::ReporterStats stats = (*reporter)->stats();
+  absl::StatusOr<int64_t> stored = storage::pg::test_util::CountRawValues(url, 1);
+  absl::StatusOr<int64_t> repeated =
+      storage::pg::test_util::CountRepeatedReports(url, 1);
+  result.exact = unsent.ok() && stored.ok() && repeated.ok() &&
+                 *stored == stats.recorded && *repeated == 0 &&
+                 stats.acknowledged == stats.recorded;
+  std::printf("  samples: %lld recorded, %lld acknowledged, %lld stored, "
+              "%lld stored twice: %s\n",
+              static_cast<long long>(stats.recorded),
+              static_cast<long long>(stats.acknowledged),
+              static_cast<long long>(stored.ok() ? *stored : -1),
+              static_cast<long long>(repeated.ok() ? *repeated : -1),
+              result.exact ? "each stored exactly once" : "NOT EXACT");
+  server.process->Signal(SIGTERM);
+  (void)server.process->Wait(absl::Seconds(30));
+  return result;
 }
 
 int Run() {
@@ -228,12 +361,21 @@ int Run() {
   (void)(*haproxy)->Wait(absl::Seconds(10));
   std::remove(config_path.c_str());
 
-  std::sort(ms.begin(), ms.end());
+  DatabaseRounds database;
+  database.exact = true;
+  if (const int n = absl::GetFlag(FLAGS_database_rounds); n > 0) {
+    database = RunDatabaseRounds(n);
+  }
+  double median = 0, max = 0, db_median = 0, db_max = 0;
+  Median(ms, median, max);
+  Median(database.ms, db_median, db_max);
   std::printf("{\"rounds\": %zu, \"failover_median_ms\": %.0f, "
-              "\"failover_max_ms\": %.0f, \"exactly_once\": %s}\n",
-              ms.size(), ms.empty() ? 0.0 : ms[ms.size() / 2],
-              ms.empty() ? 0.0 : ms.back(), exact ? "true" : "false");
-  return exact && failures == 0 ? 0 : 1;
+              "\"failover_max_ms\": %.0f, \"exactly_once\": %s, "
+              "\"database_rounds\": %zu, \"database_failover_median_ms\": %.0f, "
+              "\"database_failover_max_ms\": %.0f, \"database_exactly_once\": %s}\n",
+              ms.size(), median, max, exact ? "true" : "false", database.ms.size(),
+              db_median, db_max, database.exact ? "true" : "false");
+  return exact && failures == 0 && database.exact && database.failures == 0 ? 0 : 1;
 }
 
 }  // namespace

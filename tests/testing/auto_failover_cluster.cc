@@ -228,12 +228,23 @@ absl::Status AutoFailoverCluster::StopImmediately(int node) {
   if (nodes_[node].keeper <= 0) {
     return absl::FailedPreconditionError(absl::StrCat("node", node, " is down"));
   }
-  // The server ends its connections and exits without a shutdown
-  // checkpoint; its keeper, killed right after, cannot bring it back (one
-  // it restarted meanwhile dies with it).
-  RETURN_IF_ERROR(programs_.Run("pg_ctl", {"-D", DataDir(node), "-m", "immediate",
-                                           "-w", "stop"}));
-  return KillKeeper(node);
+  // The keeper stops its server in immediate mode (no shutdown checkpoint;
+  // stopped alone, the keeper would restart it) and exits.
+  RETURN_IF_ERROR(Autoctl({"stop", "--pgdata", DataDir(node), "--immediate"}).status());
+  const pid_t keeper = nodes_[node].keeper;
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(30);;) {
+    if (::waitpid(keeper, nullptr, WNOHANG) == keeper) {
+      ::killpg(keeper, SIGKILL);  // anything of it left
+      nodes_[node].keeper = -1;
+      return absl::OkStatus();
+    }
+    if (absl::Now() > deadline) {
+      RETURN_IF_ERROR(KillKeeper(node));
+      return absl::DeadlineExceededError(
+          absl::StrCat("node", node, "'s keeper did not stop within 30 s"));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
 }
 
 std::string AutoFailoverCluster::StateOf(int node) const {

@@ -54,8 +54,8 @@ class AutoFailoverCluster {
 
   // The node's host dies: its keeper and server are killed with SIGKILL.
   absl::Status Kill(int node);
-  // The node's keeper is killed with SIGKILL and its server stopped in
-  // immediate mode (no shutdown checkpoint), as a host cut off mid-work.
+  // The node's server is stopped in immediate mode (no shutdown
+  // checkpoint), as a host cut off mid-work, and its keeper with it.
   absl::Status StopImmediately(int node);
   // Starts a killed or stopped node's keeper again, which restarts its
   // server and rejoins the formation (rewinding a former primary).
