@@ -114,6 +114,68 @@ std::string HaproxyConfig(int grpc_port, const std::vector<Replica>& replicas) {
   return config;
 }
 
+// A Reporter recording a sample every 20 ms on a thread of its own until
+// Finish, which flushes it and checks that every recorded sample was
+// acknowledged and is stored once in `url`, printing the counts.
+class SampleClient {
+ public:
+  static absl::StatusOr<std::unique_ptr<SampleClient>> Start(const std::string& target,
+                                                            const std::string& agent) {
+    client::ReporterOptions options;
+    options.server_address = target;
+    options.trial_id = 1;
+    options.agent_id = agent;
+    options.max_batch_age = absl::Milliseconds(20);
+    ASSIGN_OR_RETURN(std::unique_ptr<client::Reporter> reporter,
+                     client::Reporter::Create(std::move(options)));
+    return std::unique_ptr<SampleClient>(new SampleClient(std::move(reporter)));
+  }
+  ~SampleClient() { Stop(); }
+
+  client::ReporterStats stats() const { return reporter_->stats(); }
+
+  // Whether every sample was acknowledged and stored exactly once.
+  bool Finish(const std::string& url) {
+    Stop();
+    absl::Status unsent = reporter_->Shutdown(absl::Now() + absl::Seconds(30));
+    const client::ReporterStats stats = reporter_->stats();
+    absl::StatusOr<int64_t> stored = storage::pg::test_util::CountRawValues(url, 1);
+    absl::StatusOr<int64_t> repeated =
+        storage::pg::test_util::CountRepeatedReports(url, 1);
+    const bool exact = unsent.ok() && stored.ok() && repeated.ok() &&
+                       *stored == stats.recorded && *repeated == 0 &&
+                       stats.acknowledged == stats.recorded;
+    std::printf("  samples: %lld recorded, %lld acknowledged, %lld stored, "
+                "%lld stored twice, %lld connections: %s\n",
+                static_cast<long long>(stats.recorded),
+                static_cast<long long>(stats.acknowledged),
+                static_cast<long long>(stored.ok() ? *stored : -1),
+                static_cast<long long>(repeated.ok() ? *repeated : -1),
+                static_cast<long long>(stats.connections),
+                exact ? "each stored exactly once" : "NOT EXACT");
+    return exact;
+  }
+
+ private:
+  explicit SampleClient(std::unique_ptr<client::Reporter> reporter)
+      : reporter_(std::move(reporter)) {
+    recorder_ = std::thread([this] {
+      for (int i = 0; recording_; ++i) {
+        (void)reporter_->Record(absl::Now(), {{"cpu_util_simple", i % 100 * 1.0, "percent"}});
+        absl::SleepFor(absl::Milliseconds(20));
+      }
+    });
+  }
+  void Stop() {
+    recording_ = false;
+    if (recorder_.joinable()) recorder_.join();
+  }
+
+  std::unique_ptr<client::Reporter> reporter_;
+  std::atomic<bool> recording_{true};
+  std::thread recorder_;
+};
+
 struct DatabaseRounds {
   std::vector<double> ms;
   bool exact = false;
@@ -158,24 +220,13 @@ DatabaseRounds RunDatabaseRounds(int rounds) {
   }
   server.process = std::move(p->process);
 
-  client::ReporterOptions options;
-  options.server_address = target;
-  options.trial_id = 1;
-  options.agent_id = "database-failover";
-  options.max_batch_age = absl::Milliseconds(20);
-  absl::StatusOr<std::unique_ptr<client::Reporter>> reporter =
-      client::Reporter::Create(std::move(options));
-  if (!reporter.ok()) {
+  absl::StatusOr<std::unique_ptr<SampleClient>> client =
+      SampleClient::Start(target, "database-failover");
+  if (!client.ok()) {
+    std::fprintf(stderr, "bench: %s\n", client.status().ToString().c_str());
     result.failures = 1;
     return result;
   }
-  std::atomic<bool> recording{true};
-  std::thread recorder([&] {
-    for (int i = 0; recording; ++i) {
-      (void)(*reporter)->Record(absl::Now(), {{"cpu_util_simple", i % 100 * 1.0, "percent"}});
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-  });
 
   std::printf("\ndatabase failover: a sample every 20 ms to 1 metricsd on a pg_auto_failover "
               "formation of 2 nodes (synchronous standby); the primary dies\n");
@@ -186,11 +237,11 @@ DatabaseRounds RunDatabaseRounds(int rounds) {
     const bool kill = round % 2 == 0;
     absl::Status failed = kill ? c.Kill(primary) : c.StopImmediately(primary);
     // Samples recorded until now may have committed on the old primary.
-    const client::ReporterStats before = (*reporter)->stats();
+    const client::ReporterStats before = (*client)->stats();
     const absl::Time killed = absl::Now();
     absl::Time acked = absl::InfinitePast();
     while (failed.ok() && absl::Now() - killed < absl::Seconds(90)) {
-      if ((*reporter)->stats().acknowledged > before.recorded) {
+      if ((*client)->stats().acknowledged > before.recorded) {
         acked = absl::Now();
         break;
       }
@@ -216,23 +267,7 @@ DatabaseRounds RunDatabaseRounds(int rounds) {
     std::fflush(stdout);
     if (!rejoined.ok()) break;
   }
-  recording = false;
-  recorder.join();
-  absl::Status unsent = (*reporter)->Shutdown(absl::Now() + absl::Seconds(30));
-  const client::ReporterStats stats = (*reporter)->stats();
-  absl::StatusOr<int64_t> stored = storage::pg::test_util::CountRawValues(url, 1);
-  absl::StatusOr<int64_t> repeated =
-      storage::pg::test_util::CountRepeatedReports(url, 1);
-  result.exact = unsent.ok() && stored.ok() && repeated.ok() &&
-                 *stored == stats.recorded && *repeated == 0 &&
-                 stats.acknowledged == stats.recorded;
-  std::printf("  samples: %lld recorded, %lld acknowledged, %lld stored, "
-              "%lld stored twice: %s\n",
-              static_cast<long long>(stats.recorded),
-              static_cast<long long>(stats.acknowledged),
-              static_cast<long long>(stored.ok() ? *stored : -1),
-              static_cast<long long>(repeated.ok() ? *repeated : -1),
-              result.exact ? "each stored exactly once" : "NOT EXACT");
+  result.exact = (*client)->Finish(url);
   server.process->Signal(SIGTERM);
   (void)server.process->Wait(absl::Seconds(30));
   return result;
@@ -275,24 +310,11 @@ int Run() {
     return 1;
   }
 
-  client::ReporterOptions options;
-  options.server_address = lb;
-  options.trial_id = 1;
-  options.agent_id = "failover";
-  options.max_batch_age = absl::Milliseconds(20);
-  absl::StatusOr<std::unique_ptr<client::Reporter>> reporter =
-      client::Reporter::Create(std::move(options));
-  if (!reporter.ok()) {
-    std::fprintf(stderr, "bench: %s\n", reporter.status().ToString().c_str());
+  absl::StatusOr<std::unique_ptr<SampleClient>> client = SampleClient::Start(lb, "failover");
+  if (!client.ok()) {
+    std::fprintf(stderr, "bench: %s\n", client.status().ToString().c_str());
     return 1;
   }
-  std::atomic<bool> recording{true};
-  std::thread recorder([&] {
-    for (int i = 0; recording; ++i) {
-      (void)(*reporter)->Record(absl::Now(), {{"cpu_util_simple", i % 100 * 1.0, "percent"}});
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-  });
 
   std::printf("failover: a sample every 20 ms through HAProxy to 2 metricsd; "
               "the one holding the stream is killed (SIGKILL)\n");
@@ -310,13 +332,13 @@ int Run() {
       ++failures;
       continue;
     }
-    const client::ReporterStats before = (*reporter)->stats();
+    const client::ReporterStats before = (*client)->stats();
     replicas[holder].process->Signal(SIGKILL);
     const absl::Time killed = absl::Now();
     (void)replicas[holder].process->Wait(absl::Seconds(10));
     absl::Time acked = absl::InfinitePast();
     while (absl::Now() - killed < absl::Seconds(30)) {
-      const client::ReporterStats now = (*reporter)->stats();
+      const client::ReporterStats now = (*client)->stats();
       if (now.connections > before.connections &&
           now.acknowledged > before.acknowledged) {
         acked = absl::Now();
@@ -337,24 +359,7 @@ int Run() {
       return 1;
     }
   }
-  recording = false;
-  recorder.join();
-  absl::Status unsent = (*reporter)->Shutdown(absl::Now() + absl::Seconds(30));
-  const client::ReporterStats stats = (*reporter)->stats();
-  absl::StatusOr<int64_t> stored = storage::pg::test_util::CountRawValues(url, 1);
-  absl::StatusOr<int64_t> repeated =
-      storage::pg::test_util::CountRepeatedReports(url, 1);
-  const bool exact = unsent.ok() && stored.ok() && repeated.ok() &&
-                     *stored == stats.recorded && *repeated == 0 &&
-                     stats.acknowledged == stats.recorded;
-  std::printf("  samples: %lld recorded, %lld acknowledged, %lld stored, "
-              "%lld stored twice, %lld connections: %s\n",
-              static_cast<long long>(stats.recorded),
-              static_cast<long long>(stats.acknowledged),
-              static_cast<long long>(stored.ok() ? *stored : -1),
-              static_cast<long long>(repeated.ok() ? *repeated : -1),
-              static_cast<long long>(stats.connections),
-              exact ? "each stored exactly once" : "NOT EXACT");
+  const bool exact = (*client)->Finish(url);
   for (Replica& r : replicas) r.process->Signal(SIGTERM);
   (*haproxy)->Signal(SIGTERM);
   for (Replica& r : replicas) (void)r.process->Wait(absl::Seconds(30));

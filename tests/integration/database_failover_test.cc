@@ -24,13 +24,14 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "proto/metrics/v1/trials.grpc.pb.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/auto_failover_cluster.h"
 #include "tests/testing/http_client.h"
+#include "tests/testing/metricsd_process.h"
 #include "tests/testing/realistic_batch.h"
 #include "tests/testing/resending_streamer.h"
 #include "tests/testing/subprocess.h"
+#include "tests/testing/trials.h"
 
 namespace metrics::test_util {
 namespace {
@@ -70,28 +71,16 @@ class DatabaseFailoverTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_OK_AND_ASSIGN(cluster_, AutoFailoverCluster::Create(2));
     ASSERT_OK_AND_ASSIGN(
-        metricsd_,
-        Subprocess::Start({METRICSD_PATH, "--database-url=" + cluster_->url("metrics"),
-                           "--read-database-url=" +
-                               cluster_->url("metrics", "prefer-standby"),
-                           "--migrate", "--grpc-address=127.0.0.1:0",
-                           "--http-address=127.0.0.1:0", "--auth=off",
-                           "--seal-every=100ms"}));
-    ASSERT_OK_AND_ASSIGN(std::string grpc_line,
-                         metricsd_->WaitForLine("gRPC listening on", absl::Seconds(60)));
-    target_ = absl::StrCat("127.0.0.1:", grpc_line.substr(grpc_line.rfind(':') + 1));
-    ASSERT_OK_AND_ASSIGN(std::string http_line,
-                         metricsd_->WaitForLine("HTTP listening on", absl::Seconds(30)));
-    const size_t colon = http_line.rfind(':', http_line.find(" ("));
-    ASSERT_TRUE(absl::SimpleAtoi(
-        http_line.substr(colon + 1, http_line.find(' ', colon) - colon - 1), &http_port_));
-    auto trials = v1::TrialService::NewStub(
-        grpc::CreateChannel(target_, grpc::InsecureChannelCredentials()));
-    grpc::ClientContext context;
-    v1::CreateTrialRequest request;
-    request.set_id(1);
-    v1::Trial trial;
-    ASSERT_TRUE(trials->CreateTrial(&context, request, &trial).ok());
+        MetricsdProcess metricsd,
+        StartMetricsd({METRICSD_PATH, "--database-url=" + cluster_->url("metrics"),
+                       "--read-database-url=" + cluster_->url("metrics", "prefer-standby"),
+                       "--migrate", "--grpc-address=127.0.0.1:0",
+                       "--http-address=127.0.0.1:0", "--auth=off",
+                       "--seal-every=100ms"}));
+    metricsd_ = std::move(metricsd.process);
+    target_ = metricsd.grpc_target;
+    http_port_ = metricsd.http_port;
+    ASSERT_OK(CreateTrial(grpc::CreateChannel(target_, grpc::InsecureChannelCredentials()), 1));
   }
 
   // Streams every agent's batches of `round`; once every agent has a
@@ -251,26 +240,26 @@ class DatabaseFailoverTest : public ::testing::Test {
 };
 
 TEST_F(DatabaseFailoverTest, EveryAcknowledgedBatchSurvivesThePrimarysDeath) {
-  // Round 1: node0, the primary, dies whole.
-  const absl::Duration killed = StreamThrough(0, [&] { ASSERT_OK(cluster_->Kill(0)); });
-  ASSERT_OK(cluster_->AwaitPrimary(1, absl::Seconds(60)));
-  std::cout << "first acknowledgement " << absl::FormatDuration(killed)
-            << " after the primary was killed (SIGKILL)" << std::endl;
-  EXPECT_LT(killed, absl::Seconds(60));
-  ExpectEverythingStoredOnce(0);
-  ExpectUnreadyWhileNoPrimary();
-  ExpectRejoinsAsStandby(0, 1);
-
-  // Round 2: node1, now the primary, stops without a shutdown checkpoint.
-  const absl::Duration stopped =
-      StreamThrough(1, [&] { ASSERT_OK(cluster_->StopImmediately(1)); });
-  ASSERT_OK(cluster_->AwaitPrimary(0, absl::Seconds(60)));
-  std::cout << "first acknowledgement " << absl::FormatDuration(stopped)
-            << " after the primary was stopped in immediate mode" << std::endl;
-  EXPECT_LT(stopped, absl::Seconds(60));
-  ExpectEverythingStoredOnce(1);
-  ExpectUnreadyWhileNoPrimary();
-  ExpectRejoinsAsStandby(1, 0);
+  // Round 0: node0, the primary, dies whole. Round 1: node1, the primary
+  // since, stops without a shutdown checkpoint.
+  const struct {
+    const char* how;
+    absl::Status (AutoFailoverCluster::*fail)(int);
+  } rounds[] = {{"killed (SIGKILL)", &AutoFailoverCluster::Kill},
+                {"stopped in immediate mode", &AutoFailoverCluster::StopImmediately}};
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(rounds[round].how);
+    const int primary = round, standby = 1 - round;
+    const absl::Duration took = StreamThrough(
+        round, [&] { ASSERT_OK((cluster_.get()->*rounds[round].fail)(primary)); });
+    ASSERT_OK(cluster_->AwaitPrimary(standby, absl::Seconds(60)));
+    std::cout << "first acknowledgement " << absl::FormatDuration(took)
+              << " after the primary was " << rounds[round].how << std::endl;
+    EXPECT_LT(took, absl::Seconds(60));
+    ExpectEverythingStoredOnce(round);
+    ExpectUnreadyWhileNoPrimary();
+    ExpectRejoinsAsStandby(primary, standby);
+  }
 }
 
 }  // namespace
