@@ -141,16 +141,24 @@ absl::StatusOr<std::unique_ptr<AutoFailoverCluster>> AutoFailoverCluster::Create
 }
 
 AutoFailoverCluster::~AutoFailoverCluster() {
-  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
-    (void)KillKeeper(i);
-    // A server whose keeper was gone when it was killed, or that outlived
-    // it, is stopped by its pid file.
+  // Each server is stopped by its keeper (`pg_autoctl stop --immediate`)
+  // before anything is killed: PostgreSQL's children lead sessions of their
+  // own, out of reach of a signal to the keeper's group, and the monitor's
+  // health check worker outlives a killed postmaster.
+  for (int i = -1; i < static_cast<int>(nodes_.size()); ++i) {
+    pid_t& keeper = i < 0 ? monitor_ : nodes_[i].keeper;
+    if (keeper > 0) {
+      (void)Autoctl({"stop", "--pgdata", DataDir(i), "--immediate"});
+      for (const absl::Time deadline = absl::Now() + absl::Seconds(10);
+           absl::Now() < deadline && ::waitpid(keeper, nullptr, WNOHANG) != keeper;) {
+        absl::SleepFor(absl::Milliseconds(20));
+      }
+      ::killpg(keeper, SIGKILL);  // what is left of it
+      ::waitpid(keeper, nullptr, WNOHANG);
+      keeper = -1;
+    }
+    // A server whose keeper was gone before it stopped it.
     (void)programs_.Run("pg_ctl", {"-D", DataDir(i), "-m", "immediate", "-w", "stop"});
-  }
-  if (monitor_ > 0) {
-    ::killpg(monitor_, SIGKILL);
-    ::waitpid(monitor_, nullptr, 0);
-    (void)programs_.Run("pg_ctl", {"-D", DataDir(-1), "-m", "immediate", "-w", "stop"});
   }
   std::error_code ignored;
   std::filesystem::remove_all(dir_, ignored);
