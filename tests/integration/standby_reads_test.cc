@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "proto/metrics/v1/query.grpc.pb.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
+#include "storage/pg/pg_metric_store.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/realistic_batch.h"
@@ -374,6 +375,32 @@ TEST_F(StandbyReadsTest, ChartsStayOnTheStandbyWhileThePrimaryIsDown) {
 TEST_F(StandbyReadsTest, WithoutAStandbyNoStandbyFiguresAreExported) {
   EXPECT_EQ(Figure(*primary_only_, kStandbyReads), -1);
   EXPECT_EQ(Figure(*primary_only_, kLagging), -1);
+}
+
+// The readiness check tells a primary from a standby: a URL that reaches
+// the standby is not ready (nothing would commit there), and the primary's
+// state counts its standby, asynchronous here, as no synchronous one.
+TEST_F(StandbyReadsTest, TheReadinessCheckTellsAPrimaryFromAStandby) {
+  ASSERT_OK(cluster_->AwaitStandbyCaughtUp(absl::Seconds(10)));
+  storage::pg::PgMetricStoreOptions on_standby;
+  on_standby.database_url = Url(Server::kStandby);
+  auto standby = storage::pg::PgMetricStore::Create(on_standby);
+  const absl::Status checked = standby->CheckDatabase();
+  EXPECT_EQ(checked.code(), absl::StatusCode::kFailedPrecondition) << checked;
+  EXPECT_TRUE(absl::StrContains(checked.message(), "target_session_attrs=read-write"));
+  EXPECT_TRUE(standby->GetDatabaseServerState().reached);
+  EXPECT_FALSE(standby->GetDatabaseServerState().primary);
+  standby->Shutdown(absl::Now() + absl::Seconds(5));
+
+  storage::pg::PgMetricStoreOptions on_primary;
+  on_primary.database_url = Url(Server::kPrimary);
+  auto primary = storage::pg::PgMetricStore::Create(on_primary);
+  ASSERT_OK(primary->CheckDatabase());
+  const storage::DatabaseServerState state = primary->GetDatabaseServerState();
+  EXPECT_TRUE(state.reached && state.primary);
+  EXPECT_EQ(state.sync_standbys, 0);
+  EXPECT_TRUE(state.standby_lag_seconds.has_value());
+  primary->Shutdown(absl::Now() + absl::Seconds(5));
 }
 
 }  // namespace
