@@ -272,7 +272,7 @@ absl::Status AutoFailoverCluster::AwaitState(int node, absl::string_view state,
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "node", node, " is not ", state, " after ", absl::FormatDuration(timeout),
-          ": ", Describe(), " (logs in ", dir_, ")"));
+          ": ", Describe()));
     }
     absl::SleepFor(absl::Milliseconds(100));
   }
