@@ -28,6 +28,7 @@
 #include "client/host_inventory.h"
 #include "client/nvml.h"
 #include "client/reporter.h"
+#include "client/sample_report.h"
 #include "client/system_sampler.h"
 #include "common/command_line.h"
 #include "common/logging.h"
@@ -75,6 +76,14 @@ ABSL_FLAG(std::string, tls_cert, "",
           "Present this client certificate (PEM) for mutual TLS (metricsd "
           "--tls-client-ca); needs --tls-key; implies --tls.");
 ABSL_FLAG(std::string, tls_key, "", "The private key (PEM) of --tls-cert.");
+ABSL_FLAG(bool, once, false,
+          "Take one sample (--interval after a first reading, for the "
+          "rates), print it on stdout and exit: what the agent would send "
+          "from this host, with no server or --trial-id needed.");
+ABSL_FLAG(bool, json, false,
+          "With --once: print the sample as one JSON object (its series "
+          "with units and GPU index and UUID, the inventory, each GPU's "
+          "compute processes, notes and errors) instead of lines of text.");
 
 namespace {
 
@@ -119,13 +128,35 @@ std::string Summary(const metrics::client::ReporterStats& s) {
                       " connection(s), ", s.retried, " samples resent");
 }
 
+// --once: waits one interval for the rates, then prints one sample.
+int PrintOneSample(metrics::client::SystemSampler& sampler,
+                   const metrics::v1::AgentInventory& inventory,
+                   absl::Duration interval) {
+  absl::SleepFor(interval);
+  const metrics::client::Sample sample = sampler.Take(SteadyClock::now());
+  metrics::client::SampleReport report;
+  report.sample = &sample;
+  report.inventory = &inventory;
+  report.interval_seconds = absl::ToDoubleSeconds(interval);
+  if (sampler.nvml() != nullptr) report.processes = sampler.nvml()->ComputeProcesses();
+  std::cout << (absl::GetFlag(FLAGS_json) ? metrics::client::SampleJson(report)
+                                          : metrics::client::SampleText(report))
+            << std::flush;
+  return std::cout ? 0 : 1;
+}
+
 int Run() {
   // Before any thread starts, so that only the sigwait below sees them.
   const sigset_t stop_signals = metrics::common::BlockStopSignals();
 
   const int32_t trial_id = absl::GetFlag(FLAGS_trial_id);
   const absl::Duration interval = absl::GetFlag(FLAGS_interval);
-  if (trial_id <= 0) {
+  const bool once = absl::GetFlag(FLAGS_once);
+  if (absl::GetFlag(FLAGS_json) && !once) {
+    std::cerr << "metrics-agent: --json: only with --once\n";
+    return 2;
+  }
+  if (trial_id <= 0 && !once) {
     std::cerr << "metrics-agent: --trial-id: required, a positive trial id\n";
     return 2;
   }
@@ -169,6 +200,7 @@ int Run() {
     // No /proc is the host's fault; a job that does not exist, the flags'.
     return sampler.status().code() == absl::StatusCode::kFailedPrecondition ? 1 : 2;
   }
+  if (once) return PrintOneSample(**sampler, inventory, interval);
 
   metrics::client::ReporterOptions options;
   options.server_address = absl::GetFlag(FLAGS_server);
@@ -272,7 +304,8 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "samples this host's system metrics and streams them to metricsd.\n\n"
       "Usage: metrics-agent --trial-id N [--server HOST:PORT] "
-      "[--agent-id NAME] [--interval 1s] [--pid PID] [--cgroup PATH]\n\n"
+      "[--agent-id NAME] [--interval 1s] [--pid PID] [--cgroup PATH]\n"
+      "       metrics-agent --once [--json] [--pid PID] [--cgroup PATH]\n\n"
       "Every --interval it records CPU utilisation (/proc/stat), available "
       "memory (/proc/meminfo), disk IOPS and read/write bytes/s of whole "
       "disks (/proc/diskstats), network bytes/s sent and received without "
@@ -285,9 +318,12 @@ int main(int argc, char** argv) {
       "server restarts, so none is lost or stored twice. Stops on SIGINT or "
       "SIGTERM after sending what it holds (up to --shutdown-timeout), or "
       "when the trial ends.\n\n"
+      "With --once it prints one sample instead (--json: as JSON) and "
+      "exits; docs/clients.md shows the output.\n\n"
       "Exit status: 0 when stopped and everything was sent (or the trial "
-      "ended), 1 when samples could not be sent or the server refused the "
-      "trial, 2 for bad flags.");
+      "ended; with --once, the sample printed), 1 when samples could not be "
+      "sent or the server refused the trial (with --once, when this host "
+      "cannot be sampled), 2 for bad flags.");
   metrics::common::ListFlagsInHelp("client/agent_main.cc");
   std::vector<char*> args = metrics::common::DashedFlagsToUnderscores(argc, argv);
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());

@@ -364,10 +364,10 @@ void Nvml::ReadSignals(size_t device, GpuReading& reading) {
   }
 }
 
-std::vector<std::optional<uint64_t>> Nvml::ProcessMemory(
-    const absl::flat_hash_set<int>& pids) {
+std::vector<std::optional<std::vector<Nvml::GpuProcess>>>
+Nvml::ComputeProcesses() {
   processes_unsupported_.resize(devices_.size(), false);
-  std::vector<std::optional<uint64_t>> used(devices_.size());
+  std::vector<std::optional<std::vector<GpuProcess>>> processes(devices_.size());
   std::vector<nvmlProcessInfo_t> infos;
   for (size_t i = 0; i < devices_.size(); ++i) {
     if (processes_unsupported_[i]) continue;
@@ -388,11 +388,29 @@ std::vector<std::optional<uint64_t>> Nvml::ProcessMemory(
       continue;
     }
     if (r != kNvmlSuccess) continue;  // this sample goes without it
-    uint64_t bytes = 0;
+    std::vector<GpuProcess>& on_gpu = processes[i].emplace();
     for (unsigned int p = 0; p < std::min<size_t>(count, infos.size()); ++p) {
-      if (pids.contains(static_cast<int>(infos[p].pid)) &&
-          infos[p].usedGpuMemory != kNvmlValueNotAvailable) {
-        bytes += infos[p].usedGpuMemory;
+      GpuProcess& process = on_gpu.emplace_back();
+      process.pid = infos[p].pid;
+      if (infos[p].usedGpuMemory != kNvmlValueNotAvailable) {
+        process.used_memory_bytes = infos[p].usedGpuMemory;
+      }
+    }
+  }
+  return processes;
+}
+
+std::vector<std::optional<uint64_t>> Nvml::ProcessMemory(
+    const absl::flat_hash_set<int>& pids) {
+  std::vector<std::optional<uint64_t>> used(devices_.size());
+  std::vector<std::optional<std::vector<GpuProcess>>> processes =
+      ComputeProcesses();
+  for (size_t i = 0; i < processes.size(); ++i) {
+    if (!processes[i].has_value()) continue;
+    uint64_t bytes = 0;
+    for (const GpuProcess& process : *processes[i]) {
+      if (pids.contains(static_cast<int>(process.pid))) {
+        bytes += process.used_memory_bytes.value_or(0);
       }
     }
     used[i] = bytes;

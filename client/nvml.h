@@ -70,9 +70,18 @@ class Nvml {
   // TakeNotes.
   absl::StatusOr<std::vector<GpuReading>> Read();
 
-  // Per GPU (in uuids() order), the GPU memory the processes `pids` use
+  // One process NVML lists as computing on a GPU.
+  struct GpuProcess {
+    unsigned int pid;  // as NVML numbers it: maybe another PID namespace's
+    std::optional<uint64_t> used_memory_bytes;  // unset: NVML cannot say
+  };
+  // Per GPU (in uuids() order), the compute processes on it
   // (nvmlDeviceGetComputeRunningProcesses); unset for a GPU that cannot
-  // say (said once by TakeNotes). A process NVML lists under another PID
+  // say (said once by TakeNotes) or did not answer this time.
+  std::vector<std::optional<std::vector<GpuProcess>>> ComputeProcesses();
+
+  // Per GPU (in uuids() order), the GPU memory the processes `pids` use,
+  // from ComputeProcesses. A process NVML lists under another PID
   // namespace's number is not matched.
   std::vector<std::optional<uint64_t>> ProcessMemory(
       const absl::flat_hash_set<int>& pids);

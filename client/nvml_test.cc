@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,6 +52,37 @@ TEST(NvmlTest, FakeLibraryGivesTwoKnownGpus) {
       testing::Pair("gpu_ecc_uncorrected", V{"errors", 0}),
       testing::Pair("gpu_throttle_reasons", V{"bitset", 4})));
   EXPECT_THAT(nvml->TakeNotes(), testing::IsEmpty());
+}
+
+TEST(NvmlTest, ComputeProcessesListsEveryProcessOfEachGpu) {
+  setenv("FAKE_NVML_PROCESSES", "4242:256,17:64", 1);
+  ASSERT_OK_AND_ASSIGN(auto nvml, Nvml::Load(FAKE_NVML_PATH));
+  std::vector<std::optional<std::vector<Nvml::GpuProcess>>> processes =
+      nvml->ComputeProcesses();
+  ASSERT_EQ(processes.size(), 2u);
+  for (size_t gpu = 0; gpu < 2; ++gpu) {
+    ASSERT_TRUE(processes[gpu].has_value()) << gpu;
+    std::map<unsigned int, uint64_t> used;
+    for (const Nvml::GpuProcess& p : *processes[gpu]) used[p.pid] = *p.used_memory_bytes;
+    // The fake's GPU i gives each process (i + 1) times its MiB.
+    EXPECT_THAT(used, testing::UnorderedElementsAre(
+                          testing::Pair(4242u, (gpu + 1) * (uint64_t{256} << 20)),
+                          testing::Pair(17u, (gpu + 1) * (uint64_t{64} << 20))));
+  }
+  EXPECT_THAT(nvml->ProcessMemory({4242}),
+              ElementsAre(uint64_t{256} << 20, uint64_t{512} << 20));
+  // A GPU that cannot say has no list, and says so once.
+  setenv("FAKE_NVML_UNSUPPORTED", "nvmlDeviceGetComputeRunningProcesses_v3", 1);
+  processes = nvml->ComputeProcesses();
+  EXPECT_FALSE(processes[0].has_value());
+  EXPECT_FALSE(processes[1].has_value());
+  EXPECT_THAT(nvml->TakeNotes(),
+              ElementsAre(HasSubstr("process_gpu_memory is not supported"),
+                          HasSubstr("process_gpu_memory is not supported")));
+  nvml->ComputeProcesses();
+  EXPECT_THAT(nvml->TakeNotes(), testing::IsEmpty());
+  unsetenv("FAKE_NVML_UNSUPPORTED");
+  unsetenv("FAKE_NVML_PROCESSES");
 }
 
 TEST(NvmlTest, MissingLibraryOrFailedInitIsAnErrorNotACrash) {

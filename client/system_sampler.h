@@ -61,6 +61,8 @@ class SystemSampler {
   Sample Take(std::chrono::steady_clock::time_point now);
 
   int gpu_count() const;
+  // The GPUs sampled; null without NVML.
+  Nvml* nvml() const { return options_.nvml.get(); }
 
  private:
   struct Counters {

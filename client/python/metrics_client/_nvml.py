@@ -10,7 +10,7 @@ a GPU does not support is said once (take_notes) and left out.
 Thread-compatible: one sampler thread reads at a time.
 """
 import ctypes
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ._signals import (MAX_INVENTORY_GPUS, MAX_INVENTORY_TEXT, MAX_MIG_DEVICES_PER_GPU,
                        OPTIONAL_NVML, UNITS)
@@ -243,13 +243,14 @@ class Nvml:
             raise NvmlError("; ".join(errors))
         return readings
 
-    def process_memory(self, pids) -> List[Tuple[str, int]]:
-        """Per GPU that can say, its UUID and the GPU memory the processes
-        `pids` use (nvmlDeviceGetComputeRunningProcesses); a GPU that cannot
-        is said once (take_notes) and left out."""
+    def compute_processes(self) -> List[Tuple[str, List[Tuple[int, Optional[int]]]]]:
+        """Per GPU that can say, its UUID and the compute processes NVML
+        lists on it (nvmlDeviceGetComputeRunningProcesses), as (pid, bytes
+        of GPU memory or None where NVML cannot say); a GPU that cannot is
+        said once (take_notes) and left out."""
         get = (getattr(self._lib, "nvmlDeviceGetComputeRunningProcesses_v3", None) or
                getattr(self._lib, "nvmlDeviceGetComputeRunningProcesses_v2", None))
-        used = []
+        listed = []
         for i, (uuid, device) in enumerate(zip(self.uuids, self._devices)):
             if "process_gpu_memory" in self._unsupported[i]:
                 continue
@@ -271,9 +272,16 @@ class Nvml:
                 continue
             if result != _SUCCESS:
                 continue  # this sample goes without it
-            used.append((uuid, sum(info.usedGpuMemory for info in infos[:min(count.value, len(infos))]
-                                   if info.pid in pids and info.usedGpuMemory != _NOT_AVAILABLE)))
-        return used
+            listed.append((uuid, [
+                (info.pid, None if info.usedGpuMemory == _NOT_AVAILABLE else info.usedGpuMemory)
+                for info in infos[:min(count.value, len(infos))]]))
+        return listed
+
+    def process_memory(self, pids) -> List[Tuple[str, int]]:
+        """Per GPU that can say, its UUID and the GPU memory the processes
+        `pids` use (from compute_processes)."""
+        return [(uuid, sum(used for pid, used in processes if pid in pids and used is not None))
+                for uuid, processes in self.compute_processes()]
 
     def take_notes(self) -> List[str]:
         """One line per signal found unsupported since the last call."""

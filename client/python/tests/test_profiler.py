@@ -126,6 +126,23 @@ def test_nvml_through_ctypes_on_the_fake_library(monkeypatch):
         Nvml("/nonexistent/libnvidia-ml.so.1")
 
 
+def test_nvml_lists_each_gpus_compute_processes(monkeypatch):
+    monkeypatch.setenv("FAKE_NVML_GPU_COUNT", "2")
+    monkeypatch.setenv("FAKE_NVML_PROCESSES", "4242:256,17:64")
+    nvml = Nvml(FAKE_NVML)
+    try:
+        # The same as metrics-agent's (NvmlTest.ComputeProcessesListsEveryProcessOfEachGpu).
+        assert nvml.compute_processes() == [
+            (uuid, [(4242, (i + 1) * 256 << 20), (17, (i + 1) * 64 << 20)])
+            for i, uuid in enumerate(nvml.uuids)]
+        assert [used for _, used in nvml.process_memory({4242})] == [256 << 20, 512 << 20]
+        monkeypatch.setenv("FAKE_NVML_UNSUPPORTED", "nvmlDeviceGetComputeRunningProcesses_v3")
+        assert nvml.compute_processes() == []
+        assert len(nvml.take_notes()) == 2
+    finally:
+        nvml.close()
+
+
 def test_nvml_describes_the_gpus_and_reads_mig_devices(monkeypatch):
     monkeypatch.setenv("FAKE_NVML_GPU_COUNT", "2")
     monkeypatch.setenv("FAKE_NVML_MIG", "1")
