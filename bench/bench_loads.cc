@@ -34,7 +34,7 @@ absl::StatusOr<BenchMetricsd> StartBenchMetricsd(const std::string& metricsd,
   std::vector<std::string> argv = {metricsd, "--database-url=" + database_url,
                                    "--grpc-address=127.0.0.1:0", "--http-address=127.0.0.1:0"};
   argv.insert(argv.end(), flags.begin(), flags.end());
-  ASSIGN_OR_RETURN(out.process, test_util::Subprocess::Start(argv));
+  ASSIGN_OR_RETURN(out.process, common::Subprocess::Start(argv));
   ASSIGN_OR_RETURN(std::string grpc_line,
                    out.process->WaitForLine("gRPC listening on", absl::Seconds(30)));
   ASSIGN_OR_RETURN(std::string http_line,

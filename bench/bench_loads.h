@@ -19,12 +19,12 @@
 
 #include "absl/status/statusor.h"
 #include "bench/cpu_time.h"
-#include "tests/testing/subprocess.h"
+#include "common/subprocess.h"
 
 namespace metrics::bench {
 
 struct BenchMetricsd {
-  std::unique_ptr<test_util::Subprocess> process;
+  std::unique_ptr<common::Subprocess> process;
   std::string grpc_target;  // "127.0.0.1:PORT"
   int http_port = 0;
 };

@@ -28,8 +28,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/reporter.h"
+#include "common/subprocess.h"
 #include "proto/metrics/v1/ingest.pb.h"
-#include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
 #include "tests/testing/trials.h"
 
@@ -40,7 +40,7 @@ ABSL_FLAG(absl::Duration, agent_time, absl::Seconds(20),
 namespace metrics::bench {
 namespace {
 
-using test_util::Subprocess;
+using common::Subprocess;
 
 constexpr int kGpus = 8;
 constexpr int kValuesPerReport = 9 + 2 * kGpus;  // as in the ingest bench

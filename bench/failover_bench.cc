@@ -37,11 +37,11 @@
 #include "absl/time/clock.h"
 #include "client/reporter.h"
 #include "common/status_macros.h"
+#include "common/subprocess.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/auto_failover_cluster.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/metricsd_process.h"
-#include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
 #include "tests/testing/trials.h"
 
@@ -54,7 +54,7 @@ namespace {
 
 using test_util::HttpCall;
 using test_util::MetricsdProcess;
-using test_util::Subprocess;
+using common::Subprocess;
 
 // A loopback port free now (the kernel's pick for port 0).
 int FreePort() {

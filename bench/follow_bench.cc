@@ -333,7 +333,7 @@ struct Measured {
 };
 
 Measured Measure(Followers& followers, Agents& agents,
-                 const test_util::Subprocess& metricsd, pid_t postmaster,
+                 const common::Subprocess& metricsd, pid_t postmaster,
                  int seconds) {
   Measured m;
   followers.TakeLatencies();

@@ -50,6 +50,7 @@
 #include "bench/fan_in_stream.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "common/subprocess.h"
 #include "common/tls_files.h"
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
@@ -60,7 +61,6 @@
 #include "tests/testing/metricsd_process.h"
 #include "tests/testing/realistic_batch.h"
 #include "tests/testing/resending_streamer.h"
-#include "tests/testing/subprocess.h"
 #include "tests/testing/test_certificates.h"
 #include "tests/testing/test_database.h"
 
@@ -89,7 +89,7 @@ using test_util::AddRealisticReport;
 using test_util::DeclareRealisticSeries;
 using test_util::ResendingStreamer;
 using test_util::StreamerOptions;
-using test_util::Subprocess;
+using common::Subprocess;
 using test_util::TestDatabase;
 
 // The raw row the server stores for a report (the same packed values; the

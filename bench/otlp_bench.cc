@@ -27,9 +27,9 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/marshalling.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/marshalling.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -37,6 +37,7 @@
 #include "bench/bench_loads.h"
 #include "bench/cpu_time.h"
 #include "common/status_macros.h"
+#include "common/subprocess.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
@@ -45,7 +46,6 @@
 #include "tests/testing/http_client.h"
 #include "tests/testing/realistic_batch.h"
 #include "tests/testing/resending_streamer.h"
-#include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
 
 ABSL_FLAG(int, senders, 4, "Senders (agents) at once, each one request or batch window.");
@@ -64,7 +64,7 @@ namespace metrics::bench {
 namespace {
 
 namespace otlp = ::opentelemetry::proto;
-using test_util::Subprocess;
+using common::Subprocess;
 using test_util::TestDatabase;
 
 constexpr int kTrial = 1;

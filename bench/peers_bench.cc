@@ -34,6 +34,7 @@
 #include "bench/cpu_time.h"
 #include "bench/peer_data.h"
 #include "bench/peer_http.h"
+#include "common/subprocess.h"
 #include "proto/metrics/v1/query.grpc.pb.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
 #include "storage/pg/jobs/sealer.h"
@@ -41,7 +42,6 @@
 #include "storage/pg/testing/storage_sizes.h"
 #include "tests/testing/metricsd_process.h"
 #include "tests/testing/resending_streamer.h"
-#include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
 
 ABSL_FLAG(int, days, 7,
@@ -59,7 +59,7 @@ namespace metrics::bench {
 namespace {
 
 namespace fs = std::filesystem;
-using test_util::Subprocess;
+using common::Subprocess;
 
 constexpr int64_t kDay = 86400;
 constexpr int kPoints = 1000;

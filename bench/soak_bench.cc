@@ -37,11 +37,11 @@
 #include "absl/time/clock.h"
 #include "client/reporter.h"
 #include "common/proto_time.h"
+#include "common/subprocess.h"
 #include "proto/metrics/v1/query.grpc.pb.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/realistic_batch.h"
-#include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
 
 ABSL_FLAG(double, minutes, 10, "Minutes of overload.");
@@ -63,7 +63,7 @@ ABSL_FLAG(int, slow_db_seconds, 0,
 namespace metrics::bench {
 namespace {
 
-using test_util::Subprocess;
+using common::Subprocess;
 using test_util::TestDatabase;
 namespace pgtest = storage::pg::test_util;
 

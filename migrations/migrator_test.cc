@@ -17,18 +17,18 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/subprocess.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "migrations/database_admin.h"
-#include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
 
 namespace metrics::migrations {
 namespace {
 
 using ::metrics::test_util::StatusIs;
-using ::metrics::test_util::Subprocess;
+using ::metrics::common::Subprocess;
 using ::metrics::test_util::TestDatabase;
 using ::metrics::test_util::TestDatabaseOptions;
 using ::testing::AllOf;

@@ -32,19 +32,19 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/subprocess.h"
 #include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "migrations/migrator.h"
 #include "storage/pg/testing/pg_checks.h"
-#include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
 
 namespace metrics::migrations {
 namespace {
 
-using ::metrics::test_util::Subprocess;
+using ::metrics::common::Subprocess;
 using ::metrics::test_util::TestDatabase;
 using ::metrics::test_util::TestDatabaseOptions;
 using ::testing::HasSubstr;

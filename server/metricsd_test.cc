@@ -8,14 +8,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/database_url.h"
+#include "common/subprocess.h"
 #include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/grpc/health/v1/health.grpc.pb.h"
-#include "tests/testing/http_client.h"
 #include "storage/pg/testing/pg_checks.h"
-#include "tests/testing/subprocess.h"
+#include "tests/testing/http_client.h"
 #include "tests/testing/test_database.h"
 
 namespace metrics::server {
@@ -25,7 +25,7 @@ using ::grpc::health::v1::Health;
 using ::grpc::health::v1::HealthCheckRequest;
 using ::grpc::health::v1::HealthCheckResponse;
 using ::metrics::test_util::HttpCall;
-using ::metrics::test_util::Subprocess;
+using ::metrics::common::Subprocess;
 using ::metrics::test_util::TestDatabase;
 using ::metrics::test_util::TestDatabaseOptions;
 using ::testing::HasSubstr;

@@ -8,19 +8,19 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/api_token.h"
+#include "common/subprocess.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/pg/pg_metric_store.h"
 #include "storage/pg/testing/pg_checks.h"
-#include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
 
 namespace metrics::storage::pg {
 namespace {
 
 using ::metrics::test_util::StatusIs;
-using ::metrics::test_util::Subprocess;
+using ::metrics::common::Subprocess;
 using ::metrics::test_util::TestDatabase;
 using ::testing::HasSubstr;
 using ::testing::Not;

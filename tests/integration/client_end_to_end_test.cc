@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/reporter.h"
+#include "common/subprocess.h"
 #include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -25,11 +26,12 @@
 #include "storage/pg/pg_metric_store.h"
 #include "storage/pg/pg_token_store.h"
 #include "storage/pg/testing/pg_checks.h"
-#include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
 #include "tests/testing/trials.h"
 
 namespace metrics::test_util {
+
+using ::metrics::common::Subprocess;
 namespace {
 
 namespace pgtest = ::metrics::storage::pg::test_util;

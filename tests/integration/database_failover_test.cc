@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/subprocess.h"
 #include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -30,10 +31,11 @@
 #include "tests/testing/metricsd_process.h"
 #include "tests/testing/realistic_batch.h"
 #include "tests/testing/resending_streamer.h"
-#include "tests/testing/subprocess.h"
 #include "tests/testing/trials.h"
 
 namespace metrics::test_util {
+
+using ::metrics::common::Subprocess;
 namespace {
 
 namespace pgtest = ::metrics::storage::pg::test_util;

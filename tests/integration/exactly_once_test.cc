@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/subprocess.h"
 #include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -27,10 +28,11 @@
 #include "tests/testing/http_client.h"
 #include "tests/testing/realistic_batch.h"
 #include "tests/testing/resending_streamer.h"
-#include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
 
 namespace metrics::test_util {
+
+using ::metrics::common::Subprocess;
 namespace {
 
 namespace pgtest = ::metrics::storage::pg::test_util;

@@ -27,9 +27,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "common/subprocess.h"
 #include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
-#include "common/grpc_status.h"
 #include "common/tls_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -39,11 +40,12 @@
 #include "storage/pg/pg_metric_store.h"
 #include "storage/pg/pg_token_store.h"
 #include "storage/pg/testing/pg_checks.h"
-#include "tests/testing/subprocess.h"
 #include "tests/testing/test_certificates.h"
 #include "tests/testing/test_database.h"
 
 namespace metrics::test_util {
+
+using ::metrics::common::Subprocess;
 namespace {
 
 using ::testing::HasSubstr;

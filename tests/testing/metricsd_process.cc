@@ -5,6 +5,8 @@
 
 namespace metrics::test_util {
 
+using ::metrics::common::Subprocess;
+
 absl::StatusOr<MetricsdProcess> StartMetricsd(std::vector<std::string> argv) {
   absl::StatusOr<std::unique_ptr<Subprocess>> process =
       Subprocess::Start(std::move(argv));

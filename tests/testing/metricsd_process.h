@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tests/testing/subprocess.h"
+#include "common/subprocess.h"
 
 namespace metrics::test_util {
 
 struct MetricsdProcess {
-  std::unique_ptr<Subprocess> process;
+  std::unique_ptr<common::Subprocess> process;
   std::string grpc_target;  // "127.0.0.1:<port>"
   int http_port = 0;
 };

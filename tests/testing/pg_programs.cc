@@ -11,9 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
-#include "tests/testing/subprocess.h"
+#include "common/subprocess.h"
 
 namespace metrics::test_util {
+
+using ::metrics::common::Subprocess;
 namespace {
 
 absl::StatusOr<std::string> RunForOutput(std::vector<std::string> argv) {

@@ -6,9 +6,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "tests/testing/subprocess.h"
+#include "common/subprocess.h"
 
 namespace metrics::test_util {
+
+using ::metrics::common::Subprocess;
 
 namespace {
 

@@ -16,19 +16,19 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/subprocess.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/legacy_profiler.h"
 #include "storage/pg/pg_metric_store.h"
 #include "storage/pg/testing/pg_checks.h"
-#include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
 
 namespace metrics::storage::pg {
 namespace {
 
-using ::metrics::test_util::Subprocess;
+using ::metrics::common::Subprocess;
 using ::metrics::test_util::TestDatabase;
 using ::testing::HasSubstr;
 

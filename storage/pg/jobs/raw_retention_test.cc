@@ -10,21 +10,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/subprocess.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "storage/pg/jobs/rollup_rebuild.h"
 #include "storage/pg/jobs/sealer.h"
 #include "storage/pg/pg_metric_store.h"
-#include "storage/pg/jobs/rollup_rebuild.h"
 #include "storage/pg/testing/pg_checks.h"
-#include "tests/testing/subprocess.h"
 #include "tests/testing/test_database.h"
 
 namespace metrics::storage::pg {
 namespace {
 
 using ::metrics::test_util::StatusIs;
-using ::metrics::test_util::Subprocess;
+using ::metrics::common::Subprocess;
 using ::metrics::test_util::TestDatabase;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;

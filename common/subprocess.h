@@ -1,14 +1,15 @@
-// Runs one of our programs (metricsctl, metricsd) as a child process for a
-// test, capturing its standard output and error, so tests exercise the real
-// binaries the way an operator does.
+// Runs a program as a child process, capturing its standard output and
+// error: tests and benchmarks run the real binaries (metricsctl, metricsd)
+// this way, as an operator does, and tools/gpu_check runs the agent and
+// nvidia-smi.
 //
 // Usage:
 //   ASSERT_OK_AND_ASSIGN(auto p, Subprocess::Start({METRICSCTL_PATH, "migrate", "up"}));
 //   ASSERT_OK_AND_ASSIGN(int code, p->Wait(absl::Seconds(30)));
 //
 // Thread-safety: thread-compatible.
-#ifndef METRICS_TESTS_TESTING_SUBPROCESS_H_
-#define METRICS_TESTS_TESTING_SUBPROCESS_H_
+#ifndef METRICS_COMMON_SUBPROCESS_H_
+#define METRICS_COMMON_SUBPROCESS_H_
 
 #include <sys/types.h>
 
@@ -22,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace metrics::test_util {
+namespace metrics::common {
 
 class Subprocess {
  public:
@@ -73,6 +74,6 @@ class Subprocess {
   std::optional<int> exit_code_;
 };
 
-}  // namespace metrics::test_util
+}  // namespace metrics::common
 
-#endif  // METRICS_TESTS_TESTING_SUBPROCESS_H_
+#endif  // METRICS_COMMON_SUBPROCESS_H_

@@ -1,4 +1,4 @@
-#include "tests/testing/subprocess.h"
+#include "common/subprocess.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -18,7 +18,7 @@
 
 extern char** environ;
 
-namespace metrics::test_util {
+namespace metrics::common {
 
 absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(
     std::vector<std::string> argv, std::vector<std::string> env) {
@@ -156,4 +156,4 @@ int64_t Subprocess::StatusField(absl::string_view field) const {
   return 0;
 }
 
-}  // namespace metrics::test_util
+}  // namespace metrics::common
