@@ -2,28 +2,33 @@
 
 #include <google/protobuf/util/json_util.h>
 
-#include <boost/json.hpp>
-
 #include <cmath>
 #include <cstdint>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/json_text.h"
 
 namespace metrics::client {
 
 namespace {
 
-namespace json = boost::json;
-
-// A value as JSON: integers (most readings are counts of bytes, hertz or
-// errors) without an exponent, so 1400000000 does not print as 1.4E9.
-json::value Number(double v) {
+// A value as JSON and text: integers (most readings are counts of bytes,
+// hertz or errors) in full, where the shortest form would print 1400000000
+// as 1.4e+09.
+void AppendNumber(std::string& out, double v) {
   if (std::floor(v) == v && std::fabs(v) < 9007199254740992.0) {
-    return static_cast<int64_t>(v);
+    absl::StrAppend(&out, static_cast<int64_t>(v));
+  } else {
+    common::AppendJsonNumber(out, v);
   }
-  return v;
+}
+
+std::string NumberText(double v) {
+  std::string text;
+  AppendNumber(text, v);
+  return text;
 }
 
 // Each GPU's and MIG device's UUID -> its GPU's index in the inventory.
@@ -36,81 +41,77 @@ absl::flat_hash_map<std::string, int> GpuIndexes(const v1::AgentInventory& inven
   return indexes;
 }
 
-// A value as text: integers in full (absl::StrCat would print 17179869184
-// as 1.71799e+10).
-std::string NumberText(double v) {
-  if (std::floor(v) == v && std::fabs(v) < 9007199254740992.0) {
-    return absl::StrCat(static_cast<int64_t>(v));
-  }
-  return absl::StrFormat("%.10g", v);
-}
-
 bool IsNote(const absl::Status& s) {
   return s.code() == absl::StatusCode::kUnimplemented;
 }
 
+// `items` as a JSON array, one item a line.
+std::string Lines(const std::vector<std::string>& items) {
+  if (items.empty()) return "[]";
+  return absl::StrCat("[\n  ", absl::StrJoin(items, ",\n  "), "\n]");
+}
+
+std::string Quoted(absl::string_view text) {
+  std::string out;
+  common::AppendJsonString(out, text);
+  return out;
+}
+
 }  // namespace
 
+// Written by hand, not through a JSON document: one series a line reads
+// well, and the numbers keep their plain form (AppendNumber).
 std::string SampleJson(const SampleReport& report) {
   const absl::flat_hash_map<std::string, int> indexes = GpuIndexes(*report.inventory);
-  json::array series;
+  std::vector<std::string> series;
   for (const Measurement& m : report.sample->measurements) {
-    json::object one;
-    one["name"] = std::string(m.name);
-    one["unit"] = std::string(m.unit);
-    one["value"] = Number(m.value);
+    std::string one = absl::StrCat("{\"name\": ", Quoted(m.name), ", \"unit\": ",
+                                   Quoted(m.unit), ", \"value\": ");
+    AppendNumber(one, m.value);
     if (!m.gpu_uuid.empty()) {
       auto index = indexes.find(std::string(m.gpu_uuid));
-      if (index != indexes.end()) one["gpu_index"] = index->second;
-      one["gpu_uuid"] = std::string(m.gpu_uuid);
+      if (index != indexes.end()) absl::StrAppend(&one, ", \"gpu_index\": ", index->second);
+      absl::StrAppend(&one, ", \"gpu_uuid\": ", Quoted(m.gpu_uuid));
     }
-    series.push_back(std::move(one));
+    series.push_back(one + "}");
   }
-  json::array notes, errors;
+  std::vector<std::string> notes, errors;
   for (const absl::Status& s : report.sample->errors) {
-    (IsNote(s) ? notes : errors).push_back(json::string(std::string(s.message())));
+    (IsNote(s) ? notes : errors).push_back(Quoted(s.message()));
   }
-  json::array processes;
+  std::vector<std::string> processes;
   for (size_t i = 0; i < report.processes.size() &&
                      i < static_cast<size_t>(report.inventory->gpus_size());
        ++i) {
     if (!report.processes[i].has_value()) continue;  // the GPU cannot say
-    json::array on_gpu;
+    std::vector<std::string> on_gpu;
     for (const Nvml::GpuProcess& p : *report.processes[i]) {
-      json::object process;
-      process["pid"] = p.pid;
-      if (p.used_memory_bytes.has_value()) {
-        process["used_memory_bytes"] = *p.used_memory_bytes;
-      } else {
-        process["used_memory_bytes"] = nullptr;
-      }
-      on_gpu.push_back(std::move(process));
+      on_gpu.push_back(absl::StrCat(
+          "{\"pid\": ", p.pid, ", \"used_memory_bytes\": ",
+          p.used_memory_bytes.has_value() ? absl::StrCat(*p.used_memory_bytes) : "null",
+          "}"));
     }
     const v1::GpuInventory& gpu = report.inventory->gpus(static_cast<int>(i));
-    processes.push_back(json::object{{"gpu_index", gpu.index()},
-                                     {"gpu_uuid", gpu.uuid()},
-                                     {"processes", std::move(on_gpu)}});
+    processes.push_back(absl::StrCat("{\"gpu_index\": ", gpu.index(), ", \"gpu_uuid\": ",
+                                     Quoted(gpu.uuid()), ", \"processes\": [",
+                                     absl::StrJoin(on_gpu, ", "), "]}"));
   }
-  std::string inventory_text;
+  std::string inventory;
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
   // GPU 0's index and an empty gpu_status are answers too.
   options.always_print_primitive_fields = true;
   // An inventory always converts; were it not to, the field says so.
-  json::value inventory = "not convertible";
-  if (google::protobuf::util::MessageToJsonString(*report.inventory,
-                                                   &inventory_text, options)
-          .ok()) {
-    inventory = json::parse(inventory_text);
+  if (!google::protobuf::util::MessageToJsonString(*report.inventory, &inventory, options)
+           .ok()) {
+    inventory = Quoted("not convertible");
   }
-  json::object out;
-  out["interval_seconds"] = report.interval_seconds;
-  out["series"] = std::move(series);
-  out["inventory"] = std::move(inventory);
-  out["gpu_processes"] = std::move(processes);
-  out["notes"] = std::move(notes);
-  out["errors"] = std::move(errors);
-  return json::serialize(out) + "\n";
+  std::string interval;
+  AppendNumber(interval, report.interval_seconds);
+  return absl::StrCat("{\"interval_seconds\": ", interval, ",\n\"series\": ", Lines(series),
+                      ",\n\"inventory\": ", inventory, ",\n\"gpu_processes\": ",
+                      Lines(processes), ",\n\"notes\": ", Lines(notes),
+                      ",\n\"errors\": ", Lines(errors), "}\n");
 }
 
 std::string SampleText(const SampleReport& report) {

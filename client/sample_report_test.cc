@@ -80,7 +80,7 @@ TEST_F(SampleReportTest, JsonHoldsEverySeriesWithItsUnitAndGpu) {
   const json::object* total = Find(out, "gpu_memory_total", kGpu1);
   ASSERT_NE(total, nullptr);
   EXPECT_TRUE(total->at("value").is_int64());
-  EXPECT_THAT(text, HasSubstr("\"value\":17179869184"));
+  EXPECT_THAT(text, HasSubstr("\"value\": 17179869184"));
   const json::object* clock = Find(out, "gpu_sm_clock", kGpu1);
   ASSERT_NE(clock, nullptr);
   EXPECT_EQ(clock->at("unit"), "hertz");
@@ -105,7 +105,7 @@ TEST_F(SampleReportTest, JsonHoldsEverySeriesWithItsUnitAndGpu) {
   EXPECT_THAT(std::string(notes[1].as_string()),
               HasSubstr(std::string(kGpu1) + ": gpu_power is not supported"));
   EXPECT_TRUE(out.at("errors").as_array().empty()) << text;
-  EXPECT_EQ(out.at("interval_seconds"), 1.0);
+  EXPECT_EQ(out.at("interval_seconds").to_number<double>(), 1.0);
 }
 
 TEST_F(SampleReportTest, TextHasOneLinePerSeriesProcessAndNote) {
