@@ -100,6 +100,7 @@ def test_the_bundle_holds_what_it_runs_with_and_no_driver(bundle):
     libs = os.listdir(os.path.join(bundle, "lib"))
     assert any(name.startswith("ld-linux") for name in libs)
     assert "libc.so.6" in libs and "libgrpc++.so.1.51" in libs
+    assert "libpthread.so.0" in libs and "libdl.so.2" in libs  # glibc's, for older libraries
     assert not [name for name in libs if name.startswith(("libnvidia", "libcuda"))]
     size = sum(os.path.getsize(os.path.join(d, f))
                for d, _, files in os.walk(bundle) for f in files)

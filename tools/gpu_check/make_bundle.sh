@@ -33,6 +33,13 @@ fi
 ldd "$out"/bin/* | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u |
   grep -v -E '/lib(nvidia-|cuda)' |
   while read -r lib; do cp -L "$lib" "$out/lib/"; done
+# glibc's split-off libraries, empty since glibc 2.34 but still named by
+# libraries built against an older one, as the NVIDIA driver's may be: from
+# the bundle's glibc, never the machine's, which would not match it.
+libc_dir=$(dirname "$(ldd "$out/bin/metrics-agent" | awk '$1 == "libc.so.6" { print $3 }')")
+for stub in libpthread.so.0 libdl.so.2 librt.so.1; do
+  if [ -e "$libc_dir/$stub" ]; then cp -L "$libc_dir/$stub" "$out/lib/"; fi
+done
 loader=$(ldd "$out/bin/metrics-agent" | awk '$1 ~ /^\/.*ld-linux/ { print $1 }')
 [ -n "$loader" ] || { echo "make_bundle.sh: no dynamic loader in ldd's answer" >&2; exit 1; }
 cp -L "$loader" "$out/lib/"
