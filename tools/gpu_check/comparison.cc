@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -212,6 +212,7 @@ void CompareProcesses(const SmiAnswers& smi, const std::string& uuid,
     if (in_smi == smi_listed.end()) {
       row.smi = "not listed";
       row.client = "listed";
+      row.tolerance = "listed by both";
       // A process that came or went between the samples is listed by one.
       row.verdict = listed_by_client < static_cast<int>(readings.size())
                         ? Verdict::kAgree

@@ -7,6 +7,7 @@
 // on a machine without this project's packages.
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -121,13 +122,12 @@ absl::StatusOr<SmiAnswers> AskNvidiaSmi() {
       absl::StatusOr<Output> one = Run({smi, "--query-gpu=index," + field,
                                         "--format=csv,noheader,nounits"});
       if (!one.ok()) return one.status();
-      absl::StatusOr<std::vector<SmiGpu>> gpus =
-          one->code == 0 ? ParseQueryGpu(one->out, {"index", field})
-                         : absl::StatusOr<std::vector<SmiGpu>>(absl::InvalidArgumentError(""));
-      if (!gpus.ok()) {
+      if (one->code != 0) {
         answers.unknown_fields.insert(field);
         continue;
       }
+      absl::StatusOr<std::vector<SmiGpu>> gpus = ParseQueryGpu(one->out, {"index", field});
+      if (!gpus.ok()) return gpus.status();
       answers.gpus.resize(std::max(answers.gpus.size(), gpus->size()));
       for (size_t i = 0; i < gpus->size(); ++i) {
         for (auto& [name, value] : (*gpus)[i]) answers.gpus[i][name] = value;
