@@ -29,6 +29,15 @@
 #include "tools/gpu_check/nvidia_smi.h"
 
 ABSL_FLAG(std::string, agent, "metrics-agent", "The metrics-agent to check.");
+ABSL_FLAG(bool, load, false,
+          "Keep every GPU busy during the check with gpu-load (holding "
+          "--load-mib on each, through CUDA's libcuda.so.1), and take its "
+          "process as --pid unless one is given: an idle GPU lists no "
+          "compute process and reads 0 % everywhere.");
+ABSL_FLAG(std::string, gpu_load, "gpu-load", "The gpu-load program, for --load.");
+ABSL_FLAG(int64_t, load_mib, 1024, "With --load: MiB to hold on each GPU.");
+ABSL_FLAG(std::string, cuda_library, "libcuda.so.1",
+          "With --load: CUDA's driver library.");
 ABSL_FLAG(std::string, loader, "",
           "Run the agent through this dynamic loader (the bundle's "
           "ld-linux), with --library-path; empty: run it directly.");
@@ -174,7 +183,7 @@ void PrintNotes(const std::vector<ClientReadings>& readings) {
 
 // Samples with `command`, asks nvidia-smi, samples again, and prints the
 // verdicts. 0: all agree; 1: some differ; 2: the check could not be made.
-int Check(const std::string& client, const std::vector<std::string>& command) {
+int Check(const std::string& client, const std::vector<std::string>& command, int64_t pid) {
   std::cout << "\n## " << client << "\n\n";
   absl::StatusOr<ClientReadings> first = Sample(client, command, 1);
   if (!first.ok()) {
@@ -191,7 +200,7 @@ int Check(const std::string& client, const std::vector<std::string>& command) {
               << "); judged on the first alone.\n\n";
   }
   CompareOptions options;
-  if (absl::GetFlag(FLAGS_pid) > 0) options.pid = absl::GetFlag(FLAGS_pid);
+  if (pid > 0) options.pid = pid;
   options.pid_visible = [](int64_t pid) {
     return ::access(absl::StrCat("/proc/", pid).c_str(), F_OK) == 0;
   };
@@ -219,43 +228,77 @@ int Check(const std::string& client, const std::vector<std::string>& command) {
   return code;
 }
 
-std::vector<std::string> AgentCommand() {
+// One of the bundle's programs, through --loader when there is one.
+std::vector<std::string> BundledCommand(const std::string& program) {
   std::vector<std::string> command;
   if (!absl::GetFlag(FLAGS_loader).empty()) {
     command = {absl::GetFlag(FLAGS_loader), "--library-path",
                absl::GetFlag(FLAGS_library_path)};
   }
-  command.push_back(absl::GetFlag(FLAGS_agent));
-  for (std::string flag : {"--once", "--json"}) command.push_back(flag);
+  command.push_back(program);
   return command;
 }
 
-int Main() {
-  const std::string interval = absl::FormatDuration(absl::GetFlag(FLAGS_interval));
-  std::vector<std::string> shared = {"--nvml-library=" + absl::GetFlag(FLAGS_nvml_library),
-                                     "--interval=" + interval};
-  if (absl::GetFlag(FLAGS_pid) > 0) {
-    shared.push_back(absl::StrCat("--pid=", absl::GetFlag(FLAGS_pid)));
+// gpu-load, started and holding its memory; null (having said why) when
+// it cannot run.
+std::unique_ptr<Subprocess> StartLoad() {
+  std::vector<std::string> command = BundledCommand(absl::GetFlag(FLAGS_gpu_load));
+  command.push_back(absl::StrCat("--mib=", absl::GetFlag(FLAGS_load_mib)));
+  command.push_back("--cuda-library=" + absl::GetFlag(FLAGS_cuda_library));
+  absl::StatusOr<std::unique_ptr<Subprocess>> load = Subprocess::Start(command);
+  if (!load.ok()) {
+    std::cout << "\nNo GPU load: " << load.status().message() << "\n";
+    return nullptr;
   }
-  std::cout << "# GPU check, " << absl::FormatTime("%Y-%m-%d %H:%M UTC", absl::Now(),
-                                                   absl::UTCTimeZone())
-            << "\n";
-  std::vector<std::string> agent = AgentCommand();
-  agent.insert(agent.end(), shared.begin(), shared.end());
-  int code = Check("metrics-agent", agent);
+  absl::StatusOr<std::string> ready = (*load)->WaitForLine("ready: ", kTimeout);
+  if (!ready.ok()) {
+    (void)(*load)->Wait(absl::Seconds(5));
+    std::cout << "\nNo GPU load: " << (*load)->stderr_text() << ready.status().message()
+              << "\n";
+    return nullptr;
+  }
+  std::cout << "\nA GPU load (gpu-load, pid " << (*load)->pid() << ") keeps the GPUs busy: "
+            << ready->substr(ready->find("ready"));
+  return *std::move(load);
+}
 
+// The Python client's check, where a python3 and the script are at hand.
+int CheckPython(const std::vector<std::string>& shared, int64_t pid) {
   const std::string python = absl::GetFlag(FLAGS_python);
   const std::string script = absl::GetFlag(FLAGS_python_readings);
-  if (python.empty() || script.empty()) return code;
+  if (python.empty() || script.empty()) return 0;
   absl::StatusOr<Output> version = Run({python, "--version"});
   if (!version.ok() || version->code != 0) {
     std::cout << "\n## Python client\n\n" << python
               << " cannot be run here: the Python client is not checked.\n";
-    return code;
+    return 0;
   }
   std::vector<std::string> command = {python, script};
   command.insert(command.end(), shared.begin(), shared.end());
-  return std::max(code, Check("Python client", command));
+  return Check("Python client", command, pid);
+}
+
+int Main() {
+  std::cout << "# GPU check, " << absl::FormatTime("%Y-%m-%d %H:%M UTC", absl::Now(),
+                                                   absl::UTCTimeZone())
+            << "\n";
+  int64_t pid = absl::GetFlag(FLAGS_pid);
+  std::unique_ptr<Subprocess> load;
+  if (absl::GetFlag(FLAGS_load)) {
+    load = StartLoad();
+    if (load != nullptr && pid == 0) pid = load->pid();
+  }
+  const std::string interval = absl::FormatDuration(absl::GetFlag(FLAGS_interval));
+  std::vector<std::string> shared = {"--nvml-library=" + absl::GetFlag(FLAGS_nvml_library),
+                                     "--interval=" + interval};
+  if (pid > 0) shared.push_back(absl::StrCat("--pid=", pid));
+  std::vector<std::string> agent = BundledCommand(absl::GetFlag(FLAGS_agent));
+  agent.insert(agent.end(), {"--once", "--json"});
+  agent.insert(agent.end(), shared.begin(), shared.end());
+  const int agent_code = Check("metrics-agent", agent, pid);
+  const int python_code = CheckPython(shared, pid);
+  // Subprocess's destructor kills the load and reaps it.
+  return std::max(agent_code, python_code);
 }
 
 }  // namespace
@@ -265,8 +308,8 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "holds metrics-agent's GPU readings (and the Python client's) against "
       "nvidia-smi's.\n\n"
-      "Usage: gpu-check [--pid PID] [--save-dir DIR]\n"
-      "       (from the bundle: gpu-check/run [--pid PID] [--save-dir DIR])\n\n"
+      "Usage: gpu-check [--load | --pid PID] [--save-dir DIR]\n"
+      "       (from the bundle: gpu-check/run [--load | --pid PID] [--save-dir DIR])\n\n"
       "Each client samples twice (--once --json), before and after "
       "nvidia-smi --query-gpu, --query-compute-apps and dmon are asked; a "
       "Markdown table per client shows each signal of each GPU as both "

@@ -3,8 +3,9 @@ the fake NVML (tests/fake_nvml/) and a stand-in nvidia-smi that prints known
 values, one of them disagreeing; and the bundle alone in an empty root (no
 Debian packages, not even a shell).
 
-Environment (set by CMake): BUILD_DIR, the build with gpu-check and
-metrics-agent; FAKE_NVML, the fake libnvidia-ml.so.1.
+Environment (set by CMake): BUILD_DIR, the build with gpu-check, gpu-load
+and metrics-agent; FAKE_NVML, the fake libnvidia-ml.so.1; FAKE_CUDA, a
+stand-in libcuda.so.1 (tools/gpu_check/fake_cuda.cc).
 """
 import json
 import os
@@ -16,6 +17,7 @@ import pytest
 
 BUILD_DIR = os.environ["BUILD_DIR"]
 FAKE_NVML = os.environ["FAKE_NVML"]
+FAKE_CUDA = os.environ["FAKE_CUDA"]
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # What the fake NVML answers for GPU i (tests/fake_nvml/fake_nvml.cc), in
@@ -155,6 +157,32 @@ def test_a_field_this_nvidia_smi_does_not_know_is_unchecked(bundle, stand_in):
     assert row(result.stdout, "metrics-agent", "gpu_throttle_reasons", 1)[2:6] == [
         "unknown field", "0x4, 0x4", "one of the readings", "unchecked"]
     assert row(result.stdout, "metrics-agent", "gpu_util", 1)[5] == "agree"
+
+
+def test_a_gpu_load_runs_through_the_check_as_its_job(bundle, stand_in):
+    (stand_in / "gpus.csv").write_text(smi_line(0) + "\n" + smi_line(1) + "\n")
+    result = subprocess.run(
+        [os.path.join(bundle, "run"), "--nvidia-smi=%s" % (stand_in / "nvidia-smi"),
+         "--nvml-library=" + FAKE_NVML, "--python=", "--interval=100ms", "--load",
+         "--cuda-library=" + FAKE_CUDA],
+        capture_output=True, text=True, timeout=120, env=dict(os.environ, JOB_PID="1"))
+    found = re.search(r"A GPU load \(gpu-load, pid (\d+)\) keeps the GPUs busy: "
+                      r"ready: 1024 MiB held on each of 2 GPU\(s\)", result.stdout)
+    assert found, result.stdout + result.stderr
+    load = int(found.group(1))
+    # The load is the job the agent samples (the fake NVML lists no process
+    # for it: 0 MiB on both sides), and it is gone when the check ends.
+    assert row(result.stdout, "metrics-agent", "process_gpu_memory (pid %d)" % load, 0)[2:4] == [
+        "0 MiB", "0, 0"]
+    assert not os.path.exists("/proc/%d" % load)
+
+    missing = subprocess.run(
+        [os.path.join(bundle, "run"), "--nvidia-smi=%s" % (stand_in / "nvidia-smi"),
+         "--nvml-library=" + FAKE_NVML, "--python=", "--interval=100ms", "--load",
+         "--cuda-library=/nonexistent/libcuda.so.1"],
+        capture_output=True, text=True, timeout=120, env=dict(os.environ, JOB_PID="1"))
+    assert "No GPU load: gpu-load: cannot load /nonexistent/libcuda.so.1" in missing.stdout
+    assert "## metrics-agent" in missing.stdout  # the check goes on without it
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chroot needs root")

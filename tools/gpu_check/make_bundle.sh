@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Makes the GPU check's bundle: a folder, and a .tar.gz of it, holding
-# gpu-check and metrics-agent, every shared library they load but the
-# NVIDIA driver's, Debian's dynamic loader to run them with, and the Python
-# client's NVML modules, so that it runs on a GPU machine that has none of
-# this project's packages (docs/testing.md, "The GPU check").
+# gpu-check, metrics-agent and gpu-load, every shared library they load but
+# the NVIDIA driver's, Debian's dynamic loader to run them with, and the
+# Python client's NVML modules, so that it runs on a GPU machine that has
+# none of this project's packages (docs/testing.md, "The GPU check").
 #
 # Usage: tools/gpu_check/make_bundle.sh [BUILD_DIR [OUT_DIR]]
-#   BUILD_DIR: where gpu-check and metrics-agent were built (default: build)
+#   BUILD_DIR: where the three programs were built (default: build)
 #   OUT_DIR:   the bundle folder to make (default: BUILD_DIR/gpu-check);
 #              OUT_DIR.tar.gz is made beside it.
-# On the GPU machine: tar xzf gpu-check.tar.gz && gpu-check/run
+# On the GPU machine: tar xzf gpu-check.tar.gz && gpu-check/run --load
 # Fails when the folder would pass 64 MiB.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -19,7 +19,8 @@ limit_mib=64
 
 rm -rf "$out" "$out.tar.gz"
 mkdir -p "$out/bin" "$out/lib" "$out/python/metrics_client"
-for program in "$build/client/metrics-agent" "$build/tools/gpu_check/gpu-check"; do
+for program in "$build/client/metrics-agent" "$build/tools/gpu_check/gpu-check" \
+    "$build/tools/gpu_check/gpu-load"; do
   # Without debug sections: a third of the size, the same code.
   strip --strip-debug -o "$out/bin/$(basename "$program")" "$program"
 done
@@ -56,7 +57,8 @@ cat > "$out/run" <<'RUN'
 here=$(cd "$(dirname "$0")" && pwd)
 loader=$(ls "$here"/lib/ld-linux* | head -n 1)
 exec "$loader" --library-path "$here/lib" "$here/bin/gpu-check" \
-  --agent="$here/bin/metrics-agent" --loader="$loader" \
+  --agent="$here/bin/metrics-agent" --gpu-load="$here/bin/gpu-load" \
+  --loader="$loader" \
   --library-path="$here/lib" \
   --python-readings="$here/python/python_readings.py" "$@"
 RUN
