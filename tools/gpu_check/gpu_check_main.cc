@@ -18,8 +18,10 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/command_line.h"
@@ -96,7 +98,10 @@ absl::StatusOr<ClientReadings> Sample(const std::string& client,
                                       int round) {
   absl::StatusOr<Output> run = Run(command);
   if (!run.ok()) return run.status();
-  Save(absl::StrCat(client, "-", round, ".json"), run->out);
+  // "Python client" -> python-client-1.json
+  Save(absl::StrCat(absl::AsciiStrToLower(absl::StrReplaceAll(client, {{" ", "-"}})), "-",
+                    round, ".json"),
+       run->out);
   if (run->code != 0) {
     return absl::InternalError(absl::StrCat(command[0], " exited with ", run->code,
                                             ": ", run->err));
@@ -279,6 +284,11 @@ int CheckPython(const std::vector<std::string>& shared, int64_t pid) {
 }
 
 int Main() {
+  const std::string save_dir = absl::GetFlag(FLAGS_save_dir);
+  if (!save_dir.empty() && ::access(save_dir.c_str(), W_OK) != 0) {
+    std::cerr << "gpu-check: --save-dir " << save_dir << ": not a folder this user may write\n";
+    return 2;
+  }
   std::cout << "# GPU check, " << absl::FormatTime("%Y-%m-%d %H:%M UTC", absl::Now(),
                                                    absl::UTCTimeZone())
             << "\n";

@@ -123,9 +123,9 @@ def test_readings_that_agree_with_nvidia_smi(bundle, stand_in, tmp_path):
         assert row(result.stdout, client, "process %d" % os.getpid(), 1)[2:4] == [
             "512 MiB", "512, 512"]
     assert sorted(os.listdir(saved)) == [
-        "Python client-1.json", "Python client-2.json", "metrics-agent-1.json",
-        "metrics-agent-2.json", "nvidia-smi-compute-apps.csv", "nvidia-smi-dmon.txt",
-        "nvidia-smi-query-gpu.csv"]
+        "metrics-agent-1.json", "metrics-agent-2.json", "nvidia-smi-compute-apps.csv",
+        "nvidia-smi-dmon.txt", "nvidia-smi-query-gpu.csv", "python-client-1.json",
+        "python-client-2.json"]
     agent = json.loads((saved / "metrics-agent-1.json").read_text())
     assert {s["gpu_uuid"] for s in agent["series"] if "gpu_uuid" in s} == {
         "GPU-00000000-0000-0000-0000-000000000000", "GPU-00000000-0000-0000-0000-000000000001"}
