@@ -22,11 +22,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # What the fake NVML answers for GPU i (tests/fake_nvml/fake_nvml.cc), in
 # nvidia-smi's words and units.
-def smi_line(i, temperature=None, power="%d.00"):
+def smi_line(i, temperature=None, power="%d.00", utilization=None):
     return ", ".join([
         str(i), "GPU-00000000-0000-0000-0000-00000000000%d" % i, "550.54.15",
         "16384", str((15 - i) * 1024), str((i + 1) * 1024),  # total, used, free MiB
-        str(10 + 20 * i), "5",  # utilization
+        *(utilization or [str(10 + 20 * i), "5"]),
         power % (100 + 10 * i) if "%" in power else power, "300.00",
         str(40 + i if temperature is None else temperature),
         "1400", "2600", str(i), "0", "0x%016x" % (4 * i), "Fake GPU 16GB"])
@@ -148,6 +148,17 @@ def test_a_signal_neither_answers_carries_the_clients_note(bundle, stand_in):
     cells = row(result.stdout, "metrics-agent", "gpu_power", 0)
     assert cells[2:6] == ["[N/A]", "not reported", "±5 W + 10 %", "neither answers"]
     assert "gpu_power is not supported (nvmlDeviceGetPowerUsage" in cells[6]
+
+
+def test_a_gpu_in_mig_mode_has_no_utilisation_on_either_side(bundle, stand_in):
+    result = run_check(bundle, stand_in, [smi_line(0), smi_line(1, utilization=["[N/A]"] * 2)],
+                       env={"FAKE_NVML_MIG": "1"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    for signal in ("gpu_util", "gpu_memory_util"):
+        assert row(result.stdout, "metrics-agent", signal, 1)[2:6] == [
+            "[N/A]", "not reported", "±10 %", "neither answers"]
+        assert row(result.stdout, "metrics-agent", signal, 0)[5] == "agree"
+    assert row(result.stdout, "metrics-agent", "gpu_power", 1)[5] == "agree"
 
 
 def test_a_field_this_nvidia_smi_does_not_know_is_unchecked(bundle, stand_in):
