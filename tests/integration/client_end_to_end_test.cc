@@ -3,7 +3,9 @@
 // started again (everything acknowledged is stored, exactly once); the
 // overflow policies drop the oldest or block until the server is back; and
 // metrics-agent, with a fake NVML of two GPUs, produces series that
-// QuerySeries answers, then stops cleanly on SIGTERM or when the trial ends.
+// QuerySeries answers, then stops cleanly on SIGTERM or when the trial ends;
+// what its --once prints is what its stream stores.
+#include <boost/json.hpp>
 #include <grpcpp/create_channel.h>
 #include <signal.h>
 #include <unistd.h>
@@ -369,6 +371,60 @@ TEST_F(ClientEndToEndTest, AgentSamplesAppearInQuerySeriesAndStopCleanly) {
   EXPECT_EQ(inventory.gpus(1).name(), "Fake GPU 16GB");
   EXPECT_EQ(inventory.gpus(1).memory_total_bytes(), int64_t{16} << 30);
   EXPECT_TRUE(inventory.has_received_at());
+}
+
+// `metrics-agent --once --json` promises what the agent would send: the
+// series a stream of the same agent then stores are the ones it printed,
+// and so is the inventory's list of GPUs.
+TEST_F(ClientEndToEndTest, AgentOnceShowsTheSeriesItsStreamStores) {
+  const std::vector<std::string> flags = {"--interval=100ms", absl::StrCat("--pid=", getpid())};
+  const std::vector<std::string> env = {absl::StrCat("LD_LIBRARY_PATH=", FAKE_NVML_DIR),
+                                        absl::StrCat("FAKE_NVML_PROCESSES=", getpid(), ":256")};
+  std::vector<std::string> once = {METRICS_AGENT_PATH, "--once", "--json"};
+  once.insert(once.end(), flags.begin(), flags.end());
+  ASSERT_OK_AND_ASSIGN(auto printer, Subprocess::Start(once, env));
+  ASSERT_OK_AND_ASSIGN(int code, printer->Wait(absl::Seconds(30)));
+  ASSERT_EQ(code, 0) << printer->stderr_text();
+  const boost::json::value printed = boost::json::parse(printer->stdout_text());
+  std::vector<std::string> printed_series;
+  for (const boost::json::value& s : printed.at("series").as_array()) {
+    const boost::json::value* gpu = s.as_object().if_contains("gpu_uuid");
+    printed_series.push_back(absl::StrCat(
+        std::string(s.at("name").as_string()), "/",
+        gpu == nullptr ? "" : std::string(gpu->as_string())));
+  }
+  std::vector<std::string> printed_gpus;
+  for (const boost::json::value& g : printed.at("inventory").at("gpus").as_array()) {
+    printed_gpus.emplace_back(g.at("uuid").as_string());
+  }
+  ASSERT_EQ(printed_gpus.size(), 2u);
+
+  ASSERT_NE(StartMetricsd(), 0);
+  CreateTrial(8);
+  std::vector<std::string> stream = {METRICS_AGENT_PATH, "--server=" + target_, "--trial-id=8"};
+  stream.insert(stream.end(), flags.begin(), flags.end());
+  ASSERT_OK_AND_ASSIGN(auto agent, Subprocess::Start(stream, env));
+  EXPECT_TRUE(test_util::Eventually(
+      [&] { return Scalar("SELECT count(*) FROM metrics WHERE trial_id = 8") >= 3; },
+      absl::Seconds(60), absl::Milliseconds(50)));
+  agent->Signal(SIGTERM);
+  ASSERT_OK_AND_ASSIGN(code, agent->Wait(absl::Seconds(30)));
+  EXPECT_EQ(code, 0) << agent->stderr_text();
+  EXPECT_THAT(SeriesNames(target_, 8), testing::UnorderedElementsAreArray(printed_series));
+  ASSERT_OK_AND_ASSIGN(v1::Trial trial, GetTrial(Channel(), 8));
+  ASSERT_EQ(trial.agents_size(), 1);
+  std::vector<std::string> stored_gpus;
+  for (const v1::GpuInventory& g : trial.agents(0).inventory().gpus()) {
+    stored_gpus.push_back(g.uuid());
+  }
+  EXPECT_EQ(stored_gpus, printed_gpus);
+
+  // --json belongs to --once.
+  ASSERT_OK_AND_ASSIGN(auto wrong, Subprocess::Start({METRICS_AGENT_PATH, "--json",
+                                                      "--trial-id=8"}));
+  ASSERT_OK_AND_ASSIGN(code, wrong->Wait(absl::Seconds(30)));
+  EXPECT_EQ(code, 2);
+  EXPECT_THAT(wrong->stderr_text(), HasSubstr("metrics-agent: --json: only with --once"));
 }
 
 TEST_F(ClientEndToEndTest, AgentWithoutNvmlSaysSoAndStopsWhenTheTrialEnds) {
