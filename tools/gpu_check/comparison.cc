@@ -153,6 +153,18 @@ Row TextRow(const std::string& signal, const std::string& index,
   return row;
 }
 
+// Each sample's value of `signal` of device `uuid`; unset where it has none.
+std::vector<std::optional<double>> ValuesOf(const std::vector<ClientReadings>& readings,
+                                            const std::string& signal,
+                                            const std::string& uuid) {
+  std::vector<std::optional<double>> values;
+  for (const ClientReadings& r : readings) {
+    auto v = r.values.find({signal, uuid});
+    values.push_back(v == r.values.end() ? std::nullopt : std::optional(v->second));
+  }
+  return values;
+}
+
 void CompareProcesses(const SmiAnswers& smi, const std::string& uuid,
                       const std::string& index,
                       const std::vector<ClientReadings>& readings,
@@ -274,9 +286,11 @@ std::vector<Row> Compare(const SmiAnswers& smi,
       row.signal = check.signal;
       row.gpu = index;
       std::optional<double> value;
+      bool unchecked = false;  // nvidia-smi could not be asked for it
       absl::string_view field = check.field;
       if (absl::ConsumePrefix(&field, "dmon:")) {
         if (!smi.dmon.has_value()) {
+          unchecked = true;
           row.smi = "dmon failed";
           row.note = smi.dmon_error;
         } else {
@@ -290,6 +304,7 @@ std::vector<Row> Compare(const SmiAnswers& smi,
                                       : "N/A";
         }
       } else if (smi.unknown_fields.count(check.field) > 0) {
+        unchecked = true;
         row.smi = "unknown field";
         row.note = absl::StrCat("this nvidia-smi has no ", check.field);
       } else {
@@ -298,15 +313,8 @@ std::vector<Row> Compare(const SmiAnswers& smi,
         row.smi = value.has_value() ? absl::StrCat(Number(*value, check), " ", check.unit)
                                     : text;
       }
-      std::vector<std::optional<double>> client;
-      for (const ClientReadings& r : readings) {
-        auto v = r.values.find({check.signal, uuid});
-        client.push_back(v == r.values.end() ? std::nullopt : std::optional(v->second));
-      }
-      Judge(check, value, client, row);
-      if (row.smi == "dmon failed" || row.smi == "unknown field") {
-        row.verdict = Verdict::kUnchecked;
-      }
+      Judge(check, value, ValuesOf(readings, check.signal, uuid), row);
+      if (unchecked) row.verdict = Verdict::kUnchecked;
       if (row.note.empty() && row.verdict != Verdict::kAgree) {
         row.note = NoteOn(readings, uuid, check.signal);
       }
@@ -326,12 +334,7 @@ std::vector<Row> Compare(const SmiAnswers& smi,
       } else {
         row.smi = "not asked";
       }
-      std::vector<std::optional<double>> client;
-      for (const ClientReadings& r : readings) {
-        auto v = r.values.find({"process_gpu_memory", uuid});
-        client.push_back(v == r.values.end() ? std::nullopt : std::optional(v->second));
-      }
-      Judge(kProcessMemory, used, client, row);
+      Judge(kProcessMemory, used, ValuesOf(readings, kProcessMemory.signal, uuid), row);
       if (!smi.processes.has_value()) row.verdict = Verdict::kUnchecked;
       if (row.verdict != Verdict::kAgree) row.note = NoteOn(readings, uuid, "process_gpu_memory");
       rows.push_back(std::move(row));
@@ -365,12 +368,7 @@ std::vector<Row> ReadingsOnly(const std::vector<ClientReadings>& readings) {
     auto gpu = readings[0].gpus.find(uuid);
     row.gpu = gpu == readings[0].gpus.end() ? uuid : absl::StrCat(gpu->second.index);
     row.smi = "not asked";
-    std::vector<std::optional<double>> client;
-    for (const ClientReadings& r : readings) {
-      auto v = r.values.find(key);
-      client.push_back(v == r.values.end() ? std::nullopt : std::optional(v->second));
-    }
-    Judge(check, std::nullopt, client, row);
+    Judge(check, std::nullopt, ValuesOf(readings, signal, uuid), row);
     row.client = absl::StrCat(row.client, " ", check.unit);
     row.tolerance = "";
     row.verdict = Verdict::kUnchecked;
