@@ -288,6 +288,18 @@ std::string SealWindow(const std::vector<WindowReport>& reports) {
   return out;
 }
 
+absl::StatusOr<int64_t> SealedReportCount(absl::string_view head) {
+  if (head.empty() || static_cast<uint8_t>(head[0]) != kFormat) {
+    return Corrupt("not format 1");
+  }
+  head.remove_prefix(1);
+  uint64_t count = 0;
+  if (!ReadVarint(head, count) || count > (uint64_t{1} << 40)) {
+    return Corrupt("a bad report count");
+  }
+  return static_cast<int64_t>(count);
+}
+
 absl::StatusOr<std::vector<WindowReport>> UnsealWindow(absl::string_view in) {
   if (in.empty() || static_cast<uint8_t>(in[0]) != kFormat) {
     return Corrupt("not format 1");

@@ -67,6 +67,12 @@ std::string SealWindow(const std::vector<WindowReport>& reports);
 // that are not SealWindow's output.
 absl::StatusOr<std::vector<WindowReport>> UnsealWindow(absl::string_view bytes);
 
+// The number of reports in a sealed window, read from its first bytes (at
+// least 11 of them, or all): what a reader can learn of a window's size
+// without decoding it. DATA_LOSS for bytes that do not start as
+// SealWindow's output does.
+absl::StatusOr<int64_t> SealedReportCount(absl::string_view head);
+
 }  // namespace metrics::storage
 
 #endif  // METRICS_STORAGE_FORMAT_SEALED_WINDOW_H_

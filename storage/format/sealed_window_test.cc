@@ -39,6 +39,18 @@ TEST(SealedWindowTest, AnEmptyWindowAndOneReport) {
   ExpectRoundTrip({{-5, {}}});  // before 1970, no values
 }
 
+TEST(SealedWindowTest, TheReportCountIsReadFromTheFirstBytes) {
+  std::vector<WindowReport> reports;
+  for (int i = 0; i < 300; ++i) reports.push_back({1763800000000000 + i * 1000, {{1, i * 0.5}}});
+  const std::string sealed = SealWindow(reports);
+  ASSERT_OK_AND_ASSIGN(int64_t count, SealedReportCount(sealed.substr(0, 11)));
+  EXPECT_EQ(count, 300);
+  ASSERT_OK_AND_ASSIGN(int64_t none, SealedReportCount(SealWindow({})));
+  EXPECT_EQ(none, 0);
+  EXPECT_THAT(SealedReportCount(""), StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(SealedReportCount("\x07\x01"), StatusIs(absl::StatusCode::kDataLoss));
+}
+
 TEST(SealedWindowTest, EveryDoubleComesBackBitForBit) {
   const double specials[] = {0.0,
                              -0.0,
