@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "storage/pg/connection.h"
 #include "storage/pg/pg_errors.h"
 
@@ -170,6 +171,12 @@ class IngestWriter::Lane {
         writer_->Release(group[i]->batch, index_, values);
         writer_->Count(outcomes[i], values,
                        absl::ToDoubleSeconds(now - group[i]->submitted));
+        const MetricBatch& batch = group[i]->batch;
+        if (outcomes[i].kind == BatchOutcome::Kind::kStored && writer_->options_.on_stored &&
+            batch.metric_group == kSystemGroup) {
+          writer_->options_.on_stored(batch.trial_id, batch.agent_id,
+                                      static_cast<int64_t>(batch.reports.size()));
+        }
         std::move(group[i]->done)(std::move(outcomes[i]));
       }
     }
@@ -299,6 +306,9 @@ IngestWriter::~IngestWriter() { Shutdown(absl::Now()); }
 absl::Status IngestWriter::Submit(std::unique_ptr<PendingBatch> batch) {
   if (!accepting_) {
     return absl::UnavailableError("metricsd is shutting down");
+  }
+  if (options_.admit && batch->batch.metric_group == kSystemGroup) {
+    RETURN_IF_ERROR(options_.admit(batch->batch.trial_id, batch->batch.agent_id));
   }
   const size_t values = batch->batch.ValueCount();
   batch->submitted = absl::Now();

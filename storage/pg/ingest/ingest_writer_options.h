@@ -6,8 +6,11 @@
 #define METRICS_STORAGE_PG_INGEST_INGEST_WRITER_OPTIONS_H_
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 
 namespace metrics::storage::pg {
@@ -59,6 +62,14 @@ struct IngestWriterOptions {
   // How long to keep retrying a group while the database is unreachable.
   absl::Duration retry_for = absl::Seconds(30);
   int max_series_per_trial = 10000;
+  // Called on a lane thread after each commit that stored a batch of
+  // system reports, with its trial, agent and report count (optional):
+  // the sealer's SealTrigger counts what waits to be sealed.
+  std::function<void(int32_t trial, const std::string& agent, int64_t reports)> on_stored;
+  // Asked before a batch of system reports is queued (optional): an error
+  // refuses it (the sealer's SealTrigger refuses an agent with far more
+  // rows waiting for their seal than it lets wait, RESOURCE_EXHAUSTED).
+  std::function<absl::Status(int32_t trial, const std::string& agent)> admit;
 };
 
 }  // namespace metrics::storage::pg

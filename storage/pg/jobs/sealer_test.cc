@@ -6,7 +6,9 @@
 // for bit; only closed windows are sealed; late rows are read at once and
 // sealed again with their window; two sealers at once seal each window
 // once; a pass cut off mid-way leaves every value once; dense windows and
-// long gaps read whole; raw retention removes a window once all of it is
+// long gaps read whole; a dense window is sealed in parts within the
+// sealer's memory budget, and an agent with many rows waiting early, its
+// open window too; raw retention removes a window once all of it is
 // before the horizon; migrating down writes the windows back as rows.
 #include "storage/pg/jobs/sealer.h"
 
@@ -16,6 +18,8 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -25,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/retry_after.h"
 #include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -32,6 +37,7 @@
 #include "storage/format/sealed_window.h"
 #include "storage/pg/jobs/raw_retention.h"
 #include "storage/pg/jobs/rollup_rebuild.h"
+#include "storage/pg/jobs/seal_trigger.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "storage/pg/testing/store_test.h"
 #include "migrations/migrator.h"
@@ -133,6 +139,27 @@ class SealerTest : public test_util::StoreTest {
         batch.reports.push_back(std::move(r));
       }
       ASSERT_EQ(Submit(std::move(batch)).kind, BatchOutcome::Kind::kStored);
+    }
+  }
+
+  // `reports` reports of `agent` `every` apart from kT0 + `offset_s`, two
+  // series each, in batches of 5000 on `store`: a dense agent.
+  void IngestDense(MetricStore& store, const std::string& agent, int64_t offset_s, int reports,
+                   absl::Duration every, const std::string& stream = "-stream") {
+    for (int start = 0; start < reports; start += 5000) {
+      MetricBatch batch;
+      batch.stream_id = agent + stream;
+      batch.sequence = 1 + start / 5000;
+      batch.trial_id = 7;
+      batch.agent_id = agent;
+      batch.series = {{"cpu_util_simple", "", "percent"}, {"gpu_util", "GPU-1", "percent"}};
+      for (int i = start; i < std::min(reports, start + 5000); ++i) {
+        batch.reports.push_back(
+            {absl::ToUnixMicros(kT0 + absl::Seconds(offset_s) + i * every), {0, 1},
+             {static_cast<double>(i % 1000) / 8, static_cast<double>((i * 7) % 101)},
+             std::nullopt});
+      }
+      ASSERT_EQ(Submit(store, std::move(batch)).kind, BatchOutcome::Kind::kStored);
     }
   }
 
@@ -438,6 +465,113 @@ TEST_F(SealerTest, DenseWindowsAndLongGapsAreReadWhole) {
   Seal(4 * 86400);
   EXPECT_EQ(Count("packed_values IS NOT NULL"), 0);
   EXPECT_EQ(Diff(Read(1000), before), "");
+}
+
+TEST_F(SealerTest, ADenseWindowIsSealedInPartsWithinTheMemoryBudget) {
+  // 60 000 reports in 9 minutes of one window (kT0 + 200 s starts one),
+  // a report every 9 ms: about 12 MB to hold at once, against a budget
+  // of 1 MB.
+  IngestDense(*store_, "dense", 210, 60000, absl::Milliseconds(9));
+  const View before = Read(200000);
+  ASSERT_EQ(before.raw[0].size(), 60000u);
+  SealOptions options;
+  options.database_url = url();
+  options.grace = absl::Now() - (kT0 + absl::Hours(1));
+  options.memory_budget_bytes = 1 << 20;
+  ASSERT_OK_AND_ASSIGN(const SealSummary summary, SealClosedWindows(options));
+  EXPECT_EQ(summary.rows, 60000);
+  EXPECT_LE(summary.peak_held_bytes, options.memory_budget_bytes + 1024);
+  EXPECT_GT(summary.peak_held_bytes, options.memory_budget_bytes / 2);
+  EXPECT_GE(summary.parts, 8);
+  EXPECT_EQ(Count("packed_values IS NOT NULL"), 0);
+  const int64_t parts = Count("sealed_values IS NOT NULL");
+  EXPECT_EQ(parts, summary.windows);
+  EXPECT_GE(parts, 9);  // every part a row of the one window
+  EXPECT_EQ(Scalar("SELECT count(DISTINCT end_time) FROM metrics_profiling WHERE trial_id = 7 "
+                   "AND sealed_values IS NOT NULL"),
+            "1");
+  // Every value once, in order, and every bucket exact.
+  EXPECT_EQ(Diff(Read(200000), before), "");
+  EXPECT_EQ(test_util::CountRepeatedReports(url(), 7).value_or(-1), 0);
+  ASSERT_OK(test_util::CheckRollupsMatchRawRows(url(), 7));
+
+  // Late rows join the window's smallest part, which fits the budget.
+  IngestDense(*store_, "dense", 215, 40, absl::Milliseconds(1), "-late");
+  const View late = Read(200000);
+  ASSERT_OK_AND_ASSIGN(const SealSummary again, SealClosedWindows(options));
+  EXPECT_EQ(again.rows, 40);
+  EXPECT_EQ(Count("sealed_values IS NOT NULL"), parts);
+  EXPECT_EQ(Diff(Read(200000), late), "");
+  ASSERT_OK(test_util::CheckRollupsMatchRawRows(url(), 7));
+}
+
+TEST_F(SealerTest, AnAgentWithManyRowsWaitingIsSealedEarlyOpenWindowAndAll) {
+  // A store whose writer counts what it stores, and a sealer loop whose
+  // passes are an hour apart: only the trigger can seal in between.
+  auto trigger = std::make_shared<SealTrigger>(5000);
+  PgMetricStoreOptions store_options;
+  store_options.writer.on_stored = [trigger](int32_t trial, const std::string& agent,
+                                             int64_t reports) {
+    trigger->Stored(trial, agent, reports);
+  };
+  std::unique_ptr<PgMetricStore> store = NewStore(std::move(store_options));
+  SealOptions options;
+  options.database_url = url();
+  options.grace = absl::Hours(24 * 365 * 10);  // every window open to the passes
+  SealerLoop loop(options, absl::Hours(1), trigger, [](const std::string&) {});
+  IngestDense(*store, "sparse", 0, 300, absl::Seconds(1));
+  // Batches of the threshold: whatever a seal took, what it left is a
+  // batch or more, due again.
+  IngestDense(*store, "dense", 210, 15000, absl::Milliseconds(20));
+  const View before = Read(1000);
+  // The dense agent's rows are sealed, the sparse one's (under the
+  // trigger's count) wait for their window to close.
+  EXPECT_TRUE(::metrics::test_util::Eventually(
+      [&] {
+        return Scalar("SELECT count(*) FROM metrics_profiling WHERE trial_id = 7 AND "
+                      "agent_id = 'dense' AND packed_values IS NOT NULL") == "0";
+      },
+      absl::Seconds(30)));
+  EXPECT_EQ(Scalar("SELECT count(*) FROM metrics_profiling WHERE trial_id = 7 AND "
+                   "agent_id = 'sparse' AND packed_values IS NOT NULL"),
+            "300");
+  EXPECT_EQ(Diff(Read(1000), before), "");
+  ASSERT_OK(test_util::CheckRollupsMatchRawRows(url(), 7));
+  // Only the sparse agent is still counted.
+  EXPECT_TRUE(::metrics::test_util::Eventually([&] { return trigger->agents() == 1; }, absl::Seconds(10)));
+}
+
+TEST(SealTriggerTest, NamesAnAgentOnceWhenItsWaitingRowsReachTheThreshold) {
+  SealTrigger trigger(100);
+  trigger.Stored(7, "a", 60);
+  trigger.Stored(7, "b", 99);
+  EXPECT_FALSE(trigger.NextDue(absl::Now()).has_value());
+  trigger.Stored(7, "a", 50);
+  EXPECT_OK(trigger.Admit(7, "a"));
+  trigger.Stored(7, "a", 500);  // already due: named once
+  // Past four times the threshold, the agent's batches are refused.
+  EXPECT_THAT(trigger.Admit(7, "a"),
+              ::metrics::test_util::StatusIs(absl::StatusCode::kResourceExhausted,
+                                             ::testing::HasSubstr("agent a of trial 7 has 610")));
+  // ... asking for a short wait, which the ingest doors pass on.
+  EXPECT_EQ(common::RetryAfterOf(trigger.Admit(7, "a")), absl::Milliseconds(200));
+  EXPECT_OK(trigger.Admit(7, "b"));
+  const std::optional<SealTrigger::Due> due = trigger.NextDue(absl::Now());
+  ASSERT_TRUE(due.has_value());
+  EXPECT_EQ(due->agent, SealTrigger::Agent(7, "a"));
+  EXPECT_EQ(due->waiting, 610);
+  EXPECT_FALSE(trigger.NextDue(absl::Now()).has_value());
+  // A seal takes off what it took, down to zero (another server's rows).
+  trigger.Sealed(7, "a", 700);
+  EXPECT_OK(trigger.Admit(7, "a"));
+  trigger.Sealed(7, "b", 90);
+  trigger.Stored(7, "b", 90);
+  EXPECT_FALSE(trigger.NextDue(absl::Now()).has_value());
+  EXPECT_EQ(trigger.agents(), 1u);
+  trigger.Stored(7, "b", 1);
+  EXPECT_EQ(trigger.NextDue(absl::Now())->agent, SealTrigger::Agent(7, "b"));
+  trigger.Stop();
+  EXPECT_FALSE(trigger.NextDue(absl::InfiniteFuture()).has_value());
 }
 
 TEST_F(SealerTest, RetentionRemovesASealedWindowOnceAllOfItIsBeforeTheHorizon) {

@@ -47,7 +47,9 @@ std::string NewestRowsSql(absl::string_view agents_sql) {
       "ON n.newest IS NOT NULL "
       "LEFT JOIN LATERAL (SELECT m.end_time, m.id, m.sealed_values ",
       of_agent("packed_values IS NULL AND sealed_values IS NOT NULL"),
-      " ORDER BY m.end_time DESC LIMIT 1) s ON n.newest IS NULL");
+      // A window sealed in parts: the last part sealed holds its newest
+      // reports (a part of late rows aside).
+      " ORDER BY m.end_time DESC, m.id DESC LIMIT 1) s ON n.newest IS NULL");
 }
 
 // An agent's newest samples: the stats of each series over its newest
