@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/presented_credential.h"
+#include "common/retry_after.h"
 #include "server/http/http_error.h"
 #include "server/otlp/otlp_body.h"
 #include "server/prometheus/prometheus_exporter.h"
@@ -140,7 +141,7 @@ HttpResponse HttpPaths::Handle(const HttpRequest& request) const {
           !allowed.ok()) {
         return OtlpErrorResponse(
             request.Header("content-type"), allowed, 0,
-            RetryAfterOf(allowed).value_or(absl::Seconds(1)));
+            common::RetryAfterOf(allowed).value_or(absl::Seconds(1)));
       }
     }
     return options_.gateway->ExportOtlp(request);

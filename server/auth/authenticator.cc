@@ -9,13 +9,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/api_token.h"
+#include "common/retry_after.h"
 
 namespace metrics::server {
 
 namespace {
-
-// The payload key of PeerLimited's wait, in milliseconds.
-constexpr absl::string_view kRetryAfterPayload = "metrics/retry-after-ms";
 
 // The token of a header value, or "" when it carries none of a token's
 // shape. RFC 9110: the scheme is case-insensitive; spaces follow it.
@@ -40,20 +38,11 @@ absl::Status Unauthenticated() {
 absl::Status PeerLimited(absl::Duration wait) {
   const int64_t ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(
                                               absl::Ceil(wait, absl::Milliseconds(1))));
-  absl::Status status = absl::ResourceExhaustedError(absl::StrCat(
-      "too many failed authentications from this address; retry in ",
-      absl::FormatDuration(absl::Milliseconds(ms))));
-  status.SetPayload(kRetryAfterPayload, absl::Cord(absl::StrCat(ms)));
-  return status;
-}
-
-std::optional<absl::Duration> RetryAfterOf(const absl::Status& status) {
-  auto payload = status.GetPayload(kRetryAfterPayload);
-  int64_t ms = 0;
-  if (!payload || !absl::SimpleAtoi(std::string(*payload), &ms)) {
-    return std::nullopt;
-  }
-  return absl::Milliseconds(ms);
+  return common::WithRetryAfter(
+      absl::ResourceExhaustedError(absl::StrCat(
+          "too many failed authentications from this address; retry in ",
+          absl::FormatDuration(absl::Milliseconds(ms)))),
+      absl::Milliseconds(ms));
 }
 
 Authenticator::Authenticator(storage::TokenStore* store,

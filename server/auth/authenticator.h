@@ -71,7 +71,7 @@ class Authenticator {
   // calling from `peer` (its address; empty: not limited, for checks of a
   // stream already open). May query the store: call it where blocking is
   // allowed. UNAUTHENTICATED as above; RESOURCE_EXHAUSTED with a
-  // RetryAfterOf when the peer is limited; the store's own errors
+  // common::RetryAfterOf when the peer is limited; the store's own errors
   // (UNAVAILABLE, ...) when it cannot say.
   absl::StatusOr<Principal> Authenticate(absl::string_view authorization,
                                          absl::string_view peer,
@@ -129,10 +129,6 @@ absl::Status Unauthenticated();
 
 // The answer to a limited peer, asking it to wait `wait`.
 absl::Status PeerLimited(absl::Duration wait);
-
-// How long a refusal asks its caller to wait (PeerLimited's); nullopt for
-// any other status.
-std::optional<absl::Duration> RetryAfterOf(const absl::Status& status);
 
 }  // namespace metrics::server
 

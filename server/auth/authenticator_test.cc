@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/retry_after.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -289,7 +290,7 @@ TEST_F(RefusalTest, AFloodingPeerIsLimitedAndAKnownTokenStillPasses) {
         "Bearer " + UnknownSecret(200 + i), "10.0.0.9", Deadline());
     EXPECT_THAT(p, StatusIs(absl::StatusCode::kResourceExhausted,
                             HasSubstr("too many failed authentications")));
-    std::optional<absl::Duration> wait = RetryAfterOf(p.status());
+    std::optional<absl::Duration> wait = common::RetryAfterOf(p.status());
     ASSERT_TRUE(wait.has_value());
     EXPECT_GT(*wait, absl::ZeroDuration());
     EXPECT_LE(*wait, absl::Seconds(2));

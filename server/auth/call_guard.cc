@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/presented_credential.h"
+#include "common/retry_after.h"
 
 namespace metrics::server {
 
@@ -25,7 +26,7 @@ absl::string_view MetadataValue(const grpc::ServerContextBase& context,
 
 // A limited caller's wait, as gRPC clients read it.
 void AddRetryAfter(const absl::Status& refusal, grpc::ServerContextBase& context) {
-  if (std::optional<absl::Duration> wait = RetryAfterOf(refusal)) {
+  if (std::optional<absl::Duration> wait = common::RetryAfterOf(refusal)) {
     context.AddTrailingMetadata(
         "retry-after-ms", absl::StrCat(absl::ToInt64Milliseconds(*wait)));
   }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "common/retry_after.h"
 #include "common/proto_time.h"
 #include "server/services/unary_call.h"
 
@@ -67,7 +68,8 @@ class ReportCall {
     if (outcome == Outcome::kFailed) {
       context_->AddTrailingMetadata(
           "retry-after-ms",
-          std::to_string(absl::ToInt64Milliseconds(service_->retry_after_)));
+          std::to_string(absl::ToInt64Milliseconds(
+              common::RetryAfterOf(status).value_or(service_->retry_after_))));
     }
     reactor_->Finish(common::ToGrpcStatus(status));
     delete this;

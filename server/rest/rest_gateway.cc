@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "common/presented_credential.h"
+#include "common/retry_after.h"
 #include "server/rest/chart_json.h"
 #include "server/rest/gateway_stream.h"
 #include "server/http/http_error.h"
@@ -494,7 +495,7 @@ HttpResponse RestGateway::Preflight(const HttpRequest& request) const {
 }
 
 void AddRetryAfter(const absl::Status& refusal, HttpResponse& response) {
-  if (std::optional<absl::Duration> wait = RetryAfterOf(refusal)) {
+  if (std::optional<absl::Duration> wait = common::RetryAfterOf(refusal)) {
     response.headers.emplace_back(
         "Retry-After",
         absl::StrCat(absl::ToInt64Seconds(absl::Ceil(*wait, absl::Seconds(1)))));

@@ -59,7 +59,7 @@ struct RestGatewayOptions {
 };
 
 // Adds Retry-After (whole seconds) to `response` when `refusal` asks its
-// caller to wait (a limited address: RetryAfterOf).
+// caller to wait (a limited address: common::RetryAfterOf).
 void AddRetryAfter(const absl::Status& refusal, HttpResponse& response);
 
 class RestGateway {

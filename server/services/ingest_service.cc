@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/retry_after.h"
 #include "server/services/proto_convert.h"
 #include "server/services/unary_call.h"
 #include "storage/batch_validation.h"
@@ -95,7 +96,8 @@ void IngestService::Submit(grpc::CallbackServerContext* context,
     if (queued.code() == absl::StatusCode::kResourceExhausted) {
       context->AddTrailingMetadata(
           "retry-after-ms",
-          std::to_string(absl::ToInt64Milliseconds(options_.retry_after)));
+          std::to_string(absl::ToInt64Milliseconds(
+              common::RetryAfterOf(queued).value_or(options_.retry_after))));
     }
     reactor->Finish(common::ToGrpcStatus(queued));
   }

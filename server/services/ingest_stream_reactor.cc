@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "common/retry_after.h"
 #include "server/services/proto_convert.h"
 #include "storage/batch_validation.h"
 
@@ -125,7 +126,7 @@ void IngestStreamReactor::HandleOpen(Actions& actions) {
   if (!posted) {
     --refs_;
     opening_ = false;
-    AddRetryAfterLocked();
+    AddRetryAfterLocked(absl::OkStatus());
     FinishLocked(absl::ResourceExhaustedError(
                      "the server is busy opening other streams; retry later"),
                  actions);
@@ -188,7 +189,7 @@ void IngestStreamReactor::HandleBatch(Actions& actions) {
     --refs_;
     --next_sequence_;
     if (queued.code() == absl::StatusCode::kResourceExhausted) {
-      AddRetryAfterLocked();
+      AddRetryAfterLocked(queued);
     }
     FinishLocked(queued, actions);
   }
@@ -206,7 +207,7 @@ void IngestStreamReactor::OnOpened(
     if (!done_ && !finished_) {
       if (!position.ok()) {
         if (position.status().code() == absl::StatusCode::kResourceExhausted) {
-          AddRetryAfterLocked();
+          AddRetryAfterLocked(absl::OkStatus());
         }
         FinishLocked(position.status(), actions);
       } else {
@@ -370,10 +371,11 @@ void IngestStreamReactor::ProgressLocked(Actions& actions) {
   }
 }
 
-void IngestStreamReactor::AddRetryAfterLocked() {
+void IngestStreamReactor::AddRetryAfterLocked(const absl::Status& refusal) {
   context_->AddTrailingMetadata(
       "retry-after-ms",
-      std::to_string(absl::ToInt64Milliseconds(options_.retry_after)));
+      std::to_string(absl::ToInt64Milliseconds(
+          common::RetryAfterOf(refusal).value_or(options_.retry_after))));
 }
 
 bool IngestStreamReactor::Gone() {

@@ -89,7 +89,8 @@ class IngestStreamReactor
   void FinishLocked(const absl::Status& status, Actions& actions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells the client when to retry a RESOURCE_EXHAUSTED finish.
-  void AddRetryAfterLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The wait `refusal` asks for, else options_.retry_after.
+  void AddRetryAfterLocked(const absl::Status& refusal) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the call has ended or is ending: an open still queued for it
   // need not read the database.
   bool Gone() ABSL_LOCKS_EXCLUDED(mu_);

@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "common/retry_after.h"
 #include "server/services/unary_call.h"
 
 namespace metrics::server {
@@ -126,7 +127,8 @@ grpc::ServerUnaryReactor* OtlpService::Export(
             if (queued.code() == absl::StatusCode::kResourceExhausted) {
               context->AddTrailingMetadata(
                   "retry-after-ms",
-                  std::to_string(absl::ToInt64Milliseconds(retry_after_)));
+                  std::to_string(absl::ToInt64Milliseconds(
+                      common::RetryAfterOf(queued).value_or(retry_after_))));
             }
             for (size_t j = i; j < batches.size(); ++j) {
               storage::BatchOutcome failed;
