@@ -27,7 +27,9 @@ into the rollups, which ingest leaves to the seal (docs/storage.md,
 "Rollups"). One short
 transaction an agent and window or three, each under the agent's lock: ingest
 and queries go on meanwhile, and metricsd's own sealers, or a second run,
-wait their turn rather than seal anything twice. Interrupted (Ctrl-C, a
+wait their turn rather than seal anything twice. A window of a dense agent
+(more reports than about 32 MiB holds, as metricsd's --seal-memory) is sealed
+in parts, a row each, so memory stays bounded. Interrupted (Ctrl-C, a
 kill, a lost connection), it keeps what it sealed; run it again to go on.
 Then it vacuums the profiling partition, so reads do not step over the
 taken rows' index entries until autovacuum comes round.
@@ -81,6 +83,12 @@ int RunSealCommand(const SealArgs& args) {
       summary->sealed_bytes,
       summary->raw_bytes > 0 ? static_cast<double>(summary->sealed_bytes) / summary->raw_bytes : 0.0,
       progress.Seconds());
+  if (summary->parts > 0) {
+    std::cout << absl::StrFormat(
+        "%d of the rows written are parts of windows too dense for one (at most %d KB held at "
+        "once)\n",
+        summary->parts, summary->peak_held_bytes >> 10);
+  }
   if (summary->vacuumed) {
     std::cout << "vacuumed the profiling partition: the taken rows' space is reusable\n";
   }

@@ -111,6 +111,15 @@ ABSL_FLAG(absl::Duration, seal_every, absl::Minutes(1),
           "and its reports go into the rollups. Several servers share the "
           "work. 0 turns it off: charts then aggregate the raw rows, slower "
           "the longer the run (metricsctl seal does it on demand).");
+ABSL_FLAG(int64_t, seal_memory, int64_t{32} << 20,
+          "Bytes one seal transaction may hold, about: a window holding more "
+          "reports (an agent reporting thousands of times a second) is sealed "
+          "in parts, each a row (docs/storage.md, \"Sealed windows\").");
+ABSL_FLAG(int64_t, seal_after_reports, 2000,
+          "An agent with this many raw rows waiting (stored by this server) "
+          "is sealed at once, open window and all, so that charts aggregate "
+          "few raw rows however densely it reports. 0: seal only closed "
+          "windows.");
 ABSL_FLAG(absl::Duration, max_future, absl::Minutes(10),
           "How far ahead of the server's clock a report's time may be.");
 ABSL_FLAG(int, db_pool_size, 4,
@@ -221,6 +230,18 @@ int Run() {
   if (!retention.ok()) return usage_error(retention.status());
   options.raw_retention = *retention;
   options.seal_every = absl::GetFlag(FLAGS_seal_every);
+  options.seal_memory_bytes = absl::GetFlag(FLAGS_seal_memory);
+  options.seal_after_reports = absl::GetFlag(FLAGS_seal_after_reports);
+  if (options.seal_memory_bytes < (int64_t{1} << 20)) {
+    return usage_error(absl::InvalidArgumentError(
+        absl::StrCat("--seal-memory ", options.seal_memory_bytes,
+                     ": must be at least 1 MiB (1048576 bytes)")));
+  }
+  if (options.seal_after_reports < 0) {
+    return usage_error(absl::InvalidArgumentError(
+        absl::StrCat("--seal-after-reports ", options.seal_after_reports,
+                     ": must not be negative (0 seals closed windows only)")));
+  }
   if (options.seal_every < absl::ZeroDuration()) {
     return usage_error(absl::InvalidArgumentError(
         absl::StrCat("--seal_every ", absl::FormatDuration(options.seal_every),

@@ -88,6 +88,20 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
       log(line);
     };
   }
+  if (options.seal_every > absl::ZeroDuration() && options.seal_after_reports > 0 &&
+      options.seal_trigger == nullptr) {
+    options.seal_trigger =
+        std::make_shared<storage::pg::SealTrigger>(options.seal_after_reports);
+    store_options.writer.on_stored = [trigger = options.seal_trigger](
+                                         int32_t trial, const std::string& agent,
+                                         int64_t reports) {
+      trigger->Stored(trial, agent, reports);
+    };
+    store_options.writer.admit = [trigger = options.seal_trigger](int32_t trial,
+                                                                 const std::string& agent) {
+      return trigger->Admit(trial, agent);
+    };
+  }
   std::unique_ptr<storage::MetricStore> store =
       storage::pg::PgMetricStore::Create(std::move(store_options));
   return CreateOnStore(std::move(options), std::move(store), log);
@@ -197,8 +211,10 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
     storage::pg::SealOptions seal;
     seal.database_url = options.database_url;
     seal.application_name = "metricsd-sealer";
+    seal.memory_budget_bytes = options.seal_memory_bytes;
     server->sealer_ = std::make_unique<storage::pg::SealerLoop>(
-        std::move(seal), options.seal_every, [log](const std::string& event) { log(event); });
+        std::move(seal), options.seal_every, options.seal_trigger,
+        [log](const std::string& event) { log(event); });
   }
   server->prometheus_max_series_ = options.prometheus_max_series;
   server->stale_after_ = options.stale_after;

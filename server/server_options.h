@@ -7,6 +7,8 @@
 #ifndef METRICS_SERVER_SERVER_OPTIONS_H_
 #define METRICS_SERVER_SERVER_OPTIONS_H_
 
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,7 @@
 #include "server/services/ingest_stream_reactor.h"
 #include "server/rest/rest_gateway.h"
 #include "server/web/web_assets.h"
+#include "storage/pg/jobs/seal_trigger.h"
 #include "storage/pg/pg_metric_store_options.h"
 
 namespace metrics::server {
@@ -70,6 +73,18 @@ struct ServerOptions {
   // Closed windows of raw system rows are sealed at start and then this
   // often (storage/pg/jobs/sealer.h); zero turns the sealer off.
   absl::Duration seal_every = absl::Minutes(1);
+  // What one seal transaction may hold in memory, about: a window with
+  // more is sealed in parts (SealOptions::memory_budget_bytes).
+  int64_t seal_memory_bytes = int64_t{32} << 20;
+  // An agent with this many raw rows waiting (stored by this server since
+  // its last seal) is sealed at once, open window and all (SealTrigger):
+  // what charts aggregate at read time stays bounded however densely it
+  // reports. 0: windows are sealed only once closed.
+  int64_t seal_after_reports = 2000;
+  // The counter the store's writer feeds and the sealer reads: Create makes
+  // it when both of the above are on; a caller of CreateOnStore may make
+  // its own and wire options.store.writer.on_stored to it.
+  std::shared_ptr<storage::pg::SealTrigger> seal_trigger;
   // How often readiness (/healthz) asks the database, and when a check
   // that has not answered counts as a failure.
   ReadinessOptions readiness;

@@ -2,11 +2,14 @@
 // a stream has at most a few batches awaiting commit (then the server stops
 // reading it), and a full queue ends the stream with RESOURCE_EXHAUSTED and
 // a retry hint; stream openings wait their turn (bounded by the open queue
-// and the open timeout) without crowding out unary calls; a REST call past
+// and the open timeout) without crowding out unary calls; an agent with too
+// many rows waiting for the sealer is refused with a short hint; a REST call past
 // its deadline answers 504. Faults come from a FaultInjectingMetricStore
 // around the real PostgreSQL store.
 #include <grpcpp/client_context.h>
 
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -18,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
+#include "storage/pg/jobs/seal_trigger.h"
 #include "storage/testing/fault_injecting_metric_store.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/resending_streamer.h"
@@ -304,6 +308,69 @@ TEST_F(BackpressureTest, FullQueueRefusesAUnaryReportWithARetryHint) {
       ingest_->ReportSystemMetrics(&context, request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(context.GetServerTrailingMetadata().count("retry-after-ms"), 1u);
+}
+
+// An agent with more rows waiting for the sealer than it lets wait
+// (SealTrigger) has its next batch refused with the trigger's short hint,
+// and gets through once the sealer took them. No sealer runs here: the
+// test plays its part, so nothing races.
+TEST_F(BackpressureTest, AnAgentWhoseRowsWaitForTheSealerIsRefusedWithAShortHint) {
+  auto trigger = std::make_shared<storage::pg::SealTrigger>(100);
+  ServerOptions options;
+  options.seal_every = absl::ZeroDuration();
+  options.seal_trigger = trigger;
+  options.store.writer.on_stored = [trigger](int32_t trial, const std::string& agent,
+                                             int64_t reports) {
+    trigger->Stored(trial, agent, reports);
+  };
+  options.store.writer.admit = [trigger](int32_t trial, const std::string& agent) {
+    return trigger->Admit(trial, agent);
+  };
+  ASSERT_NO_FATAL_FAILURE(Start(options));
+  // 450 reports of agent-a: four times the threshold and more.
+  v1::SystemMetricsBatch dense = Batch(1);
+  for (int i = 1; i < 450; ++i) {
+    v1::SystemMetricsReport* r = dense.add_reports();
+    r->mutable_time()->set_seconds(absl::ToUnixSeconds(absl::Now()) - 300);
+    r->mutable_time()->set_nanos(i * 1000000);
+    r->add_series(0);
+    r->add_values(i);
+  }
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+  auto stream = ingest_->StreamSystemMetrics(&context);
+  v1::StreamSystemMetricsRequest open;
+  open.mutable_open()->set_stream_id("dense");
+  open.mutable_open()->set_trial_id(1);
+  ASSERT_TRUE(stream->Write(open));
+  v1::StreamSystemMetricsRequest request;
+  *request.mutable_batch() = dense;
+  ASSERT_TRUE(stream->Write(request));
+  v1::StreamSystemMetricsResponse ack;
+  do {  // the answer to the open, then batch 1's: stored, and counted
+    ASSERT_TRUE(stream->Read(&ack));
+  } while (ack.acked_sequence() < 1);
+  *request.mutable_batch() = Batch(2);
+  stream->Write(request);
+  stream->WritesDone();
+  while (stream->Read(&ack)) {
+  }
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("agent agent-a of trial 1 has 450 reports waiting for their seal"));
+  const auto& trailers = context.GetServerTrailingMetadata();
+  auto hint = trailers.find("retry-after-ms");
+  ASSERT_NE(hint, trailers.end());
+  EXPECT_EQ(std::string(hint->second.data(), hint->second.size()), "200");
+
+  // The sealer takes them; the client's resend gets through.
+  trigger->Sealed(1, "agent-a", 450);
+  StreamerOptions resend;
+  resend.stream_id = "dense";
+  resend.trial_id = 1;
+  ResendingStreamer streamer([&] { return server_->grpc_target(); }, resend);
+  ASSERT_OK(streamer.SendAll({dense, Batch(2)}));
 }
 
 }  // namespace
