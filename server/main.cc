@@ -118,8 +118,10 @@ ABSL_FLAG(int64_t, seal_memory, int64_t{32} << 20,
 ABSL_FLAG(int64_t, seal_after_reports, 2000,
           "An agent with this many raw rows waiting (stored by this server) "
           "is sealed at once, open window and all, so that charts aggregate "
-          "few raw rows however densely it reports. 0: seal only closed "
-          "windows.");
+          "few raw rows however densely it reports; with four times as many "
+          "waiting and none sealed for a second, its batches are refused "
+          "(RESOURCE_EXHAUSTED, retry in 200 ms). 0: seal only closed "
+          "windows, never refuse.");
 ABSL_FLAG(absl::Duration, max_future, absl::Minutes(10),
           "How far ahead of the server's clock a report's time may be.");
 ABSL_FLAG(int, db_pool_size, 4,

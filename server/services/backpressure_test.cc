@@ -315,7 +315,8 @@ TEST_F(BackpressureTest, FullQueueRefusesAUnaryReportWithARetryHint) {
 // and gets through once the sealer took them. No sealer runs here: the
 // test plays its part, so nothing races.
 TEST_F(BackpressureTest, AnAgentWhoseRowsWaitForTheSealerIsRefusedWithAShortHint) {
-  auto trigger = std::make_shared<storage::pg::SealTrigger>(100);
+  // Refused however recently it sealed: no lag allowed.
+  auto trigger = std::make_shared<storage::pg::SealTrigger>(100, absl::ZeroDuration());
   ServerOptions options;
   options.seal_every = absl::ZeroDuration();
   options.seal_trigger = trigger;

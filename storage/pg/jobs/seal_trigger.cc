@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/retry_after.h"
 
 namespace metrics::storage::pg {
@@ -15,6 +16,7 @@ void SealTrigger::Stored(int32_t trial, absl::string_view agent, int64_t reports
     });
   }
   Waiting& w = waiting_[Agent(trial, std::string(agent))];
+  if (w.reports <= 0) w.since = absl::Now();
   w.reports += reports;
   if (!w.due && w.reports >= seal_after_) {
     w.due = true;
@@ -27,15 +29,19 @@ void SealTrigger::Sealed(int32_t trial, absl::string_view agent, int64_t rows) {
   auto it = waiting_.find(Agent(trial, std::string(agent)));
   if (it == waiting_.end()) return;
   it->second.reports -= rows;
+  it->second.since = absl::Now();
   if (it->second.reports <= 0 && !it->second.due) waiting_.erase(it);
 }
 
 absl::Status SealTrigger::Admit(int32_t trial, absl::string_view agent) const {
   int64_t waiting = 0;
+  absl::Duration lag;
   {
     absl::MutexLock lock(&mu_);
     auto it = waiting_.find(Agent(trial, std::string(agent)));
     if (it == waiting_.end() || it->second.reports < 4 * seal_after_) return absl::OkStatus();
+    lag = absl::Now() - it->second.since;
+    if (lag < max_lag_) return absl::OkStatus();
     waiting = it->second.reports;
   }
   // A short wait: the sealer takes an agent's rows a few thousand at a
@@ -43,7 +49,9 @@ absl::Status SealTrigger::Admit(int32_t trial, absl::string_view agent) const {
   return common::WithRetryAfter(
       absl::ResourceExhaustedError(absl::StrCat(
           "agent ", agent, " of trial ", trial, " has ", waiting,
-          " reports waiting for their seal (at most ", 4 * seal_after_, " may wait); retry later")),
+          " reports waiting for their seal (at most ", 4 * seal_after_,
+          " may wait), none sealed for ", absl::FormatDuration(absl::Trunc(lag, absl::Milliseconds(1))),
+          "; retry later")),
       kRetryAfter);
 }
 

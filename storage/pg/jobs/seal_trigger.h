@@ -9,11 +9,13 @@
 //
 // The ingest writer calls Stored after each commit and Admit before it
 // queues a batch; the sealer calls Sealed for the rows it took and waits in
-// NextDue. Admit refuses an agent with four times `seal_after` waiting: a
-// sealer that cannot keep up (the server's CPU is taken by ingest beyond
-// what both can sustain) slows that agent's ingest, through the retry its
-// client is told to make, rather than let its raw rows, and what every
-// chart of it aggregates, grow without end. The counts are this process's:
+// NextDue. Admit refuses an agent with four times `seal_after` waiting of
+// which the sealer has taken none for `max_lag`: a sealer that cannot keep
+// up (the server's CPU is taken by ingest beyond what both can sustain)
+// slows that agent's ingest, through the retry its client is told to make,
+// rather than let its raw rows, and what every chart of it aggregates, grow
+// without end. A sealer that keeps up (an import in large batches on a
+// quiet server) gets there within `max_lag`, and nothing is refused. The counts are this process's:
 // rows another metricsd stored or sealed are not in them, so with several
 // servers an agent may be sealed early once in a while for nothing, which
 // costs a small extra row (a part) of its window.
@@ -42,11 +44,13 @@ class SealTrigger {
   using Agent = std::pair<int32_t, std::string>;  // (trial, agent)
 
   // REQUIRES: seal_after > 0.
-  explicit SealTrigger(int64_t seal_after) : seal_after_(seal_after) {}
+  explicit SealTrigger(int64_t seal_after, absl::Duration max_lag = absl::Seconds(1))
+      : seal_after_(seal_after), max_lag_(max_lag) {}
 
   // RESOURCE_EXHAUSTED, naming the agent, while it has four times
-  // `seal_after` reports waiting for their seal; it asks the client to
-  // retry after kRetryAfter (common::RetryAfterOf).
+  // `seal_after` reports waiting for their seal and none was sealed for
+  // `max_lag`; it asks the client to retry after kRetryAfter
+  // (common::RetryAfterOf).
   absl::Status Admit(int32_t trial, absl::string_view agent) const ABSL_LOCKS_EXCLUDED(mu_);
   // `reports` raw rows of the agent were committed.
   void Stored(int32_t trial, absl::string_view agent, int64_t reports) ABSL_LOCKS_EXCLUDED(mu_);
@@ -79,12 +83,15 @@ class SealTrigger {
   struct Waiting {
     int64_t reports = 0;
     bool due = false;  // in due_
+    // When the sealer last took some (or the count began).
+    absl::Time since;
   };
   bool DueOrStopped() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return stopped_ || !due_.empty();
   }
 
   const int64_t seal_after_;
+  const absl::Duration max_lag_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<Agent, Waiting> waiting_ ABSL_GUARDED_BY(mu_);
   std::deque<Agent> due_ ABSL_GUARDED_BY(mu_);

@@ -468,18 +468,18 @@ TEST_F(SealerTest, DenseWindowsAndLongGapsAreReadWhole) {
 }
 
 TEST_F(SealerTest, ADenseWindowIsSealedInPartsWithinTheMemoryBudget) {
-  // 60 000 reports in 9 minutes of one window (kT0 + 200 s starts one),
-  // a report every 9 ms: about 12 MB to hold at once, against a budget
-  // of 1 MB.
-  IngestDense(*store_, "dense", 210, 60000, absl::Milliseconds(9));
+  // 30 000 reports in 9 minutes of one window (kT0 + 200 s starts one),
+  // a report every 18 ms: about 6 MB to hold at once, against a budget of
+  // 512 KB.
+  IngestDense(*store_, "dense", 210, 30000, absl::Milliseconds(18));
   const View before = Read(200000);
-  ASSERT_EQ(before.raw[0].size(), 60000u);
+  ASSERT_EQ(before.raw[0].size(), 30000u);
   SealOptions options;
   options.database_url = url();
   options.grace = absl::Now() - (kT0 + absl::Hours(1));
-  options.memory_budget_bytes = 1 << 20;
+  options.memory_budget_bytes = 512 << 10;
   ASSERT_OK_AND_ASSIGN(const SealSummary summary, SealClosedWindows(options));
-  EXPECT_EQ(summary.rows, 60000);
+  EXPECT_EQ(summary.rows, 30000);
   EXPECT_LE(summary.peak_held_bytes, options.memory_budget_bytes + 1024);
   EXPECT_GT(summary.peak_held_bytes, options.memory_budget_bytes / 2);
   EXPECT_GE(summary.parts, 8);
@@ -542,7 +542,7 @@ TEST_F(SealerTest, AnAgentWithManyRowsWaitingIsSealedEarlyOpenWindowAndAll) {
 }
 
 TEST(SealTriggerTest, NamesAnAgentOnceWhenItsWaitingRowsReachTheThreshold) {
-  SealTrigger trigger(100);
+  SealTrigger trigger(100, /*max_lag=*/absl::ZeroDuration());
   trigger.Stored(7, "a", 60);
   trigger.Stored(7, "b", 99);
   EXPECT_FALSE(trigger.NextDue(absl::Now()).has_value());
@@ -572,6 +572,22 @@ TEST(SealTriggerTest, NamesAnAgentOnceWhenItsWaitingRowsReachTheThreshold) {
   EXPECT_EQ(trigger.NextDue(absl::Now())->agent, SealTrigger::Agent(7, "b"));
   trigger.Stop();
   EXPECT_FALSE(trigger.NextDue(absl::InfiniteFuture()).has_value());
+}
+
+TEST(SealTriggerTest, AnAgentIsRefusedOnlyOnceTheSealerHasLaggedBehindItForMaxLag) {
+  // An import in large batches on a quiet server: far past the count, but
+  // the sealer has its lag to take them.
+  SealTrigger patient(100, absl::Hours(1));
+  patient.Stored(7, "a", 1000);
+  EXPECT_OK(patient.Admit(7, "a"));
+  SealTrigger strict(100, absl::Milliseconds(1));
+  strict.Stored(7, "a", 1000);
+  absl::SleepFor(absl::Milliseconds(5));  // past the lag: a wait that must happen
+  EXPECT_THAT(strict.Admit(7, "a"),
+              ::metrics::test_util::StatusIs(absl::StatusCode::kResourceExhausted,
+                                             ::testing::HasSubstr("none sealed for")));
+  strict.Sealed(7, "a", 100);  // progress: the lag starts again
+  EXPECT_OK(strict.Admit(7, "a"));
 }
 
 TEST_F(SealerTest, RetentionRemovesASealedWindowOnceAllOfItIsBeforeTheHorizon) {
