@@ -7,7 +7,9 @@
 //
 // Rows are read a page at a time, each page whole windows of
 // kSealedWindowSeconds (the rows of a window are sorted together: a late
-// raw row may fall between a sealed window's reports), at most a few MB.
+// raw row may fall between a sealed window's reports), as many as hold
+// about 4000 reports, a few MB; a window holding more (an agent reporting
+// many times a second) is a page of its own, however large.
 // A reader that needs one snapshot across pages runs the scan in a
 // REPEATABLE READ transaction.
 //
@@ -86,6 +88,7 @@ class AgentReportScan {
   const bool prepared_;
   std::optional<std::tuple<int64_t, int64_t, int32_t>> after_;
   int64_t next_window_;  // where the next page starts
+  int64_t windows_per_page_;  // the windows the next page spans at most
 };
 
 }  // namespace metrics::storage::pg
