@@ -5,13 +5,18 @@
 // (1 Hz) and a realistic trial (25 series of one agent over 7 days at
 // 1 Hz), then asks QuerySeries for the whole range at 1000 points,
 // repeatedly, and in the same run times the naive SQL (a date_bin GROUP BY
-// over the raw rows) for the same buckets. Prints a table, then one JSON
-// object as the last line.
+// over the raw rows) for the same buckets. Then the density case: two
+// agents with the same day of history, one going on once a second for the
+// last 9 minutes and one reporting 1000 times a second over them (rows still
+// in their open window), their whole-run charts timed side by side. Prints a
+// table, then one JSON object as the last line.
 #include <grpcpp/create_channel.h>
 #include <signal.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <string>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -33,6 +38,9 @@ ABSL_FLAG(int64_t, largest, 10000000,
           "1/100 of it).");
 ABSL_FLAG(int, page_days, 7, "Days of the realistic 25-series trial.");
 ABSL_FLAG(int, repeats, 20, "Timed repeats of each gRPC query.");
+ABSL_FLAG(int, dense_per_second, 1000,
+          "Reports a second of the density case's dense agent over its last "
+          "9 minutes (0 skips the case).");
 ABSL_FLAG(int, naive_repeats, 3,
           "Timed repeats of each naive SQL query; 0 skips them.");
 
@@ -145,6 +153,15 @@ Timing TimeQueries(v1::QueryService::Stub& stub, int32_t trial,
   return timing;
 }
 
+// A realistic report (25 series) at `start` + i * `every`.
+std::function<void(v1::SystemMetricsBatch&, absl::Time, int64_t, bool)> RealisticEvery(
+    absl::Time start, absl::Duration every) {
+  return [start, every](v1::SystemMetricsBatch& batch, absl::Time, int64_t i, bool declare) {
+    if (declare) test_util::DeclareRealisticSeries(batch);
+    test_util::AddRealisticReport(batch, start + i * every, i);
+  };
+}
+
 int Run() {
   auto db = test_util::TestDatabase::Create();
   if (!db.ok()) {
@@ -169,7 +186,7 @@ int Run() {
       {1, largest / 100}, {2, largest / 10}, {3, largest}};
   const int page_days = absl::GetFlag(FLAGS_page_days);
   const absl::Time start = absl::FromUnixSeconds(1700000000);
-  for (int32_t id : {1, 2, 3, 4}) {
+  for (int32_t id : {1, 2, 3, 4, 5, 6}) {
     grpc::ClientContext context;
     v1::CreateTrialRequest request;
     request.set_id(id);
@@ -219,6 +236,20 @@ int Run() {
   }
   std::printf("  25 series x %d days at 1 Hz: %.1f s\n", page_days,
               absl::ToDoubleSeconds(absl::Now() - page_t0));
+  // The density case's history: a day at 1 Hz for each agent (trials 5 and
+  // 6), ending where their last 9 minutes begin.
+  const int dense_per_second = absl::GetFlag(FLAGS_dense_per_second);
+  const absl::Time recent = absl::Now() - absl::Minutes(9);
+  if (dense_per_second > 0) {
+    for (int32_t trial : {5, 6}) {
+      if (absl::Status s = Load(target, trial, "agent-0", recent - absl::Hours(24), 86400, 2,
+                                RealisticEvery(recent - absl::Hours(24), absl::Seconds(1)));
+          !s.ok()) {
+        std::fprintf(stderr, "bench: load: %s\n", s.ToString().c_str());
+        return 1;
+      }
+    }
+  }
   // History: every window is closed. Sealed here as metricsd's sealer
   // would have within minutes, so queries read what they read in service
   // (sealed windows and their rollups), not rows waiting for a seal.
@@ -258,6 +289,57 @@ int Run() {
               page.p50, page.p95, page.buckets,
               static_cast<long long>(page.resolution_us / kSecond));
 
+  // The density case: the last 9 minutes (rows in the open window, not
+  // sealed by time yet), once a second and dense, loaded as a client would
+  // send them; the dense agent is refused now and then while the sealer
+  // catches up (the streamer resends). Timed once the dense agent's rows
+  // waiting are down to what metricsd lets wait.
+  Timing sparse, dense;
+  double dense_load_s = 0;
+  std::string dense_waiting = "0";
+  if (dense_per_second > 0) {
+    const int64_t dense_reports = int64_t{dense_per_second} * 540;
+    const absl::Time dense_t0 = absl::Now();
+    if (absl::Status s = Load(target, 5, "agent-0", recent, 540, 1,
+                              RealisticEvery(recent, absl::Seconds(1)));
+        !s.ok()) {
+      std::fprintf(stderr, "bench: load: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    if (absl::Status s = Load(target, 6, "agent-0", recent, dense_reports, 2,
+                              RealisticEvery(recent, absl::Seconds(1) / dense_per_second));
+        !s.ok()) {
+      std::fprintf(stderr, "bench: load: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    dense_load_s = absl::ToDoubleSeconds(absl::Now() - dense_t0);
+    const std::string waiting_sql =
+        "SELECT count(*) FROM metrics_profiling WHERE trial_id = 6 AND metric_group = 'system' "
+        "AND packed_values IS NOT NULL";
+    for (int i = 0; i < 600; ++i) {
+      absl::StatusOr<std::string> n = storage::pg::test_util::QueryScalar((*db)->url(), waiting_sql);
+      if (!n.ok()) {
+        std::fprintf(stderr, "bench: %s\n", n.status().ToString().c_str());
+        return 1;
+      }
+      dense_waiting = *n;
+      if (std::stoll(*n) <= 4000) break;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    sparse = TimeQueries(*query, 5, "");
+    dense = TimeQueries(*query, 6, "");
+    std::printf("\ndensity: whole-run chart (25 series, a day and 9 minutes) at 1000 points\n");
+    std::printf("  %-44s %9s %9s %8s\n", "agent", "p50 ms", "p95 ms", "buckets");
+    std::printf("  %-44s %9.2f %9.2f %8d\n", "once a second", sparse.p50, sparse.p95,
+                sparse.buckets);
+    std::printf("  %-44s %9.2f %9.2f %8d\n",
+                absl::StrCat(dense_per_second, " a second for the last 9 minutes").c_str(),
+                dense.p50, dense.p95, dense.buckets);
+    std::printf("  dense / once a second: %.2fx (p50); the dense 9 minutes loaded in %.1f s, "
+                "%s raw rows waiting when timed\n",
+                dense.p50 / std::max(sparse.p50, 1e-9), dense_load_s, dense_waiting.c_str());
+  }
+
   std::printf("\nnaive SQL: date_bin GROUP BY over the raw rows, same buckets "
               "(%d repeats)\n", absl::GetFlag(FLAGS_naive_repeats));
   std::vector<double> naive_p50;
@@ -291,10 +373,12 @@ int Run() {
       "\"p95_ms_1m\": %.2f, \"p50_ms_10m\": %.2f, \"p95_ms_10m\": %.2f, "
       "\"flatness\": %.2f, \"naive_p50_ms_10m\": %.1f, "
       "\"speedup_vs_naive_10m\": %.0f, \"page_p50_ms\": %.2f, "
-      "\"page_p95_ms\": %.2f}\n",
+      "\"page_p95_ms\": %.2f, \"density_sparse_p50_ms\": %.2f, "
+      "\"density_dense_p50_ms\": %.2f, \"density_ratio\": %.2f}\n",
       timings[0].p50, timings[0].p95, timings[1].p50, timings[1].p95,
       timings[2].p50, timings[2].p95, timings[2].p50 / timings[0].p50,
-      naive_p50[2], naive_p50[2] / timings[2].p50, page.p50, page.p95);
+      naive_p50[2], naive_p50[2] / timings[2].p50, page.p50, page.p95, sparse.p50, dense.p50,
+      sparse.p50 > 0 ? dense.p50 / sparse.p50 : 0.0);
   return 0;
 }
 

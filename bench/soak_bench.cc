@@ -329,6 +329,7 @@ int Run() {
   std::atomic<bool> stop_readers{false};
   std::atomic<int64_t> queries_ok{0}, queries_failed{0}, follow_messages{0};
   std::string last_query_error;  // written by the reader, read after join
+  std::vector<double> query_ms;  // each answered chart's time, ditto
   std::thread reader([&] {
     auto query = v1::QueryService::NewStub(channel);
     while (!stop_readers && absl::GetFlag(FLAGS_reader)) {
@@ -338,9 +339,11 @@ int Run() {
       request.set_trial_id(kBulkTrial);
       request.set_max_points(1000);
       v1::QuerySeriesResponse response;
+      const absl::Time asked = absl::Now();
       const grpc::Status status = query->QuerySeries(&context, request, &response);
       if (status.ok()) {
         ++queries_ok;
+        query_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - asked));
       } else {
         ++queries_failed;
         last_query_error = absl::StrCat(status.error_code(), ": ",
@@ -513,9 +516,19 @@ int Run() {
               static_cast<long long>(counts.slowed.load()),
               static_cast<long long>(counts.resource_exhausted.load()),
               static_cast<long long>(reconnects));
-  std::printf("readers: %lld chart queries answered, %lld failed%s; %lld "
-              "follow messages\n",
-              static_cast<long long>(queries_ok.load()),
+  std::sort(query_ms.begin(), query_ms.end());
+  const auto query_percentile = [&](double p) {
+    return query_ms.empty()
+               ? 0.0
+               : query_ms[std::min(query_ms.size() - 1,
+                                   static_cast<size_t>(p * query_ms.size()))];
+  };
+  const double query_p50 = query_percentile(0.5), query_p99 = query_percentile(0.99),
+               query_max = query_ms.empty() ? 0.0 : query_ms.back();
+  std::printf("readers: %lld whole-run charts answered (p50 %.0f ms, p99 %.0f ms, "
+              "max %.0f ms), %lld failed%s; %lld follow messages\n",
+              static_cast<long long>(queries_ok.load()), query_p50, query_p99,
+              query_max,
               static_cast<long long>(queries_failed.load()),
               last_query_error.empty()
                   ? ""
@@ -535,12 +548,17 @@ int Run() {
       "\"stored\": %lld, \"lost\": %lld, \"duplicated\": %lld, "
       "\"resource_exhausted\": %lld, \"rss_warm_mb\": %.1f, "
       "\"rss_max_mb\": %.1f, \"rss_end_mb\": %.1f, \"recovery_s\": %.2f, "
-      "\"capacity\": %.0f, \"sustained\": %.0f}\n",
+      "\"capacity\": %.0f, \"sustained\": %.0f, \"charts_answered\": %lld, "
+      "\"charts_failed\": %lld, \"chart_p50_ms\": %.0f, \"chart_p99_ms\": %.0f, "
+      "\"chart_max_ms\": %.0f, \"follow_messages\": %lld}\n",
       absl::GetFlag(FLAGS_minutes), overload, static_cast<long long>(acked),
       static_cast<long long>(stored), static_cast<long long>(lost),
       static_cast<long long>(duplicated),
       static_cast<long long>(counts.resource_exhausted.load()), rss_warm,
-      rss_max, rss_end, recovery_s, capacity, sustained);
+      rss_max, rss_end, recovery_s, capacity, sustained,
+      static_cast<long long>(queries_ok.load()),
+      static_cast<long long>(queries_failed.load()), query_p50, query_p99, query_max,
+      static_cast<long long>(follow_messages.load()));
   return lost == 0 && duplicated == 0 && buckets.ok() ? 0 : 1;
 }
 
