@@ -17,6 +17,7 @@
 #include "proto/metrics/v1/trials.grpc.pb.h"
 #include "server/services/query_service.h"
 #include "storage/pg/testing/pg_checks.h"
+#include "tests/testing/report_with_retry.h"
 #include "tests/testing/test_server.h"
 
 namespace metrics::server {
@@ -398,9 +399,8 @@ TEST_F(QueryServiceTest, ExportsStreamTheFileAndCallersThatLeaveFreeTheirSlots) 
       r->mutable_time()->set_seconds(kNow - kReports + i);
       r->add_values(i);
     }
-    grpc::ClientContext context;
-    v1::ReportSystemMetricsResponse ingested;
-    const grpc::Status status = ingest_->ReportSystemMetrics(&context, report, &ingested);
+    const grpc::Status status =
+        test_util::ReportWithRetry(*ingest_, report, absl::Now() + absl::Seconds(60));
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
 

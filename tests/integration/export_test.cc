@@ -40,6 +40,7 @@
 #include "storage/pg/jobs/raw_retention.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/http_client.h"
+#include "tests/testing/report_with_retry.h"
 #include "tests/testing/metricsd_process.h"
 #include "tests/testing/realistic_batch.h"
 #include "tests/testing/test_database.h"
@@ -430,9 +431,8 @@ TEST_F(ExportTest, AFailureMidExportEndsTheBodyWithoutItsLastChunk) {
                                     absl::FromUnixMicros(kT0 + (b * 1000 + i) * int64_t{100000}),
                                     b * 1000 + i);
     }
-    grpc::ClientContext context;
-    v1::ReportSystemMetricsResponse response;
-    ASSERT_TRUE(ingest->ReportSystemMetrics(&context, request, &response).ok());
+    ASSERT_TRUE(
+        test_util::ReportWithRetry(*ingest, request, absl::Now() + absl::Seconds(60)).ok());
   }
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
@@ -494,9 +494,8 @@ TEST(ExportMemoryTest, AMultiMillionValueExportKeepsTheServersMemoryFlat) {
                                     absl::FromUnixMicros(kT0 - int64_t{86400} * 1000000 + report * 500000),
                                     report);
     }
-    grpc::ClientContext context;
-    v1::ReportSystemMetricsResponse response;
-    const grpc::Status status = ingest->ReportSystemMetrics(&context, request, &response);
+    const grpc::Status status =
+        test_util::ReportWithRetry(*ingest, request, absl::Now() + absl::Seconds(60));
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
   // The sealer seals these rows as they come (10 000 an agent are past
