@@ -119,7 +119,7 @@ ABSL_FLAG(int64_t, seal_after_reports, 2000,
           "An agent with this many raw rows waiting (stored by this server) "
           "is sealed at once, open window and all, so that charts aggregate "
           "few raw rows however densely it reports; with four times as many "
-          "waiting and none sealed for a second, its batches are refused "
+          "waiting and none sealed for a quarter of a second, its batches are refused "
           "(RESOURCE_EXHAUSTED, retry in 200 ms). 0: seal only closed "
           "windows, never refuse.");
 ABSL_FLAG(absl::Duration, max_future, absl::Minutes(10),

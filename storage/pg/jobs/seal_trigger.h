@@ -44,7 +44,7 @@ class SealTrigger {
   using Agent = std::pair<int32_t, std::string>;  // (trial, agent)
 
   // REQUIRES: seal_after > 0.
-  explicit SealTrigger(int64_t seal_after, absl::Duration max_lag = absl::Seconds(1))
+  explicit SealTrigger(int64_t seal_after, absl::Duration max_lag = absl::Milliseconds(250))
       : seal_after_(seal_after), max_lag_(max_lag) {}
 
   // RESOURCE_EXHAUSTED, naming the agent, while it has four times
