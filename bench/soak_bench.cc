@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -275,6 +276,17 @@ int Run() {
       std::fprintf(stderr, "soak: the history was not acknowledged in time\n");
       return 1;
     }
+  }
+  // metricsd seals the history as it comes (its agents are past
+  // --seal-after-reports); the capacity is measured once that is done, so
+  // it is the capacity of ingest with its sealing, not of ingest beside a
+  // backlog of history.
+  for (int i = 0; i < 600; ++i) {
+    absl::StatusOr<std::string> waiting = pgtest::QueryScalar(
+        url, absl::StrCat("SELECT count(*) FROM metrics_profiling WHERE trial_id = ", kBulkTrial,
+                          " AND packed_values IS NOT NULL"));
+    if (!waiting.ok() || std::stoll(*waiting) < 2000 * absl::GetFlag(FLAGS_bulk_streams)) break;
+    absl::SleepFor(absl::Milliseconds(100));
   }
   std::vector<std::unique_ptr<BulkSource>> bulk;
   for (auto& agent : bulk_made) {
