@@ -468,18 +468,18 @@ TEST_F(SealerTest, DenseWindowsAndLongGapsAreReadWhole) {
 }
 
 TEST_F(SealerTest, ADenseWindowIsSealedInPartsWithinTheMemoryBudget) {
-  // 30 000 reports in 9 minutes of one window (kT0 + 200 s starts one),
-  // a report every 18 ms: about 6 MB to hold at once, against a budget of
-  // 512 KB.
-  IngestDense(*store_, "dense", 210, 30000, absl::Milliseconds(18));
+  // 15 000 reports in 9 minutes of one window (kT0 + 200 s starts one),
+  // a report every 36 ms: about 3 MB to hold at once, against a budget of
+  // 256 KB.
+  IngestDense(*store_, "dense", 210, 15000, absl::Milliseconds(36));
   const View before = Read(200000);
-  ASSERT_EQ(before.raw[0].size(), 30000u);
+  ASSERT_EQ(before.raw[0].size(), 15000u);
   SealOptions options;
   options.database_url = url();
   options.grace = absl::Now() - (kT0 + absl::Hours(1));
-  options.memory_budget_bytes = 512 << 10;
+  options.memory_budget_bytes = 256 << 10;
   ASSERT_OK_AND_ASSIGN(const SealSummary summary, SealClosedWindows(options));
-  EXPECT_EQ(summary.rows, 30000);
+  EXPECT_EQ(summary.rows, 15000);
   EXPECT_LE(summary.peak_held_bytes, options.memory_budget_bytes + 1024);
   EXPECT_GT(summary.peak_held_bytes, options.memory_budget_bytes / 2);
   EXPECT_GE(summary.parts, 8);
