@@ -83,7 +83,7 @@ struct ServerOptions {
   int64_t seal_after_reports = 2000;
   // The counter the store's writer feeds and the sealer reads: Create makes
   // it when both of the above are on; a caller of CreateOnStore may make
-  // its own and wire options.store.writer.on_stored to it.
+  // its own and wire options.store.writer.on_stored and .admit to it.
   std::shared_ptr<storage::pg::SealTrigger> seal_trigger;
   // How often readiness (/healthz) asks the database, and when a check
   // that has not answered counts as a failure.

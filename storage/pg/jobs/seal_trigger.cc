@@ -1,5 +1,6 @@
 #include "storage/pg/jobs/seal_trigger.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -28,7 +29,8 @@ void SealTrigger::Sealed(int32_t trial, absl::string_view agent, int64_t rows) {
   absl::MutexLock lock(&mu_);
   auto it = waiting_.find(Agent(trial, std::string(agent)));
   if (it == waiting_.end()) return;
-  it->second.reports -= rows;
+  // Never below zero: the rows taken may include another server's.
+  it->second.reports = std::max<int64_t>(0, it->second.reports - rows);
   it->second.since = absl::Now();
   if (it->second.reports <= 0 && !it->second.due) waiting_.erase(it);
 }

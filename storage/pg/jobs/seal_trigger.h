@@ -15,8 +15,10 @@
 // slows that agent's ingest, through the retry its client is told to make,
 // rather than let its raw rows, and what every chart of it aggregates, grow
 // without end. A sealer that keeps up (an import in large batches on a
-// quiet server) gets there within `max_lag`, and nothing is refused. The counts are this process's:
-// rows another metricsd stored or sealed are not in them, so with several
+// quiet server) gets there within `max_lag`, and nothing is refused.
+//
+// The counts are this process's: rows another metricsd stored or sealed
+// are not in them, so with several
 // servers an agent may be sealed early once in a while for nothing, which
 // costs a small extra row (a part) of its window.
 //

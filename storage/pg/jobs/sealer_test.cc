@@ -566,6 +566,15 @@ TEST(SealTriggerTest, NamesAnAgentOnceWhenItsWaitingRowsReachTheThreshold) {
   EXPECT_OK(trigger.Admit(7, "a"));
   trigger.Sealed(7, "b", 90);
   trigger.Stored(7, "b", 90);
+  // A seal that took more than was counted (another server's rows too)
+  // leaves zero, not a debt against the rows that come next.
+  trigger.Stored(7, "d", 150);
+  trigger.Sealed(7, "d", 500);
+  trigger.Stored(7, "d", 100);
+  const std::optional<SealTrigger::Due> d = trigger.NextDue(absl::Now());
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->waiting, 100);
+  trigger.Sealed(7, "d", 100);
   EXPECT_FALSE(trigger.NextDue(absl::Now()).has_value());
   EXPECT_EQ(trigger.agents(), 1u);
   trigger.Stored(7, "b", 1);
