@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "storage/format/value_codec.h"
 
 namespace metrics::storage {
@@ -298,6 +299,15 @@ absl::StatusOr<int64_t> SealedReportCount(absl::string_view head) {
     return Corrupt("a bad report count");
   }
   return static_cast<int64_t>(count);
+}
+
+absl::StatusOr<int64_t> SealedFirstTime(absl::string_view head) {
+  ASSIGN_OR_RETURN(const int64_t count, SealedReportCount(head));
+  if (count == 0) return Corrupt("no reports");
+  uint64_t u = 0;
+  head.remove_prefix(1);
+  if (!ReadVarint(head, u) || !ReadVarint(head, u)) return Corrupt("the times end early");
+  return UnZigZag(u);
 }
 
 absl::StatusOr<std::vector<WindowReport>> UnsealWindow(absl::string_view in) {

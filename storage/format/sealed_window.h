@@ -73,6 +73,14 @@ absl::StatusOr<std::vector<WindowReport>> UnsealWindow(absl::string_view bytes);
 // SealWindow's output does.
 absl::StatusOr<int64_t> SealedReportCount(absl::string_view head);
 
+// The time of the first report of a sealed window, its earliest, read from
+// its first bytes (at least kSealedHeadBytes of them, or all): where a
+// reader paging through a window's parts can skip a part without fetching
+// it. DATA_LOSS for bytes that do not start as SealWindow's output does, or
+// a window of no reports.
+inline constexpr int kSealedHeadBytes = 24;
+absl::StatusOr<int64_t> SealedFirstTime(absl::string_view head);
+
 }  // namespace metrics::storage
 
 #endif  // METRICS_STORAGE_FORMAT_SEALED_WINDOW_H_

@@ -14,6 +14,7 @@
 
 #include <pqxx/connection>
 #include <pqxx/nontransaction>
+#include <pqxx/transaction>
 
 #include <cmath>
 #include <cstring>
@@ -38,6 +39,8 @@
 #include "storage/pg/jobs/raw_retention.h"
 #include "storage/pg/jobs/rollup_rebuild.h"
 #include "storage/pg/jobs/seal_trigger.h"
+#include "storage/pg/reads/agent_reports.h"
+#include "storage/pg/sql_time.h"
 #include "storage/pg/testing/pg_checks.h"
 #include "storage/pg/testing/store_test.h"
 #include "migrations/migrator.h"
@@ -267,6 +270,44 @@ class SealerTest : public test_util::StoreTest {
     return summary.value_or(SealSummary());
   }
 
+  // An agent's reports read raw (as a fine chart, the export and legacy
+  // reads do): how many, the most one page held, and whether they came in
+  // storage order.
+  struct Scanned {
+    size_t reports = 0;
+    size_t largest_page = 0;
+    bool ordered = true;
+  };
+  Scanned Scan(const std::string& agent) {
+    Scanned scanned;
+    absl::StatusOr<std::vector<SeriesInfo>> series =
+        store_->Reads().ListSeries(7, /*extents=*/false, Deadline());
+    EXPECT_OK(series);
+    if (!series.ok()) return scanned;
+    std::vector<RawValueColumns::Series> wanted;
+    for (const SeriesInfo& info : *series) {
+      if (info.agent_id == agent) wanted.push_back({info.series_id, info.name, info.gpu_uuid});
+    }
+    pqxx::connection connection(url());
+    pqxx::read_transaction tx(connection);
+    AgentReportScan scan(tx, 7, agent, wanted, kYearOneMicros, kYearTenThousandMicros,
+                         /*prepared=*/false);
+    std::vector<StoredReport> page;
+    std::optional<std::tuple<int64_t, int64_t, int32_t>> last;
+    while (true) {
+      absl::StatusOr<bool> more = scan.Next(page);
+      EXPECT_OK(more);
+      if (!more.ok() || !*more) break;
+      scanned.reports += page.size();
+      scanned.largest_page = std::max(scanned.largest_page, page.size());
+      for (const StoredReport& r : page) {
+        if (last.has_value() && !(*last < r.key())) scanned.ordered = false;
+        last = r.key();
+      }
+    }
+    return scanned;
+  }
+
   int64_t Count(absl::string_view form) {
     return std::stoll(Scalar(absl::StrCat(
         "SELECT count(*) FROM metrics_profiling WHERE trial_id = 7 AND ", form)));
@@ -474,6 +515,11 @@ TEST_F(SealerTest, ADenseWindowIsSealedInPartsWithinTheMemoryBudget) {
   IngestDense(*store_, "dense", 210, 15000, absl::Milliseconds(36));
   const View before = Read(200000);
   ASSERT_EQ(before.raw[0].size(), 15000u);
+  // Raw, the window is read a page of rows at a time.
+  const Scanned raw = Scan("dense");
+  EXPECT_EQ(raw.reports, 15000u);
+  EXPECT_LE(raw.largest_page, 2000u);
+  EXPECT_TRUE(raw.ordered);
   SealOptions options;
   options.database_url = url();
   options.grace = absl::Now() - (kT0 + absl::Hours(1));
@@ -494,6 +540,11 @@ TEST_F(SealerTest, ADenseWindowIsSealedInPartsWithinTheMemoryBudget) {
   EXPECT_EQ(Diff(Read(200000), before), "");
   EXPECT_EQ(test_util::CountRepeatedReports(url(), 7).value_or(-1), 0);
   ASSERT_OK(test_util::CheckRollupsMatchRawRows(url(), 7));
+  // Sealed, a part at a time (some 1 300 reports each), not the window.
+  const Scanned sealed = Scan("dense");
+  EXPECT_EQ(sealed.reports, 15000u);
+  EXPECT_LE(sealed.largest_page, static_cast<size_t>(15000 / parts * 2));
+  EXPECT_TRUE(sealed.ordered);
 
   // Late rows join the window's smallest part, which fits the budget.
   IngestDense(*store_, "dense", 215, 40, absl::Milliseconds(1), "-late");
@@ -501,8 +552,11 @@ TEST_F(SealerTest, ADenseWindowIsSealedInPartsWithinTheMemoryBudget) {
   ASSERT_OK_AND_ASSIGN(const SealSummary again, SealClosedWindows(options));
   EXPECT_EQ(again.rows, 40);
   EXPECT_EQ(Count("sealed_values IS NOT NULL"), parts);
-  EXPECT_EQ(Diff(Read(200000), late), "");
+  // Legacy readings in pages start each page at their cursor, inside a
+  // part.
+  EXPECT_EQ(Diff(Read(4999), late), "");
   ASSERT_OK(test_util::CheckRollupsMatchRawRows(url(), 7));
+  EXPECT_EQ(Scan("dense").reports, 15040u);
 }
 
 TEST_F(SealerTest, AnAgentWithManyRowsWaitingIsSealedEarlyOpenWindowAndAll) {

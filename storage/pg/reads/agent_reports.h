@@ -8,8 +8,12 @@
 // Rows are read a page at a time, each page whole windows of
 // kSealedWindowSeconds (the rows of a window are sorted together: a late
 // raw row may fall between a sealed window's reports), as many as hold
-// about 4000 reports, a few MB; a window holding more (an agent reporting
-// many times a second) is a page of its own, however large.
+// about 4000 reports, a few MB. A window holding more (an agent reporting
+// many times a second: more than a page of raw rows, or a sealed part of
+// over 256 KB) is read in pieces of time, each ending where the next of
+// its sealed parts starts or a page of its raw rows ends, the parts
+// fetched and decoded one at a time: a piece holds about one part, which
+// the sealer's memory budget bounds, whatever the window holds.
 // A reader that needs one snapshot across pages runs the scan in a
 // REPEATABLE READ transaction.
 //
@@ -26,6 +30,8 @@
 #ifndef METRICS_STORAGE_PG_READS_AGENT_REPORTS_H_
 #define METRICS_STORAGE_PG_READS_AGENT_REPORTS_H_
 
+#include <pqxx/result>
+#include <pqxx/row>
 #include <pqxx/transaction_base>
 
 #include <cstdint>
@@ -35,7 +41,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "storage/pg/prepared.h"
 #include "storage/pg/reads/raw_values.h"
 
@@ -75,10 +83,36 @@ class AgentReportScan {
   absl::StatusOr<bool> Next(std::vector<StoredReport>& out);
 
  private:
+  // A sealed part of a dense window: its id, its first report's time and,
+  // once decoded, its last's.
+  struct Part {
+    int64_t id = 0;
+    int64_t first_us = 0;
+    std::optional<int64_t> last_us;
+  };
+  // A dense window read in pieces: the next starts at `from`.
+  struct Pieces {
+    int64_t window = 0;
+    int64_t from = 0;
+    std::vector<Part> parts;
+  };
+
   // The rows of windows [from, to): at most `limit` of them.
-  pqxx::result Page(int64_t from, int64_t to, int64_t limit, bool with_json);
+  pqxx::result Page(int64_t from, int64_t to, int64_t limit);
   // The start of the first window holding a row at or after `from`, if any.
   std::optional<int64_t> NextWindow(int64_t from);
+  // Adds the reports of sealed row `id` with a time in [from, to) (and the
+  // scan's span); `last_us`, if given, gets the row's last report's time.
+  absl::Status AddSealed(int64_t id, absl::string_view bytes, int64_t from, int64_t to,
+                         std::vector<StoredReport>& out, int64_t* last_us);
+  // Adds the report of a raw row.
+  absl::Status AddRaw(const pqxx::row& row, std::vector<StoredReport>& out);
+  // Sorts `out`, drops what is not after the cursor; false when empty.
+  bool Finish(std::vector<StoredReport>& out) const;
+  // Starts reading `window` in pieces: learns its sealed parts.
+  absl::Status StartPieces(int64_t window);
+  // The next piece of the window being read in pieces.
+  absl::StatusOr<bool> NextPiece(std::vector<StoredReport>& out);
 
   pqxx::transaction_base& tx_;
   const int32_t trial_id_;
@@ -89,6 +123,7 @@ class AgentReportScan {
   std::optional<std::tuple<int64_t, int64_t, int32_t>> after_;
   int64_t next_window_;  // where the next page starts
   int64_t windows_per_page_;  // the windows the next page spans at most
+  std::optional<Pieces> pieces_;  // a dense window being read in pieces
 };
 
 }  // namespace metrics::storage::pg
