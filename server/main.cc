@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,24 @@ ABSL_FLAG(int64_t, seal_after_reports, 2000,
           "waiting and none sealed for a quarter of a second, its batches are refused "
           "(RESOURCE_EXHAUSTED, retry in 200 ms). 0: seal only closed "
           "windows, never refuse.");
+ABSL_FLAG(int, max_exports, 8,
+          "Exports (CSV and trace downloads) running at once, each with a "
+          "thread, a database connection and a page of each agent's reports; "
+          "more are refused (RESOURCE_EXHAUSTED, 429 over HTTP).");
+ABSL_FLAG(int64_t, series_cache, 200000,
+          "Series ids each ingest writer lane keeps in memory (about 35 bytes "
+          "each); past it the cache starts again empty and a miss costs a "
+          "look-up.");
+ABSL_FLAG(int64_t, max_tracked_streams, 100000,
+          "Streams and agents remembered between batches: each stream's "
+          "writer lane, each agent's rows waiting for the sealer (about 100 "
+          "bytes each); past it idle ones are forgotten.");
+ABSL_FLAG(int64_t, grpc_max_message_bytes, 32 << 20,
+          "The largest gRPC request accepted; larger ones fail "
+          "RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, grpc_memory, int64_t{1} << 30,
+          "Bytes gRPC may hold for calls in progress before it pushes back "
+          "on clients (flow control).");
 ABSL_FLAG(absl::Duration, max_future, absl::Minutes(10),
           "How far ahead of the server's clock a report's time may be.");
 ABSL_FLAG(int, db_pool_size, 4,
@@ -214,6 +233,15 @@ int Run() {
   options.store.limits.max_series_per_trial =
       absl::GetFlag(FLAGS_max_series_per_trial);
   options.store.limits.max_future = absl::GetFlag(FLAGS_max_future);
+  options.store.writer.max_cached_series =
+      static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_series_cache)));
+  options.store.writer.max_routes =
+      static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_max_tracked_streams)));
+  options.max_exports = absl::GetFlag(FLAGS_max_exports);
+  options.max_message_bytes = static_cast<int>(std::clamp<int64_t>(
+      absl::GetFlag(FLAGS_grpc_max_message_bytes), 0, std::numeric_limits<int>::max()));
+  options.grpc_memory_bytes =
+      static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_grpc_memory)));
   options.store.read.database_url = absl::GetFlag(FLAGS_read_database_url);
   if (const char* env = std::getenv("READ_DATABASE_URL");
       options.store.read.database_url.empty() && env != nullptr) {

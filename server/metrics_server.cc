@@ -91,7 +91,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   if (options.seal_every > absl::ZeroDuration() && options.seal_after_reports > 0 &&
       options.seal_trigger == nullptr) {
     options.seal_trigger =
-        std::make_shared<storage::pg::SealTrigger>(options.seal_after_reports);
+        std::make_shared<storage::pg::SealTrigger>(
+            options.seal_after_reports, absl::Milliseconds(250), store_options.writer.max_routes);
     store_options.writer.on_stored = [trigger = options.seal_trigger](
                                          int32_t trial, const std::string& agent,
                                          int64_t reports) {
@@ -197,7 +198,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   server->query_service_ = std::make_unique<QueryService>(
       server->query_engine_.get(), server->follow_engine_.get(),
       server->store_.get(), server->executor_.get(), options.follow,
-      &server->statistics_, guard);
+      &server->statistics_, guard, options.max_exports);
 
   if (options.raw_retention != absl::InfiniteDuration()) {
     storage::pg::RetentionOptions retention;

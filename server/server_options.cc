@@ -1,5 +1,6 @@
 #include "server/server_options.h"
 
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -51,6 +52,19 @@ absl::Status CheckServerOptions(const ServerOptions& options) {
         "--auth-refused-lifetime ",
         absl::FormatDuration(options.auth_refused_lifetime),
         ": must not be negative"));
+  }
+  // The memory bounds (docs/operating.md, "What bounds metricsd's memory").
+  for (const auto& [flag, value, least] : {
+           std::tuple<const char*, int64_t, int64_t>("--max-exports", options.max_exports, 1),
+           {"--series-cache", static_cast<int64_t>(options.store.writer.max_cached_series), 1},
+           {"--max-tracked-streams", static_cast<int64_t>(options.store.writer.max_routes), 1},
+           {"--grpc-max-message-bytes", options.max_message_bytes, int64_t{1} << 20},
+           {"--grpc-memory", static_cast<int64_t>(options.grpc_memory_bytes), int64_t{64} << 20},
+       }) {
+    if (value < least) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " ", value, ": must be at least ", least));
+    }
   }
   return absl::OkStatus();
 }

@@ -81,6 +81,9 @@ struct ServerOptions {
   // what charts aggregate at read time stays bounded however densely it
   // reports. 0: windows are sealed only once closed.
   int64_t seal_after_reports = 2000;
+  // Exports (ExportSamples, ExportTrace, their REST routes) running at
+  // once; more are refused RESOURCE_EXHAUSTED.
+  int max_exports = 8;
   // The counter the store's writer feeds and the sealer reads: Create makes
   // it when both of the above are on; a caller of CreateOnStore may make
   // its own and wire options.store.writer.on_stored and .admit to it.

@@ -52,5 +52,28 @@ TEST(ServerOptionsTest, LagAndStalenessMustBePositive) {
                        "--stale-after -1s: must be positive"));
 }
 
+TEST(ServerOptionsTest, MemoryBoundsMustLeaveRoomToWork) {
+  ServerOptions options;
+  options.max_exports = 0;
+  EXPECT_THAT(CheckServerOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--max-exports 0: must be at least 1"));
+  options.max_exports = 1;
+  options.store.writer.max_cached_series = 0;
+  EXPECT_THAT(CheckServerOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--series-cache 0: must be at least 1"));
+  options.store.writer.max_cached_series = 10;
+  options.max_message_bytes = 1000;
+  EXPECT_THAT(CheckServerOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--grpc-max-message-bytes 1000: must be at least 1048576"));
+  options.max_message_bytes = 1 << 20;
+  options.grpc_memory_bytes = 1 << 20;
+  EXPECT_THAT(CheckServerOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--grpc-memory 1048576: must be at least 67108864"));
+  options.grpc_memory_bytes = size_t{64} << 20;
+  EXPECT_OK(CheckServerOptions(options));
+}
+
 }  // namespace
 }  // namespace metrics::server

@@ -135,12 +135,12 @@ grpc::ServerWriteReactor<v1::ExportChunk>* QueryService::StartExport(
   bool full;
   {
     absl::MutexLock lock(&exports_mu_);
-    full = exports_++ >= kMaxExports;
+    full = exports_++ >= max_exports_;
   }
   if (full) {
-    produce = [](const query::ExportEmit&) {
+    produce = [limit = max_exports_](const query::ExportEmit&) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "too many exports at once (the limit is ", kMaxExports, "); try again"));
+          "too many exports at once (the limit is ", limit, "); try again"));
     };
   }
   // A refused export still checks its caller first, on the chart

@@ -1,7 +1,7 @@
 // metrics.v1.QueryService: ListSeries, QuerySeries and SummarizeSeries
 // (unary, run on the blocking executor), FollowSeries (one FollowReactor per call), and the
 // exports ExportSamples and ExportTrace (one ExportReactor per call, on the
-// service's kMaxExports export threads; RESOURCE_EXHAUSTED beyond).
+// service's `max_exports` export threads; RESOURCE_EXHAUSTED beyond).
 //
 // Thread-safety: thread-safe; gRPC calls it from its callback threads.
 #ifndef METRICS_SERVER_SERVICES_QUERY_SERVICE_H_
@@ -22,26 +22,29 @@ namespace metrics::server {
 
 class QueryService final : public v1::QueryService::CallbackService {
  public:
-  // Exports run at once at most; each holds a thread and a database
-  // connection for as long as it runs.
-  static constexpr int kMaxExports = 8;
+  // Exports run at once by default (ServerOptions::max_exports); each holds
+  // a thread, a database connection and a page of each agent's reports.
+  static constexpr int kDefaultMaxExports = 8;
 
   // `engine` answers ListSeries and QuerySeries (it may read a standby);
   // `follow_engine` answers FollowSeries and must see every acknowledged
   // commit (it reads store->PrimaryReads()). They, `store`, `executor`,
   // `statistics` and `guard` must outlive the service; a null `guard` checks
-  // no caller (authentication off).
+  // no caller (authentication off). At most `max_exports` (> 0) exports run
+  // at once.
   QueryService(query::QueryEngine* engine, query::QueryEngine* follow_engine,
                storage::MetricStore* store, common::BlockingExecutor* executor,
                FollowOptions follow, ServiceStatistics* statistics,
-               const CallGuard* guard)
+               const CallGuard* guard, int max_exports = kDefaultMaxExports)
       : engine_(engine),
         follow_hub_(follow_engine, store, executor, kStoreCallTimeout),
         store_(store),
         executor_(executor),
         follow_(follow),
         statistics_(statistics),
-        guard_(guard) {}
+        guard_(guard),
+        max_exports_(max_exports),
+        export_threads_(max_exports, max_exports) {}
   // Waits for the exports still running (the server's shutdown cancels
   // them): they read through what the service was given.
   ~QueryService() override;
@@ -83,11 +86,12 @@ class QueryService final : public v1::QueryService::CallbackService {
   const FollowOptions follow_;
   ServiceStatistics* const statistics_;
   const CallGuard* const guard_;
+  const int max_exports_;
   absl::Mutex exports_mu_;
   int exports_ ABSL_GUARDED_BY(exports_mu_) = 0;  // running, refused ones too
-  // The admitted exports' threads (never more queued than kMaxExports
+  // The admitted exports' threads (never more queued than max_exports_
   // admits); last, so that they are joined first.
-  common::BlockingExecutor export_threads_{kMaxExports, kMaxExports};
+  common::BlockingExecutor export_threads_;
 };
 
 }  // namespace metrics::server

@@ -426,7 +426,7 @@ TEST_F(QueryServiceTest, ExportsStreamTheFileAndCallersThatLeaveFreeTheirSlots) 
 
   // Callers that leave after the first chunk, more of them than exports may
   // run at once: each export ends and frees its slot.
-  for (int i = 0; i < 2 * QueryService::kMaxExports; ++i) {
+  for (int i = 0; i < 2 * QueryService::kDefaultMaxExports; ++i) {
     grpc::ClientContext context;
     auto left = query_->ExportSamples(&context, request);
     ASSERT_TRUE(left->Read(&chunk));

@@ -38,11 +38,9 @@ namespace metrics::storage::pg {
 
 class GroupCommitter {
  public:
-  // Series ids cached per committer at most (about 35 bytes each).
-  static constexpr size_t kMaxCachedSeries = 200000;
-
-  explicit GroupCommitter(int max_series_per_trial)
-      : max_series_per_trial_(max_series_per_trial) {}
+  // Caches at most `max_cached_series` series ids (about 35 bytes each).
+  GroupCommitter(int max_series_per_trial, size_t max_cached_series)
+      : max_series_per_trial_(max_series_per_trial), series_cache_(max_cached_series) {}
 
   // Commits `group` in one transaction and returns each batch's outcome, in
   // order; or the error that aborted the transaction (nothing committed).
@@ -62,7 +60,7 @@ class GroupCommitter {
 
  private:
   const int max_series_per_trial_;
-  SeriesIdCache series_cache_{kMaxCachedSeries};
+  SeriesIdCache series_cache_;
 
   friend class GroupTransaction;
 };

@@ -52,7 +52,7 @@ class IngestWriter::Lane {
   Lane(IngestWriter* writer, int index)
       : writer_(writer),
         index_(index),
-        committer_(writer->options_.max_series_per_trial),
+        committer_(writer->options_.max_series_per_trial, writer->options_.max_cached_series),
         thread_([this] { Loop(); }) {}
 
   ~Lane() { Stop(absl::Now()); }
@@ -273,7 +273,7 @@ IngestWriter::RouteKey IngestWriter::RouteOf(const MetricBatch& batch) {
 
 size_t IngestWriter::Assign(const MetricBatch& batch, size_t values) {
   absl::MutexLock lock(&routes_mu_);
-  if (routes_.size() >= kMaxRoutes) {
+  if (routes_.size() >= options_.max_routes) {
     absl::erase_if(routes_, [](const auto& r) { return r.second.batches == 0; });
   }
   auto [route, added] = routes_.try_emplace(RouteOf(batch), Route{0, 0});

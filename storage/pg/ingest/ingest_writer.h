@@ -70,9 +70,6 @@ class IngestWriter {
     size_t lane;
     int batches;  // in flight there
   };
-  // Routes kept at most; idle ones (streams that may have ended) are
-  // forgotten past it. About 100 bytes each.
-  static constexpr size_t kMaxRoutes = 100000;
   // How much busier than the least busy lane an idle stream's lane may be
   // and still take it back: a few fan-in batches, far less than a bulk one.
   static constexpr size_t kRouteSlackValues = 10000;

@@ -62,6 +62,12 @@ struct IngestWriterOptions {
   // How long to keep retrying a group while the database is unreachable.
   absl::Duration retry_for = absl::Seconds(30);
   int max_series_per_trial = 10000;
+  // Series ids each lane caches at most (about 35 bytes each); past it the
+  // cache is cleared whole and a miss costs a look-up.
+  size_t max_cached_series = 200'000;
+  // Streams whose lane the writer remembers at most (about 100 bytes
+  // each); past it idle ones are forgotten.
+  size_t max_routes = 100'000;
   // Called on a lane thread after each commit that stored a batch of
   // system reports, with its trial, agent and report count (optional):
   // the sealer's SealTrigger counts what waits to be sealed.

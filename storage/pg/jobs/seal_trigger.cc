@@ -11,7 +11,7 @@ namespace metrics::storage::pg {
 
 void SealTrigger::Stored(int32_t trial, absl::string_view agent, int64_t reports) {
   absl::MutexLock lock(&mu_);
-  if (waiting_.size() >= kMaxAgents) {
+  if (waiting_.size() >= max_agents_) {
     absl::erase_if(waiting_, [this](const auto& entry) {
       return !entry.second.due && entry.second.reports < seal_after_ / 2;
     });

@@ -45,9 +45,12 @@ class SealTrigger {
  public:
   using Agent = std::pair<int32_t, std::string>;  // (trial, agent)
 
+  // Counts at most `max_agents` agents; past it those with fewer than half
+  // of `seal_after` waiting are forgotten (about 100 bytes each).
   // REQUIRES: seal_after > 0.
-  explicit SealTrigger(int64_t seal_after, absl::Duration max_lag = absl::Milliseconds(250))
-      : seal_after_(seal_after), max_lag_(max_lag) {}
+  explicit SealTrigger(int64_t seal_after, absl::Duration max_lag = absl::Milliseconds(250),
+                       size_t max_agents = 100000)
+      : seal_after_(seal_after), max_lag_(max_lag), max_agents_(max_agents) {}
 
   // RESOURCE_EXHAUSTED, naming the agent, while it has four times
   // `seal_after` reports waiting for their seal and none was sealed for
@@ -77,9 +80,6 @@ class SealTrigger {
   size_t agents() const ABSL_LOCKS_EXCLUDED(mu_);
 
   static constexpr absl::Duration kRetryAfter = absl::Milliseconds(200);
-  // Agents counted at most; past it those with fewer than half of
-  // `seal_after` waiting are forgotten (about 100 bytes each).
-  static constexpr size_t kMaxAgents = 100000;
 
  private:
   struct Waiting {
@@ -94,6 +94,7 @@ class SealTrigger {
 
   const int64_t seal_after_;
   const absl::Duration max_lag_;
+  const size_t max_agents_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<Agent, Waiting> waiting_ ABSL_GUARDED_BY(mu_);
   std::deque<Agent> due_ ABSL_GUARDED_BY(mu_);
