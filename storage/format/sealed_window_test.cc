@@ -39,7 +39,7 @@ TEST(SealedWindowTest, AnEmptyWindowAndOneReport) {
   ExpectRoundTrip({{-5, {}}});  // before 1970, no values
 }
 
-TEST(SealedWindowTest, TheReportCountIsReadFromTheFirstBytes) {
+TEST(SealedWindowTest, TheReportCountAndFirstTimeAreReadFromTheFirstBytes) {
   std::vector<WindowReport> reports;
   for (int i = 0; i < 300; ++i) reports.push_back({1763800000000000 + i * 1000, {{1, i * 0.5}}});
   const std::string sealed = SealWindow(reports);
@@ -49,6 +49,14 @@ TEST(SealedWindowTest, TheReportCountIsReadFromTheFirstBytes) {
   EXPECT_EQ(none, 0);
   EXPECT_THAT(SealedReportCount(""), StatusIs(absl::StatusCode::kDataLoss));
   EXPECT_THAT(SealedReportCount("\x07\x01"), StatusIs(absl::StatusCode::kDataLoss));
+  // The first time too, the earliest (a time before the epoch as well).
+  ASSERT_OK_AND_ASSIGN(int64_t first, SealedFirstTime(sealed.substr(0, kSealedHeadBytes)));
+  EXPECT_EQ(first, 1763800000000000);
+  ASSERT_OK_AND_ASSIGN(int64_t before_epoch,
+                       SealedFirstTime(SealWindow({{-62135596800000000, {{1, 1.0}}}})));
+  EXPECT_EQ(before_epoch, -62135596800000000);
+  EXPECT_THAT(SealedFirstTime(SealWindow({})), StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(SealedFirstTime(sealed.substr(0, 4)), StatusIs(absl::StatusCode::kDataLoss));
 }
 
 TEST(SealedWindowTest, EveryDoubleComesBackBitForBit) {
