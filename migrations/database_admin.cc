@@ -47,6 +47,41 @@ absl::Status CreateDatabase(const std::string& server_url,
                                   "\" TEMPLATE template0"));
 }
 
+absl::Status CopyDatabase(const std::string& server_url, absl::string_view name,
+                          absl::string_view source) {
+  return RunOnServer(server_url, absl::StrCat("copying database ", source, " to ", name),
+                     absl::StrCat("CREATE DATABASE \"", name, "\" TEMPLATE \"", source, "\""));
+}
+
+absl::Status RenameDatabase(const std::string& server_url, absl::string_view from,
+                            absl::string_view to) {
+  return RunOnServer(server_url, absl::StrCat("renaming database ", from, " to ", to),
+                     absl::StrCat("ALTER DATABASE \"", from, "\" RENAME TO \"", to, "\""));
+}
+
+absl::StatusOr<bool> DatabaseExists(const std::string& server_url, absl::string_view name) {
+  ASSIGN_OR_RETURN(std::unique_ptr<pqxx::connection> conn,
+                   storage::pg::Connect(server_url, "metrics-admin"));
+  return storage::pg::GuardPg(
+      absl::StrCat("looking for database ", name), [&]() -> absl::StatusOr<bool> {
+        pqxx::nontransaction tx(*conn);
+        return !tx.exec_params("SELECT 1 FROM pg_database WHERE datname = $1", std::string(name))
+                    .empty();
+      });
+}
+
+absl::Status WithServerLock(const std::string& server_url, int64_t key,
+                            absl::FunctionRef<absl::Status()> fn) {
+  ASSIGN_OR_RETURN(std::unique_ptr<pqxx::connection> conn,
+                   storage::pg::Connect(server_url, "metrics-admin"));
+  RETURN_IF_ERROR(storage::pg::GuardPg("taking a server lock", [&] {
+    pqxx::nontransaction(*conn).exec_params("SELECT pg_advisory_lock($1)", key);
+    return absl::OkStatus();
+  }));
+  // The lock ends with the session, whatever fn does.
+  return fn();
+}
+
 absl::Status DropDatabase(const std::string& server_url,
                           absl::string_view name) {
   return RunOnServer(server_url, absl::StrCat("dropping database ", name),

@@ -2,11 +2,14 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "migrations/migration.h"
 #include "common/database_url.h"
 #include "common/status_macros.h"
 #include "migrations/database_admin.h"
@@ -14,14 +17,61 @@
 
 namespace metrics::test_util {
 
+namespace {
+
+// Held while one process makes the migrated template.
+constexpr int64_t kTemplateLock = 0x6d74656d706c; // "mtempl"
+
+absl::Status Migrate(const std::string& url) {
+  migrations::MigratorOptions options;
+  options.database_url = url;
+  ASSIGN_OR_RETURN(auto migrator, migrations::Migrator::Create(std::move(options)));
+  return migrator->Up().status();
+}
+
+// The database every migrated test database is copied from, made on the
+// first use on a server: named after the migrations' checksums, so a
+// changed or new migration makes a new one.
+absl::StatusOr<std::string> MigratedTemplate(const std::string& server) {
+  std::string checksums;
+  for (const migrations::Migration& m : migrations::EmbeddedMigrations()) {
+    absl::StrAppend(&checksums, m.version, ":", m.checksum, ";");
+  }
+  const std::string name = absl::StrCat("metrics_test_template_",
+                                        absl::Hex(std::hash<std::string>()(checksums)));
+  ASSIGN_OR_RETURN(const bool exists, migrations::DatabaseExists(server, name));
+  if (exists) return name;
+  RETURN_IF_ERROR(migrations::WithServerLock(server, kTemplateLock, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const bool made, migrations::DatabaseExists(server, name));
+    if (made) return absl::OkStatus();
+    // Built under another name and renamed once whole: a process killed
+    // half-way leaves no template that copies would take for a whole one.
+    const std::string building = absl::StrCat(name, "_building");
+    RETURN_IF_ERROR(migrations::DropDatabase(server, building));
+    RETURN_IF_ERROR(migrations::CreateDatabase(server, building));
+    RETURN_IF_ERROR(Migrate(migrations::UrlForDatabase(server, building)));
+    return migrations::RenameDatabase(server, building, name);
+  }));
+  return name;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<TestDatabase>> TestDatabase::Create(
     TestDatabaseOptions options) {
   std::random_device random;
   const std::string name = absl::StrCat("metrics_test_", ::getpid(), "_",
                                         random() % 1000000000u);
   const std::string server = common::ResolveDatabaseUrl("");
-  if (absl::Status created = migrations::CreateDatabase(server, name);
-      !created.ok()) {
+  // Copying a migrated template takes a tenth of the time migrating does.
+  absl::StatusOr<std::string> source = "template0";
+  if (options.migrate) source = MigratedTemplate(server);
+  absl::Status created = source.status();
+  if (created.ok()) {
+    created = options.migrate ? migrations::CopyDatabase(server, name, *source)
+                              : migrations::CreateDatabase(server, name);
+  }
+  if (!created.ok()) {
     return absl::Status(
         created.code(),
         absl::StrCat(created.message(),
@@ -29,16 +79,8 @@ absl::StatusOr<std::unique_ptr<TestDatabase>> TestDatabase::Create(
                      "PG* variables: run them under pg_virtualenv, as the "
                      "README's test command does)"));
   }
-  std::unique_ptr<TestDatabase> db(
+  return std::unique_ptr<TestDatabase>(
       new TestDatabase(name, migrations::UrlForDatabase(server, name)));
-  if (options.migrate) {
-    migrations::MigratorOptions migrator_options;
-    migrator_options.database_url = db->url();
-    ASSIGN_OR_RETURN(auto migrator,
-                     migrations::Migrator::Create(std::move(migrator_options)));
-    RETURN_IF_ERROR(migrator->Up().status());
-  }
-  return db;
 }
 
 TestDatabase::~TestDatabase() {

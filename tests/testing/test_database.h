@@ -1,7 +1,9 @@
-// A throwaway database for a test: created from template0 on the PostgreSQL
-// server the libpq PG* variables name (for example one started by
-// pg_virtualenv), optionally with the real migrations applied, and dropped
-// when the object dies unless $METRICS_KEEP_TEST_DB is set.
+// A throwaway database for a test, on the PostgreSQL server the libpq PG*
+// variables name (for example one started by pg_virtualenv): empty (from
+// template0), or with the real migrations applied, copied from a database
+// the first such test on the server migrated (metrics_test_template_<hash
+// of the migrations>, kept for the server's life). Dropped when the object
+// dies unless $METRICS_KEEP_TEST_DB is set.
 //
 // Usage:
 //   ASSERT_OK_AND_ASSIGN(auto db, TestDatabase::Create());
