@@ -3,7 +3,12 @@
 #include <pqxx/connection>
 #include <pqxx/notification>
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -44,9 +49,14 @@ class ChangeNotifier::Handle : public ChangeSubscription {
 };
 
 ChangeNotifier::ChangeNotifier(std::string database_url)
-    : database_url_(std::move(database_url)), thread_([this] { Loop(); }) {}
+    : database_url_(std::move(database_url)),
+      wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      thread_([this] { Loop(); }) {}
 
-ChangeNotifier::~ChangeNotifier() { Shutdown(); }
+ChangeNotifier::~ChangeNotifier() {
+  Shutdown();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
 
 std::unique_ptr<ChangeSubscription> ChangeNotifier::Subscribe(
     int32_t trial_id, std::vector<std::string> agent_ids,
@@ -105,7 +115,17 @@ void ChangeNotifier::Shutdown() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
+  if (wake_fd_ >= 0) {
+    const uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+  }
   if (thread_.joinable()) thread_.join();
+}
+
+void ChangeNotifier::Wait(int sock, absl::Duration timeout) {
+  pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {sock, POLLIN, 0}};
+  // Without an eventfd (none left), the timeout alone notices Shutdown.
+  poll(fds, sock >= 0 ? 2 : 1, static_cast<int>(absl::ToInt64Milliseconds(timeout)));
 }
 
 void ChangeNotifier::Loop() {
@@ -124,14 +144,17 @@ void ChangeNotifier::Loop() {
         // Anything committed while not listening was missed.
         DispatchAll();
       }
-      // Wakes at least twice a second to notice Shutdown.
-      conn->await_notification(0, 500000);
+      // Notifications already read are handled before waiting for more.
+      if (conn->get_notifs() == 0) {
+        Wait(conn->sock(), absl::Milliseconds(500));
+        conn->get_notifs();
+      }
       return absl::OkStatus();
     });
     if (!status.ok()) {
       receivers.clear();
       conn.reset();
-      absl::SleepFor(absl::Milliseconds(500));
+      Wait(-1, absl::Milliseconds(500));
     }
   }
   receivers.clear();

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/time/time.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "storage/metric_store.h"
@@ -59,8 +60,15 @@ class ChangeNotifier {
   void Unsubscribe(int32_t trial_id, int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   void Loop();
   bool Stopping() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until `sock` (if not -1) is readable, Shutdown is called, or
+  // `timeout` passes.
+  void Wait(int sock, absl::Duration timeout);
 
   const std::string database_url_;
+  // An eventfd that Shutdown writes: the thread wakes at once rather than
+  // at its next timeout (each store's shutdown, each test's, waited for
+  // it).
+  const int wake_fd_;
   absl::Mutex mu_;
   std::map<int32_t, std::map<int64_t, Subscriber>> subscribers_
       ABSL_GUARDED_BY(mu_);
