@@ -79,15 +79,26 @@ export class Metricsd {
     execFileSync('dropdb', ['--if-exists', this.db]);
   }
 
-  // A REST call with the admin token; its JSON answer (asserted 2xx).
+  // A REST call with the admin token; its JSON answer (asserted 2xx). A
+  // call refused for load (429: seeding a week in seconds outruns the
+  // sealer, which then refuses the agent for a moment) is made again after
+  // the Retry-After it names, for up to a minute, as a bulk importer must.
   async call(method, route, body) {
-    const response = await fetch(this.base + route, {
-      method,
-      headers: { Authorization: `Bearer ${this.adminToken}` },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await response.text();
-    assert.ok(response.ok, `${method} ${route}: ${response.status} ${text}`);
-    return JSON.parse(text);
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const response = await fetch(this.base + route, {
+        method,
+        headers: { Authorization: `Bearer ${this.adminToken}` },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const text = await response.text();
+      if (response.status === 429 && Date.now() < deadline) {
+        const seconds = Number(response.headers.get('retry-after')) || 1;
+        await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+        continue;
+      }
+      assert.ok(response.ok, `${method} ${route}: ${response.status} ${text}`);
+      return JSON.parse(text);
+    }
   }
 }
