@@ -17,10 +17,11 @@ shift
 
 case "$kind" in
   address)
-    # Also builds fuzz/ (the same build serves fuzz/run.sh).
+    # Also builds fuzz/ (the same build serves fuzz/run.sh) and the
+    # benchmarks, which no other build of CI compiles.
     dir=build-asan
     sanitize=address,undefined
-    targets=(all)
+    targets=(all benchmarks)
     tests=()
     fuzz=ON
     ;;
