@@ -25,8 +25,10 @@ root=$dir/root
 mkdir -p "$dir/run"
 
 # The mirror this machine's apt uses, so the root reaches the same packages.
-mirror=$(grep -hoE 'https?://[^ ]+/debian/?' /etc/apt/sources.list.d/*.sources \
-  /etc/apt/sources.list 2>/dev/null | head -1 || true)
+mirror=$( (sed -n 's|^URIs: *\(https\{0,1\}://[^ ]*/debian\)/\{0,1\}$|\1|p' \
+    /etc/apt/sources.list.d/*.sources
+  awk '$1 == "deb" && $2 ~ /\/debian\/?$/ { print $2 }' /etc/apt/sources.list) 2>/dev/null |
+  head -1 || true)
 mirror=${mirror:-http://deb.debian.org/debian}
 
 if [ ! -f "$base" ]; then
