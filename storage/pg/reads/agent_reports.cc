@@ -160,10 +160,9 @@ bool AgentReportScan::Finish(std::vector<StoredReport>& out) const {
 }
 
 absl::Status AgentReportScan::StartPieces(int64_t window) {
-  Pieces& pieces = pieces_.emplace();
-  pieces.window = window;
-  pieces.from = std::max(window, from_us_);
-  if (after_.has_value()) pieces.from = std::max(pieces.from, std::get<0>(*after_));
+  int64_t from = std::max(window, from_us_);
+  if (after_.has_value()) from = std::max(from, std::get<0>(*after_));
+  Pieces& pieces = pieces_.emplace(Pieces{window, from, {}});
   const pqxx::result parts = tx_.exec_params(
       absl::StrCat("SELECT id, substring(sealed_values from 1 for ", kSealedHeadBytes,
                    ") FROM metrics_profiling WHERE trial_id = $1 AND ", SystemRowsOfAgentSql("$2"),

@@ -84,16 +84,18 @@ class AgentReportScan {
 
  private:
   // A sealed part of a dense window: its id, its first report's time and,
-  // once decoded, its last's.
+  // once decoded, its last's. (No default member initializers: clang then
+  // takes these for not constructible inside the enclosing class, and
+  // std::optional<Pieces> with them.)
   struct Part {
-    int64_t id = 0;
-    int64_t first_us = 0;
+    int64_t id;
+    int64_t first_us;
     std::optional<int64_t> last_us;
   };
   // A dense window read in pieces: the next starts at `from`.
   struct Pieces {
-    int64_t window = 0;
-    int64_t from = 0;
+    int64_t window;
+    int64_t from;
     std::vector<Part> parts;
   };
 
