@@ -72,7 +72,11 @@ else
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   "${sudo_cmd[@]}" apt-get update -q
-  "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # dpkg syncs each file it unpacks unless told not to: a third of a bare
+  # machine's setup (docs/testing.md, "How long each step takes"). What a
+  # crash mid-install leaves is fixed by running this script again.
+  "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends \
+    -o Dpkg::Options::=--force-unsafe-io "${missing[@]}"
   # Debian starts the daemons of these two on install; the tests and the
   # benchmarks run the programs themselves, so a service this run installed
   # is stopped and disabled (one that was there before is left alone). A
