@@ -20,23 +20,10 @@
 #include "absl/time/time.h"
 #include "common/blocking_executor.h"
 #include "query/plan.h"
+#include "query/query_options.h"
 #include "storage/metric_store.h"
 
 namespace metrics::query {
-
-struct QueryOptions {
-  int default_max_points = 1000;
-  int max_max_points = 10000;
-  // A window finer than the finest rollup is answered from raw rows when an
-  // agent has at most this many reports in it (at 1 Hz, 20 000 s), else
-  // from the finest rollup: coarser than asked, still exact, and the
-  // query's memory stays bounded however dense the data.
-  int64_t max_raw_reports_per_agent = 20000;
-  // Threads that read the second half of a many-agent summary meanwhile
-  // (0: every read on the calling thread). A read finding none free runs
-  // on the caller.
-  int side_read_threads = 2;
-};
 
 struct QueryRequest {
   int32_t trial_id = 0;

@@ -19,15 +19,10 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/readiness_options.h"
 #include "storage/metric_store.h"
 
 namespace metrics::server {
-
-struct ReadinessOptions {
-  absl::Duration interval = absl::Seconds(1);
-  // Not ready once the last good answer is older than this.
-  absl::Duration stale_after = absl::Seconds(5);
-};
 
 class ReadinessProbe {
  public:

@@ -17,15 +17,18 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/tls_files.h"
+#include "query/query_options.h"
 #include "server/http/http_server.h"
-#include "server/readiness.h"
-#include "query/query_engine.h"
-#include "server/services/follow_reactor.h"
-#include "server/services/ingest_stream_reactor.h"
-#include "server/rest/rest_gateway.h"
+#include "server/readiness_options.h"
+#include "server/rest/rest_gateway_options.h"
+#include "server/services/follow_options.h"
+#include "server/services/ingest_stream_options.h"
 #include "server/web/web_assets.h"
-#include "storage/pg/jobs/seal_trigger.h"
 #include "storage/pg/pg_metric_store_options.h"
+
+namespace metrics::storage::pg {
+class SealTrigger;
+}  // namespace metrics::storage::pg
 
 namespace metrics::server {
 

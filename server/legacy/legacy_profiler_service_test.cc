@@ -16,6 +16,7 @@
 #include "proto/determined/api/v1/profiler.grpc.pb.h"
 #include "proto/metrics/v1/query.grpc.pb.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
+#include "server/metrics_server.h"
 #include "tests/testing/test_server.h"
 
 namespace metrics::server {

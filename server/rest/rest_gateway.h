@@ -34,29 +34,9 @@
 #include "server/auth/call_guard.h"
 #include "server/rest/http_routes.h"
 #include "server/http/http_server.h"
+#include "server/rest/rest_gateway_options.h"
 
 namespace metrics::server {
-
-struct RestGatewayOptions {
-  // The deadline of a unary call; streams run until they end or the
-  // client leaves.
-  absl::Duration request_timeout = absl::Seconds(30);
-  // Cross-origin requests allowed from this origin ("*" for any); empty
-  // allows none (the Web UI served by metricsd itself needs none).
-  std::string cors_origin;
-  // How often a unary call waiting for its answer checks that its client
-  // is still there (the HTTP server watches a stream's connection itself).
-  absl::Duration client_check_interval = absl::Seconds(1);
-  // Headers for every answer on a route of a method marked deprecated in
-  // its .proto, errors made before the call included, unless the service
-  // sent them itself (the legacy shims' Deprecation and Link).
-  std::vector<std::pair<std::string, std::string>> deprecation_headers;
-  // With authentication on: a request whose credential is refused (no
-  // usable token, or a limited address) is answered here, before its body
-  // is read into a request and without a call, so refusing costs a
-  // fraction of serving. Null: every request is called.
-  const CallGuard* guard = nullptr;
-};
 
 // Adds Retry-After (whole seconds) to `response` when `refusal` asks its
 // caller to wait (a limited address: common::RetryAfterOf).

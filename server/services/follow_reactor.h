@@ -35,13 +35,10 @@
 #include "query/follow_hub.h"
 #include "query/query_engine.h"
 #include "server/auth/call_guard.h"
+#include "server/services/follow_options.h"
 #include "server/services/service_statistics.h"
 
 namespace metrics::server {
-
-struct FollowOptions {
-  absl::Duration slow_reader_limit = absl::Seconds(30);
-};
 
 class FollowReactor
     : public grpc::ServerWriteReactor<v1::QuerySeriesResponse>,

@@ -36,20 +36,11 @@
 #include "proto/metrics/v1/ingest.pb.h"
 #include "common/blocking_executor.h"
 #include "server/auth/call_guard.h"
+#include "server/services/ingest_stream_options.h"
 #include "server/services/service_statistics.h"
 #include "storage/metric_store.h"
 
 namespace metrics::server {
-
-struct IngestStreamOptions {
-  // Batches of one stream waiting for their commit, at most.
-  int max_inflight = 8;
-  // How long the client is told to wait before retrying when overloaded.
-  absl::Duration retry_after = absl::Seconds(1);
-  // From the opening message to its answer, waiting for a turn included;
-  // an open not started by then is refused as RESOURCE_EXHAUSTED.
-  absl::Duration open_timeout = absl::Seconds(10);
-};
 
 class IngestStreamReactor
     : public grpc::ServerBidiReactor<v1::StreamSystemMetricsRequest,

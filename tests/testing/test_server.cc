@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/metrics_server.h"
 #include "storage/pg/pg_metric_store.h"
 
 namespace metrics::test_util {
@@ -57,6 +58,8 @@ TestServer::~TestServer() {
   if (server_ != nullptr) server_->Shutdown(absl::Seconds(5));
   server_.reset();  // before the database it uses is dropped
 }
+
+int TestServer::http_port() const { return server_->http_port(); }
 
 std::string TestServer::grpc_target() const {
   return absl::StrCat("127.0.0.1:", server_->grpc_port());
