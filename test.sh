@@ -25,4 +25,8 @@ step() {
 step setup ./setup.sh
 step build env METRICS_SETUP_DONE=1 ./build.sh
 cd build
-step tests pg_virtualenv ctest --output-on-failure -j"$(nproc 2>/dev/null || echo 2)" "$@"
+# One test more than cores: a third of a test's time is waiting (on a server,
+# PostgreSQL, a subprocess), which another test fills (docs/testing.md, "How
+# long each step takes"). Tests that must run alone say RUN_SERIAL.
+jobs=$(($(nproc 2>/dev/null || echo 2) + 1))
+step tests pg_virtualenv ctest --output-on-failure -j"$jobs" "$@"
