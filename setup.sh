@@ -73,7 +73,7 @@ else
   export DEBIAN_FRONTEND=noninteractive
   "${sudo_cmd[@]}" apt-get update -q
   # dpkg syncs each file it unpacks unless told not to (a bare machine's
-  # setup: 223 s against 237 s). What a crash mid-install leaves is fixed by
+  # setup: 214-234 s in three runs against 237 s). What a crash mid-install leaves is fixed by
   # running this script again.
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends \
     -o Dpkg::Options::=--force-unsafe-io "${missing[@]}"
