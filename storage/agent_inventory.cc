@@ -11,20 +11,20 @@ namespace {
 
 namespace json = boost::json;
 
-absl::Status Invalid(absl::string_view field, absl::string_view why) {
+absl::Status InvalidField(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
 
 absl::Status CheckText(absl::string_view field, absl::string_view value) {
   if (value.size() > kMaxInventoryText) {
-    return Invalid(field, absl::StrCat("is ", value.size(),
+    return InvalidField(field, absl::StrCat("is ", value.size(),
                                        " bytes long; the limit is ",
                                        kMaxInventoryText));
   }
   for (size_t i = 0; i < value.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(value[i]);
     if (c < 0x20 || c == 0x7f) {
-      return Invalid(field, absl::StrCat("has a control character (byte ",
+      return InvalidField(field, absl::StrCat("has a control character (byte ",
                                          static_cast<int>(c), ") at offset ",
                                          i));
     }
@@ -33,7 +33,7 @@ absl::Status CheckText(absl::string_view field, absl::string_view value) {
 }
 
 absl::Status CheckCount(absl::string_view field, int64_t value) {
-  return value < 0 ? Invalid(field, absl::StrCat(value, " is negative"))
+  return value < 0 ? InvalidField(field, absl::StrCat(value, " is negative"))
                    : absl::OkStatus();
 }
 
@@ -86,7 +86,7 @@ absl::Status ValidateInventory(absl::string_view field,
   RETURN_IF_ERROR(CheckText(f("gpu_status"), inventory.gpu_status));
   RETURN_IF_ERROR(CheckText(f("sampling"), inventory.sampling));
   if (inventory.gpus.size() > kMaxInventoryGpus) {
-    return Invalid(f("gpus"), absl::StrCat(inventory.gpus.size(),
+    return InvalidField(f("gpus"), absl::StrCat(inventory.gpus.size(),
                                            " GPUs is more than the limit of ",
                                            kMaxInventoryGpus));
   }
@@ -100,7 +100,7 @@ absl::Status ValidateInventory(absl::string_view field,
                                gpu.memory_total_bytes));
     RETURN_IF_ERROR(CheckText(absl::StrCat(g, ".mig_mode"), gpu.mig_mode));
     if (gpu.mig_devices.size() > kMaxMigDevicesPerGpu) {
-      return Invalid(absl::StrCat(g, ".mig_devices"),
+      return InvalidField(absl::StrCat(g, ".mig_devices"),
                      absl::StrCat(gpu.mig_devices.size(),
                                   " MIG devices is more than the limit of ",
                                   kMaxMigDevicesPerGpu));

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <cstring>
-#include <iterator>
 #include <map>
 #include <optional>
 #include <utility>
@@ -21,22 +19,6 @@ constexpr uint8_t kFormat = 1;
 constexpr uint8_t kXorStream = 0;
 // The column of the reports' training batch indexes; series are from 1 on.
 constexpr int64_t kBatchColumn = 0;
-// 2^53: digits beyond it are not all doubles.
-constexpr double kExactDigits = 9007199254740992.0;
-constexpr double kPowersOfTen[] = {1, 10, 100, 1000, 10000, 100000, 1000000};
-static_assert(std::size(kPowersOfTen) == kMaxDecimals + 1, "a power per number of places");
-
-uint64_t Bits(double v) {
-  uint64_t u;
-  std::memcpy(&u, &v, sizeof u);
-  return u;
-}
-
-double FromBits(uint64_t u) {
-  double v;
-  std::memcpy(&v, &u, sizeof v);
-  return v;
-}
 
 uint64_t ZigZag(int64_t v) {
   return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
@@ -104,7 +86,7 @@ std::string XorStream(const std::vector<double>& values) {
   uint64_t previous = 0;
   int lead = -1, trail = 0;  // the window of the last written bits
   for (size_t i = 0; i < values.size(); ++i) {
-    const uint64_t u = Bits(values[i]);
+    const uint64_t u = BitsOfDouble(values[i]);
     if (i == 0) {
       w.Put(u, 64);
       previous = u;
@@ -141,12 +123,12 @@ bool ReadXorStream(absl::string_view in, size_t count, std::vector<double>& out)
   for (size_t i = 0; i < count; ++i) {
     if (i == 0) {
       if (!r.Get(64, previous)) return false;
-      out.push_back(FromBits(previous));
+      out.push_back(DoubleOfBits(previous));
       continue;
     }
     if (!r.Get(1, bits)) return false;
     if (bits == 0) {
-      out.push_back(FromBits(previous));
+      out.push_back(DoubleOfBits(previous));
       continue;
     }
     if (!r.Get(1, bits)) return false;
@@ -163,7 +145,7 @@ bool ReadXorStream(absl::string_view in, size_t count, std::vector<double>& out)
     uint64_t x = 0;
     if (!r.Get(64 - lead - trail, x)) return false;
     previous ^= x << trail;
-    out.push_back(FromBits(previous));
+    out.push_back(DoubleOfBits(previous));
   }
   return true;
 }
@@ -182,7 +164,7 @@ std::optional<std::string> DecimalColumn(const std::vector<double>& values, uint
         break;
       }
       const int64_t m = std::llround(scaled);
-      if (Bits(static_cast<double>(m) / kPowersOfTen[places]) != Bits(v)) {
+      if (BitsOfDouble(static_cast<double>(m) / kPowersOfTen[places]) != BitsOfDouble(v)) {
         exact = false;
         break;
       }
@@ -226,7 +208,7 @@ bool WindowReport::operator==(const WindowReport& o) const {
   }
   for (size_t i = 0; i < values.size(); ++i) {
     if (values[i].first != o.values[i].first ||
-        Bits(values[i].second) != Bits(o.values[i].second)) {
+        BitsOfDouble(values[i].second) != BitsOfDouble(o.values[i].second)) {
       return false;
     }
   }

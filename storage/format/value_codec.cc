@@ -10,17 +10,7 @@ namespace {
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the packed formats are little-endian");
 
-constexpr double kPowersOfTen[kMaxDecimals + 1] = {1,    10,    100,    1000,
-                                                   1e4,  1e5,   1e6};
-// Digits at or above this are not all exact in a double.
-constexpr double kExactDigits = 9007199254740992.0;  // 2^53
 constexpr uint8_t kNegative = 8;
-
-uint64_t Bits(double value) {
-  uint64_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits;
-}
 
 double FromDigits(uint64_t digits, int decimals, bool negative) {
   // Both operands are exact, so the quotient is the double nearest to the
@@ -61,7 +51,7 @@ EncodedValue EncodeValue(double value) {
   };
   const double most = magnitude * kPowersOfTen[kMaxDecimals];
   if (most < kExactDigits && !near_integer(most, RoundToInteger(most))) {
-    return {kRawDouble, Bits(value)};
+    return {kRawDouble, BitsOfDouble(value)};
   }
   for (int k = 0; k <= kMaxDecimals; ++k) {
     const double scaled = magnitude * kPowersOfTen[k];
@@ -69,7 +59,7 @@ EncodedValue EncodeValue(double value) {
     const double rounded = RoundToInteger(scaled);
     if (!near_integer(scaled, rounded)) continue;
     const uint64_t digits = static_cast<uint64_t>(rounded);
-    if (Bits(FromDigits(digits, k, negative)) == Bits(value)) {
+    if (BitsOfDouble(FromDigits(digits, k, negative)) == BitsOfDouble(value)) {
       if (k == 0 && !negative && digits != 0) {
         const int zeros = __builtin_ctzll(digits);
         const uint64_t shifted = (digits >> zeros) << 6 | zeros;
@@ -80,7 +70,7 @@ EncodedValue EncodeValue(double value) {
       return {static_cast<uint8_t>(negative ? kNegative + k : k), digits};
     }
   }
-  return {kRawDouble, Bits(value)};
+  return {kRawDouble, BitsOfDouble(value)};
 }
 
 char* WriteValuePayload(char* out, const EncodedValue& v) {

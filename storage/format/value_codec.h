@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "absl/strings/string_view.h"
 
@@ -28,6 +29,23 @@ namespace metrics::storage {
 // value's 8 bytes, little-endian; kPowerOfTwo: a varint of m << 6 | k,
 // value m * 2^k.
 inline constexpr int kMaxDecimals = 6;
+// 10^k for k places.
+inline constexpr double kPowersOfTen[kMaxDecimals + 1] = {1,   10,  100, 1000,
+                                                          1e4, 1e5, 1e6};
+// Digits at or above this (2^53) are not all exact in a double.
+inline constexpr double kExactDigits = 9007199254740992.0;
+
+// A double's bits, and back: values are compared and stored bit for bit.
+inline uint64_t BitsOfDouble(double value) {
+  uint64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+inline double DoubleOfBits(uint64_t bits) {
+  double value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
 inline constexpr uint8_t kRawDouble = 7;
 inline constexpr uint8_t kPowerOfTwo = 15;
 

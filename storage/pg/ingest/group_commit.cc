@@ -29,7 +29,7 @@ namespace {
 using StreamKey = std::pair<int32_t, std::string>;  // (trial, stream id)
 
 // The writer's statements, prepared on each writer connection.
-struct Statements {
+struct CommitStatements {
   // A look-up by primary key per stream. As a join, the planner hashed
   // the keys and scanned every stream's position, a row per stream ever
   // ingested, in each group (docs/benchmarks.md, "Statements that stay
@@ -79,8 +79,8 @@ struct Statements {
   }
 };
 
-const Statements& Sql() {
-  static const auto* statements = new Statements();
+const CommitStatements& CommitSql() {
+  static const auto* statements = new CommitStatements();
   return *statements;
 }
 
@@ -158,7 +158,7 @@ class GroupTransaction {
   void Lock(std::vector<int64_t> keys) {
     std::sort(keys.begin(), keys.end());
     keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-    tx_.exec_prepared(Sql().lock_keys.name, IntArray(keys));
+    tx_.exec_prepared(CommitSql().lock_keys.name, IntArray(keys));
   }
 
   void ReadPositions(const std::vector<PendingBatch*>& group) {
@@ -177,7 +177,7 @@ class GroupTransaction {
     // that writer committed. A row lock on the position would not do: a new
     // stream has no row yet. Relies on the primary key (trial_id, stream_id).
     Lock(std::move(keys));
-    for (const auto& row : tx_.exec_prepared(Sql().read_positions.name, IntArray(trials), TextArray(streams))) {
+    for (const auto& row : tx_.exec_prepared(CommitSql().read_positions.name, IntArray(trials), TextArray(streams))) {
       positions_[{row[0].as<int32_t>(), row[1].as<std::string>()}] =
           row[2].as<int64_t>();
     }
@@ -187,7 +187,7 @@ class GroupTransaction {
     std::vector<int64_t> ids;
     for (const PendingBatch* p : group) ids.push_back(p->batch.trial_id);
     // FOR SHARE: a trial cannot end while a batch for it commits.
-    for (const auto& row : tx_.exec_prepared(Sql().read_trials.name, IntArray(ids))) {
+    for (const auto& row : tx_.exec_prepared(CommitSql().read_trials.name, IntArray(ids))) {
       if (auto state = ParseTrialState(row[1].as<std::string>())) {
         TrialRow& trial = trials_[row[0].as<int32_t>()];
         trial.state = *state;
@@ -361,7 +361,7 @@ class GroupTransaction {
       trials.push_back(trial);
       agent_ids.emplace_back(agent);
     }
-    tx_.exec_prepared(Sql().notify.name, IntArray(trials), TextArray(agent_ids),
+    tx_.exec_prepared(CommitSql().notify.name, IntArray(trials), TextArray(agent_ids),
                       std::string(kIngestChannel));
   }
 
@@ -374,7 +374,7 @@ class GroupTransaction {
       streams.push_back(key.second);
       sequences.push_back(sequence);
     }
-    tx_.exec_prepared(Sql().write_positions.name, IntArray(trials), TextArray(streams), IntArray(sequences));
+    tx_.exec_prepared(CommitSql().write_positions.name, IntArray(trials), TextArray(streams), IntArray(sequences));
   }
 
   void WriteInventories() {
@@ -395,7 +395,7 @@ class GroupTransaction {
       agents.emplace_back(key.second);
       documents.push_back(InventoryToJson(*inventory));
     }
-    tx_.exec_prepared(Sql().write_inventories.name, IntArray(trials),
+    tx_.exec_prepared(CommitSql().write_inventories.name, IntArray(trials),
                       TextArray(agents), TextArray(documents));
   }
 
@@ -436,7 +436,7 @@ absl::StatusOr<std::vector<BatchOutcome>> GroupCommitter::Commit(
 }
 
 std::vector<PreparedStatement> GroupCommitter::Statements() {
-  std::vector<PreparedStatement> all = Sql().All();
+  std::vector<PreparedStatement> all = CommitSql().All();
   for (PreparedStatement& s : SeriesResolver::Statements()) {
     all.push_back(std::move(s));
   }

@@ -12,7 +12,7 @@ namespace metrics::storage::pg {
 
 namespace {
 
-struct Statements {
+struct ResolverStatements {
   // A probe of the labels' unique key per series. As a join, once the
   // statement's generic plan was in use, the planner hashed the keys and
   // scanned the whole registry: 60 ms a look-up at 175 000 series
@@ -58,8 +58,8 @@ struct Statements {
       "RETURNING series_count"};
 };
 
-const Statements& Sql() {
-  static const auto* statements = new Statements();
+const ResolverStatements& ResolverSql() {
+  static const auto* statements = new ResolverStatements();
   return *statements;
 }
 
@@ -102,7 +102,7 @@ SeriesResolver::SeriesResolver(pqxx::work& tx, const SeriesIdCache& cache,
       lock_counts_early_(lock_counts_early) {}
 
 std::vector<PreparedStatement> SeriesResolver::Statements() {
-  const struct Statements& s = Sql();
+  const struct ResolverStatements& s = ResolverSql();
   return {s.look_up, s.insert, s.lock_count, s.peek_count, s.add_count};
 }
 
@@ -122,7 +122,7 @@ void SeriesResolver::Read(const std::vector<int64_t>& trials,
                           const std::vector<std::string>& names) {
   if (trials.empty()) return;
   for (const auto& row : tx_.exec_prepared(
-           Sql().look_up.name, IntArray(trials), TextArray(groups),
+           ResolverSql().look_up.name, IntArray(trials), TextArray(groups),
            TextArray(agents), TextArray(gpus), TextArray(names))) {
     Remember(row);
   }
@@ -162,11 +162,11 @@ int64_t SeriesResolver::Registered(int32_t trial_id) {
   auto [it, inserted] = counted_.try_emplace(trial_id, 0);
   if (inserted) {
     if (lock_counts_early_) {
-      it->second = tx_.exec_prepared(Sql().lock_count.name, trial_id)[0][0]
+      it->second = tx_.exec_prepared(ResolverSql().lock_count.name, trial_id)[0][0]
                        .as<int64_t>();
     } else {
       const pqxx::result row =
-          tx_.exec_prepared(Sql().peek_count.name, trial_id);
+          tx_.exec_prepared(ResolverSql().peek_count.name, trial_id);
       it->second = row.empty() ? 0 : row[0][0].as<int64_t>();
     }
   }
@@ -231,7 +231,7 @@ void SeriesResolver::Register() {
     units.push_back(batch->series[i].unit);
   }
   for (const auto& row : tx_.exec_prepared(
-           Sql().insert.name, IntArray(trials), TextArray(groups),
+           ResolverSql().insert.name, IntArray(trials), TextArray(groups),
            TextArray(agents), TextArray(gpus), TextArray(names),
            TextArray(units))) {
     Remember(row);
@@ -273,7 +273,7 @@ bool SeriesResolver::AddCounts() {
   // In trial order, so two writers never wait on each other in a cycle.
   for (const auto& [trial_id, inserted] : inserted_per_trial_) {
     const int64_t total =
-        tx_.exec_prepared(Sql().add_count.name, trial_id, inserted)[0][0]
+        tx_.exec_prepared(ResolverSql().add_count.name, trial_id, inserted)[0][0]
             .as<int64_t>();
     if (!lock_counts_early_ && total > max_series_per_trial_) return false;
   }

@@ -40,7 +40,7 @@ using FreshBuckets = std::map<RollupKey, FreshBucket, std::less<>>;
 
 // The seal's statements, run as parameterised statements (a seal
 // transaction runs a few of them for minutes of an agent's data).
-struct Statements {
+struct RollupStatements {
   // The stored buckets in ranges of bucket starts (RollupRanges), one
   // index range scan each, and where each row is.
   PreparedStatement read_rollups{
@@ -89,8 +89,8 @@ struct Statements {
           TimestampFromMicrosSql("k.bucket_us"))};
 };
 
-const Statements& Sql() {
-  static const auto* statements = new Statements();
+const RollupStatements& RollupSql() {
+  static const auto* statements = new RollupStatements();
   return *statements;
 }
 
@@ -181,7 +181,7 @@ class Adder {
   // rewritten folded.
   void FoldLegacyFinest(int32_t trial, const std::string& agent, FreshBuckets& fresh) {
     const pqxx::result newest =
-        tx_.exec_params(Sql().newest_legacy_finest.sql, trial, agent);
+        tx_.exec_params(RollupSql().newest_legacy_finest.sql, trial, agent);
     if (newest.empty()) return;
     std::string bytes;
     const int64_t start = newest[0][3].as<int64_t>();
@@ -202,7 +202,7 @@ class Adder {
     const RollupRanges ranges(rows);
     std::string bytes;
     for (const auto& row :
-         tx_.exec_params(Sql().read_rollups.sql, IntArray(ranges.trials),
+         tx_.exec_params(RollupSql().read_rollups.sql, IntArray(ranges.trials),
                            TextArray(ranges.agents), IntArray(ranges.widths),
                            IntArray(ranges.from), IntArray(ranges.to))) {
       const int64_t start = row[3].as<int64_t>();
@@ -257,7 +257,7 @@ class Adder {
     };
     if (!inserted.trials.empty()) {
       check(tx_.exec_params(
-                Sql().insert_rollups.sql, IntArray(inserted.trials),
+                RollupSql().insert_rollups.sql, IntArray(inserted.trials),
                 TextArray(inserted.agents), IntArray(inserted.widths),
                 IntArray(inserted.buckets),
                 pqxx::binarystring(ByteaArrayBinary(inserted.stats))),
@@ -265,7 +265,7 @@ class Adder {
     }
     if (!updated.trials.empty()) {
       check(tx_.exec_params(
-                Sql().update_rollups.sql, IntArray(updated.trials),
+                RollupSql().update_rollups.sql, IntArray(updated.trials),
                 TextArray(updated.agents), IntArray(updated.widths),
                 IntArray(updated.buckets),
                 pqxx::binarystring(ByteaArrayBinary(updated.stats)),

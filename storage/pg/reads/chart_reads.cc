@@ -33,7 +33,7 @@ constexpr int kCoarsestWidthSeconds =
     kRollupWidthsSeconds[std::size(kRollupWidthsSeconds) - 1];
 
 // The chart reads' frequent statements, prepared on each pool connection.
-struct Statements {
+struct ChartStatements {
   // NULL parameters mean "no condition", so one statement serves every
   // filter; the primary key walks ids downwards.
   PreparedStatement list_trials{
@@ -67,15 +67,15 @@ struct Statements {
   }
 };
 
-const Statements& Sql() {
-  static const auto* statements = new Statements();
+const ChartStatements& ChartSql() {
+  static const auto* statements = new ChartStatements();
   return *statements;
 }
 
 // OUT_OF_RANGE when raw samples from `from_us` on may have expired: the
 // window starts before the raw data horizon that raw retention recorded.
 absl::Status CheckRawHorizon(pqxx::transaction_base& tx, int64_t from_us) {
-  if (const pqxx::result horizon = tx.exec_prepared(Sql().raw_horizon.name);
+  if (const pqxx::result horizon = tx.exec_prepared(ChartSql().raw_horizon.name);
       !horizon.empty() && from_us < horizon[0][0].as<int64_t>()) {
     return RawExpiredError(horizon[0][0].as<int64_t>());
   }
@@ -119,7 +119,7 @@ std::vector<RawValueColumns::Series> WantedOf(const std::vector<SeriesInfo>& ser
 
 }  // namespace
 
-std::vector<PreparedStatement> PgChartReads::Statements() { return Sql().All(); }
+std::vector<PreparedStatement> PgChartReads::Statements() { return ChartSql().All(); }
 
 absl::StatusOr<std::vector<Trial>> PgChartReads::ListTrials(
     const TrialListFilter& filter, absl::Time deadline) {
@@ -133,7 +133,7 @@ absl::StatusOr<std::vector<Trial>> PgChartReads::ListTrials(
   return Run<std::vector<Trial>>(
       "listing trials", deadline,
       [&](pqxx::transaction_base& tx) -> absl::StatusOr<std::vector<Trial>> {
-        pqxx::result r = tx.exec_prepared(Sql().list_trials.name, state,
+        pqxx::result r = tx.exec_prepared(ChartSql().list_trials.name, state,
                                           filter.before_id, filter.limit);
         std::vector<Trial> trials;
         trials.reserve(r.size());
@@ -151,7 +151,7 @@ absl::StatusOr<std::vector<SeriesInfo>> PgChartReads::ListSeries(
         RETURN_IF_ERROR(CheckTrialExists(tx, trial_id));
         std::vector<SeriesInfo> series;
         absl::flat_hash_map<int64_t, size_t> by_id;
-        for (const auto& row : tx.exec_prepared(Sql().series_of_group.name,
+        for (const auto& row : tx.exec_prepared(ChartSql().series_of_group.name,
                                                 trial_id,
                                                 std::string(kSystemGroup))) {
           SeriesInfo info = SeriesFromRow(row);
@@ -188,7 +188,7 @@ absl::StatusOr<std::vector<SeriesInfo>> PgChartReads::ListSeries(
           }
         };
         RollupRow bucket;
-        for (const auto& row : tx.exec_prepared(Sql().coarsest_rollups.name,
+        for (const auto& row : tx.exec_prepared(ChartSql().coarsest_rollups.name,
                                                 trial_id, TextArray(agents))) {
           ASSIGN_OR_RETURN(const bool kept, decoder.Decode(row, bucket));
           if (kept) add(bucket);

@@ -17,7 +17,7 @@ namespace metrics::storage::pg {
 
 namespace {
 
-struct Statements {
+struct LegacyStatements {
   PreparedStatement series_of_every_group{
       "series_of_every_group",
       absl::StrCat("SELECT ", kSeriesColumnsSql,
@@ -48,14 +48,14 @@ struct Statements {
   }
 };
 
-const Statements& Sql() {
-  static const auto* statements = new Statements();
+const LegacyStatements& LegacySql() {
+  static const auto* statements = new LegacyStatements();
   return *statements;
 }
 
 }  // namespace
 
-std::vector<PreparedStatement> PgLegacyReads::Statements() { return Sql().All(); }
+std::vector<PreparedStatement> PgLegacyReads::Statements() { return LegacySql().All(); }
 
 absl::StatusOr<std::vector<SeriesInfo>> PgLegacyReads::ListSeriesOfEveryGroup(
     int32_t trial_id, absl::Time deadline) {
@@ -65,7 +65,7 @@ absl::StatusOr<std::vector<SeriesInfo>> PgLegacyReads::ListSeriesOfEveryGroup(
         RETURN_IF_ERROR(CheckTrialExists(tx, trial_id));
         std::vector<SeriesInfo> series;
         for (const auto& row :
-             tx.exec_prepared(Sql().series_of_every_group.name, trial_id)) {
+             tx.exec_prepared(LegacySql().series_of_every_group.name, trial_id)) {
           series.push_back(SeriesFromRow(row));
         }
         return series;
@@ -109,7 +109,7 @@ absl::StatusOr<std::vector<Reading>> PgLegacyReads::ReadReadings(
         // give fewer readings than asked: read pages until enough.
         for (;;) {
           const pqxx::result rows = tx.exec_prepared(
-              Sql().other_rows_after.name, trial_id, series.agent_id, cursor.time_us,
+              LegacySql().other_rows_after.name, trial_id, series.agent_id, cursor.time_us,
               cursor.row_id, static_cast<int64_t>(limit), series.name, series.gpu_uuid,
               series.metric_group);
           for (const auto& row : rows) {

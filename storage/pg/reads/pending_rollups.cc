@@ -19,7 +19,7 @@ namespace {
 // Rows a page brings at most: the waiting rows are read a page at a time,
 // so a read holds one page of them however many wait (all of a run's, with
 // the sealer off).
-constexpr int kRowsPerPage = 2000;
+constexpr int kPendingRowsPerPage = 2000;
 
 // The format-2 rows of agents `agents` (text[]) of trial `trial` with
 // end_time in [from, to) (microseconds), each agent's in the order of ingest
@@ -42,7 +42,7 @@ std::string PendingRowsSql(absl::string_view trial, absl::string_view agents,
 PreparedStatement PendingRollups::Statement() {
   return {"pending_rows",
           absl::StrCat(PendingRowsSql("$1::int", "$2::text[]", "$3::bigint", "$4::bigint"),
-                       " LIMIT ", kRowsPerPage)};
+                       " LIMIT ", kPendingRowsPerPage)};
 }
 
 absl::Status PendingRollups::Add(const pqxx::result& rows, int64_t width_us,
@@ -94,7 +94,7 @@ absl::StatusOr<PendingRollups> PendingRollups::Read(
   const pqxx::result first =
       tx.exec_prepared(Statement().name, trial_id, TextArray(agents), from, to);
   RETURN_IF_ERROR(pending.Add(first, width_us, wanted));
-  if (first.size() < static_cast<size_t>(kRowsPerPage)) return pending;
+  if (first.size() < static_cast<size_t>(kPendingRowsPerPage)) return pending;
   // More wait: the rest through a cursor, one page at a time. The order is
   // total and the snapshot the same, so OFFSET skips exactly the first page.
   // DECLARE takes no parameters: the numbers are written out, the agents
@@ -103,12 +103,12 @@ absl::StatusOr<PendingRollups> PendingRollups::Read(
       "DECLARE pending_rows NO SCROLL CURSOR FOR ",
       PendingRowsSql(absl::StrCat(trial_id), absl::StrCat(tx.quote(TextArray(agents)), "::text[]"),
                      absl::StrCat(from), absl::StrCat(to)),
-      " OFFSET ", kRowsPerPage));
-  const std::string fetch = absl::StrCat("FETCH ", kRowsPerPage, " FROM pending_rows");
+      " OFFSET ", kPendingRowsPerPage));
+  const std::string fetch = absl::StrCat("FETCH ", kPendingRowsPerPage, " FROM pending_rows");
   for (;;) {
     const pqxx::result rows = tx.exec(fetch);
     RETURN_IF_ERROR(pending.Add(rows, width_us, wanted));
-    if (rows.size() < static_cast<size_t>(kRowsPerPage)) break;
+    if (rows.size() < static_cast<size_t>(kPendingRowsPerPage)) break;
   }
   tx.exec("CLOSE pending_rows");
   return pending;

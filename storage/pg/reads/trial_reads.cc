@@ -14,7 +14,7 @@ namespace metrics::storage::pg {
 
 namespace {
 
-struct Statements {
+struct TrialStatements {
   PreparedStatement trial_by_id{
       "trial_by_id",
       absl::StrCat("SELECT ", TrialColumnsSql(), " FROM trials WHERE id = $1")};
@@ -37,20 +37,20 @@ struct Statements {
   std::vector<PreparedStatement> All() const { return {trial_by_id, stream_start, inventories}; }
 };
 
-const Statements& Sql() {
-  static const auto* statements = new Statements();
+const TrialStatements& TrialSql() {
+  static const auto* statements = new TrialStatements();
   return *statements;
 }
 
 }  // namespace
 
-std::vector<PreparedStatement> PgTrialReads::Statements() { return Sql().All(); }
+std::vector<PreparedStatement> PgTrialReads::Statements() { return TrialSql().All(); }
 
 absl::StatusOr<Trial> PgTrialReads::GetTrial(int32_t id, absl::Time deadline) {
   return Run<Trial>(
       absl::StrCat("reading trial ", id), deadline,
       [&](pqxx::transaction_base& tx) -> absl::StatusOr<Trial> {
-        pqxx::result r = tx.exec_prepared(Sql().trial_by_id.name, id);
+        pqxx::result r = tx.exec_prepared(TrialSql().trial_by_id.name, id);
         if (r.empty()) {
           return absl::NotFoundError(absl::StrCat("trial ", id, " does not exist"));
         }
@@ -63,7 +63,7 @@ absl::StatusOr<StreamStart> PgTrialReads::GetStreamStart(
   return Run<StreamStart>(
       absl::StrCat("reading the start of stream ", stream_id), deadline,
       [&](pqxx::transaction_base& tx) -> absl::StatusOr<StreamStart> {
-        pqxx::result r = tx.exec_prepared(Sql().stream_start.name, trial_id,
+        pqxx::result r = tx.exec_prepared(TrialSql().stream_start.name, trial_id,
                                           std::string(stream_id));
         if (r.empty()) {
           return absl::NotFoundError(
@@ -86,7 +86,7 @@ absl::StatusOr<std::vector<StoredInventory>> PgTrialReads::InventoriesOfTrial(
           -> absl::StatusOr<std::vector<StoredInventory>> {
         std::vector<StoredInventory> inventories;
         for (const auto& row :
-             tx.exec_prepared(Sql().inventories.name, trial_id)) {
+             tx.exec_prepared(TrialSql().inventories.name, trial_id)) {
           absl::StatusOr<AgentInventory> inventory =
               InventoryFromJson(row[1].as<std::string>());
           if (!inventory.ok()) return inventory.status();
