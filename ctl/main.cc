@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "common/database_url.h"
+#include "ctl/command_failure.h"
 #include "ctl/progress_line.h"
 #include "ctl/retention_command.h"
 #include "ctl/seal_command.h"
@@ -310,11 +311,6 @@ std::string Parse(int argc, char** argv, Args& args) {
     }
   }
   return "";
-}
-
-int Fail(const absl::Status& status) {
-  std::cerr << "metricsctl: error: " << status.message() << "\n";
-  return 1;
 }
 
 std::string Millis(absl::Duration d) {

@@ -13,7 +13,7 @@ namespace metrics::ctl {
 
 namespace {
 
-volatile std::sig_atomic_t interrupted = 0;
+volatile std::sig_atomic_t seal_interrupted = 0;
 
 }  // namespace
 
@@ -65,9 +65,9 @@ int RunSealCommand(const SealArgs& args) {
                                   p.agent_id, p.trial_id, p.windows, p.rows, progress.Seconds()),
                   false);
   };
-  std::signal(SIGINT, [](int) { interrupted = 1; });
-  std::signal(SIGTERM, [](int) { interrupted = 1; });
-  options.interrupted = [] { return interrupted != 0; };
+  std::signal(SIGINT, [](int) { seal_interrupted = 1; });
+  std::signal(SIGTERM, [](int) { seal_interrupted = 1; });
+  options.interrupted = [] { return seal_interrupted != 0; };
   options.vacuum_after = true;
   absl::StatusOr<storage::pg::SealSummary> summary = storage::pg::SealClosedWindows(options);
   progress.Finish();
@@ -92,7 +92,7 @@ int RunSealCommand(const SealArgs& args) {
   if (summary->vacuumed) {
     std::cout << "vacuumed the profiling partition: the taken rows' space is reusable\n";
   }
-  if (interrupted) {
+  if (seal_interrupted) {
     std::cout << "interrupted: run it again to seal the rest\n";
     return 1;
   }

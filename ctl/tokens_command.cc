@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/time_format.h"
+#include "ctl/command_failure.h"
 #include "storage/pg/pg_token_store.h"
 
 namespace metrics::ctl {
@@ -41,11 +42,6 @@ int Usage(absl::string_view message) {
   std::cerr << "metricsctl: " << message
             << "\nRun \"metricsctl tokens --help\" for usage.\n";
   return 2;
-}
-
-int Fail(const absl::Status& status) {
-  std::cerr << "metricsctl: error: " << status.message() << "\n";
-  return 1;
 }
 
 std::string When(std::optional<int64_t> us) {

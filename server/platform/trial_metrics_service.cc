@@ -26,7 +26,7 @@ using determined::api::v1::ReportTrialMetricsResponse;
 using Outcome = TrialMetricsStatistics::Outcome;
 using Kind = TrialMetricsStatistics::Kind;
 
-std::string Method(absl::string_view name) {
+std::string PlatformMethod(absl::string_view name) {
   return FullMethodName(Determined::service_full_name(), name);
 }
 
@@ -162,7 +162,7 @@ class GetMetricsReactor : public grpc::ServerWriteReactor<GetMetricsResponse> {
   }
 
   absl::Status Begin(absl::Time deadline) {
-    if (absl::Status allowed = CheckCall(service_->guard_, *context_, Method("GetMetrics"),
+    if (absl::Status allowed = CheckCall(service_->guard_, *context_, PlatformMethod("GetMetrics"),
                                          *request_, deadline);
         !allowed.ok()) {
       return allowed;
@@ -275,7 +275,7 @@ bool TrialMetricsService::ReportWithoutWaiting(platform_internal::ReportCall* ca
   if (!storage::IsProfilingGroup(request.group())) return false;  // a store call
   if (guard_ != nullptr) {
     const std::optional<absl::Status> allowed =
-        guard_->CheckCached(*call->context(), Method("ReportTrialMetrics"), request, true);
+        guard_->CheckCached(*call->context(), PlatformMethod("ReportTrialMetrics"), request, true);
     if (!allowed.has_value()) return false;  // the token's look-up waits
     if (!allowed->ok()) {
       call->Finish(Kind::kProfiling, FailureOutcome(*allowed), *allowed);
@@ -304,7 +304,7 @@ void TrialMetricsService::Report(platform_internal::ReportCall* call,
   const Kind kind =
       storage::IsProfilingGroup(request.group()) ? Kind::kProfiling : Kind::kGeneric;
   if (absl::Status allowed = CheckCall(guard_, *call->context(),
-                                       Method("ReportTrialMetrics"), request, deadline);
+                                       PlatformMethod("ReportTrialMetrics"), request, deadline);
       !allowed.ok()) {
     call->Finish(kind, FailureOutcome(allowed), allowed);
     return;

@@ -17,7 +17,7 @@ namespace {
 // caller set a deadline. A longer run is exported in windows.
 constexpr absl::Duration kExportTimeout = absl::Hours(1);
 
-std::string Method(absl::string_view name) {
+std::string QueryMethod(absl::string_view name) {
   return FullMethodName(v1::QueryService::service_full_name(), name);
 }
 
@@ -27,12 +27,12 @@ grpc::ServerUnaryReactor* QueryService::ListSeries(
     grpc::CallbackServerContext* context, const v1::ListSeriesRequest* request,
     v1::ListSeriesResponse* response) {
   if (auto* refused =
-          RefusedFromCache(context, guard_, Method("ListSeries"), *request)) {
+          RefusedFromCache(context, guard_, QueryMethod("ListSeries"), *request)) {
     return refused;
   }
   return RunOnExecutor(
       context, executor_,
-      Guarded(guard_, context, Method("ListSeries"), request,
+      Guarded(guard_, context, QueryMethod("ListSeries"), request,
               [engine = engine_, trial = request->trial_id(),
                response](absl::Time deadline) -> absl::Status {
                 absl::StatusOr<std::vector<storage::SeriesInfo>> series =
@@ -50,12 +50,12 @@ grpc::ServerUnaryReactor* QueryService::QuerySeries(
     grpc::CallbackServerContext* context,
     const v1::QuerySeriesRequest* request, v1::QuerySeriesResponse* response) {
   if (auto* refused =
-          RefusedFromCache(context, guard_, Method("QuerySeries"), *request)) {
+          RefusedFromCache(context, guard_, QueryMethod("QuerySeries"), *request)) {
     return refused;
   }
   return RunOnExecutor(
       context, executor_,
-      Guarded(guard_, context, Method("QuerySeries"), request,
+      Guarded(guard_, context, QueryMethod("QuerySeries"), request,
               [engine = engine_, query = QueryFromProto(*request),
                view = request->view(),
                resolution = CheckResolution(*request, absl::Now()),
@@ -77,12 +77,12 @@ grpc::ServerUnaryReactor* QueryService::SummarizeSeries(
     grpc::CallbackServerContext* context,
     const v1::SummarizeSeriesRequest* request, v1::QuerySeriesResponse* response) {
   if (auto* refused =
-          RefusedFromCache(context, guard_, Method("SummarizeSeries"), *request)) {
+          RefusedFromCache(context, guard_, QueryMethod("SummarizeSeries"), *request)) {
     return refused;
   }
   return RunOnExecutor(
       context, executor_,
-      Guarded(guard_, context, Method("SummarizeSeries"), request,
+      Guarded(guard_, context, QueryMethod("SummarizeSeries"), request,
               [engine = engine_, summary = SummaryFromProto(*request),
                view = request->view(), group = request->group(),
                response](absl::Time deadline) -> absl::Status {
@@ -110,7 +110,7 @@ grpc::ServerWriteReactor<v1::QuerySeriesResponse>* QueryService::FollowSeries(
              view](absl::Time deadline) {
       if (guard != nullptr) {
         absl::Status allowed =
-            guard->Check(*context, Method("FollowSeries"), request, deadline);
+            guard->Check(*context, QueryMethod("FollowSeries"), request, deadline);
         if (!allowed.ok()) return allowed;
       }
       return view;
@@ -147,7 +147,7 @@ grpc::ServerWriteReactor<v1::ExportChunk>* QueryService::StartExport(
   // executor: the export threads are the admitted exports'.
   return ExportReactor::Start(
       full ? *executor_ : export_threads_, std::move(content_type), std::move(file_name),
-      [guard = guard_, context, method = Method(method), request,
+      [guard = guard_, context, method = QueryMethod(method), request,
        deadline = CallDeadline(*context), produce = std::move(produce)](const query::ExportEmit& emit) {
         // The caller is checked on the export's thread: a stranger learns
         // nothing of the request, not even whether it is well formed.

@@ -11,7 +11,7 @@ namespace metrics::server {
 
 namespace {
 
-std::string Method(absl::string_view name) {
+std::string TokenMethod(absl::string_view name) {
   return FullMethodName(v1::TokenService::service_full_name(), name);
 }
 
@@ -74,11 +74,11 @@ grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
     reactor->Finish(common::ToGrpcStatus(AuthIsOff()));
     return reactor;
   }
-  if (auto* refused = RefusedFromCache(context, guard, Method(name), *request)) {
+  if (auto* refused = RefusedFromCache(context, guard, TokenMethod(name), *request)) {
     return refused;
   }
   return RunOnExecutor(context, executor,
-                       Guarded(guard, context, Method(name), request,
+                       Guarded(guard, context, TokenMethod(name), request,
                                std::move(work)));
 }
 

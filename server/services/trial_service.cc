@@ -86,7 +86,7 @@ absl::Status AddAgentActivity(storage::MetricStore* store,
   return absl::OkStatus();
 }
 
-std::string Method(absl::string_view name) {
+std::string TrialMethod(absl::string_view name) {
   return FullMethodName(v1::TrialService::service_full_name(), name);
 }
 
@@ -98,11 +98,11 @@ grpc::ServerUnaryReactor* TrialService::CreateTrial(
   const std::optional<int32_t> id =
       request->id() == 0 ? std::nullopt : std::optional<int32_t>(request->id());
   if (auto* refused =
-          RefusedFromCache(context, guard_, Method("CreateTrial"), *request)) {
+          RefusedFromCache(context, guard_, TrialMethod("CreateTrial"), *request)) {
     return refused;
   }
   return RunTrialCall(context, executor_, response,
-                      Guarded(guard_, context, Method("CreateTrial"), request,
+                      Guarded(guard_, context, TrialMethod("CreateTrial"), request,
                               [store = store_, id](absl::Time deadline) {
                                 return store->CreateTrial(id, deadline);
                               }));
@@ -113,12 +113,12 @@ grpc::ServerUnaryReactor* TrialService::GetTrial(
     v1::Trial* response) {
   const int32_t id = request->trial_id();
   if (auto* refused =
-          RefusedFromCache(context, guard_, Method("GetTrial"), *request)) {
+          RefusedFromCache(context, guard_, TrialMethod("GetTrial"), *request)) {
     return refused;
   }
   return RunOnExecutor(
       context, executor_,
-      Guarded(guard_, context, Method("GetTrial"), request,
+      Guarded(guard_, context, TrialMethod("GetTrial"), request,
               [store = store_, id, response, stale_after = stale_after_](
                   absl::Time deadline) -> absl::Status {
                 absl::StatusOr<storage::Trial> trial =
@@ -152,12 +152,12 @@ grpc::ServerUnaryReactor* TrialService::ListTrials(
   }
   // Checked after the caller: a stranger learns nothing of the request.
   if (auto* refused =
-          RefusedFromCache(context, guard_, Method("ListTrials"), *request)) {
+          RefusedFromCache(context, guard_, TrialMethod("ListTrials"), *request)) {
     return refused;
   }
   return RunOnExecutor(
       context, executor_,
-      Guarded(guard_, context, Method("ListTrials"), request,
+      Guarded(guard_, context, TrialMethod("ListTrials"), request,
               [store = store_, filter, invalid, response,
                stale_after = stale_after_](absl::Time deadline) -> absl::Status {
         if (!invalid.ok()) return invalid;
@@ -180,12 +180,12 @@ grpc::ServerUnaryReactor* TrialService::UpdateTrial(
       TrialStateFromProto(request->state());
   const int32_t id = request->trial_id();
   if (auto* refused =
-          RefusedFromCache(context, guard_, Method("UpdateTrial"), *request)) {
+          RefusedFromCache(context, guard_, TrialMethod("UpdateTrial"), *request)) {
     return refused;
   }
   return RunTrialCall(
       context, executor_, response,
-      Guarded(guard_, context, Method("UpdateTrial"), request,
+      Guarded(guard_, context, TrialMethod("UpdateTrial"), request,
               [store = store_, id, state](
                   absl::Time deadline) -> absl::StatusOr<storage::Trial> {
                 if (!state.has_value()) {
