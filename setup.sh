@@ -10,8 +10,9 @@ cd "$(dirname "$0")"
 
 packages=(
   build-essential cmake pkg-config ninja-build clang
-  # The compiler cache the build uses where it is installed (CMakeLists.txt).
-  ccache
+  # The compiler cache and the linker the build uses where they are
+  # installed (CMakeLists.txt).
+  ccache lld
   # The sanitizer and fuzzer runtimes, and llvm-symbolizer for their reports
   # (.ci/sanitize.sh).
   libclang-rt-14-dev llvm-14
