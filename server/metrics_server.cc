@@ -279,6 +279,15 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
       {"Deprecation", std::string(kLegacyDeprecationDate)},
       {"Link", LegacySuccessorLink("/api/v1/trials")}};
   gateway_options.guard = server->guard_.get();
+  // The unary methods REST calls in this process; the rest (streams, the
+  // platform's and the legacy API's) go over the private socket.
+  UnaryMethods unary;
+  for (const auto& served :
+       {server->trial_service_->UnaryMethodsServed(),
+        server->token_service_->UnaryMethodsServed(),
+        server->query_service_->UnaryMethodsServed()}) {
+    for (const UnaryMethod* method : served) unary[method->name] = method;
+  }
   grpc::ChannelArguments channel_arguments;
   channel_arguments.SetMaxReceiveMessageSize(-1);  // chart answers are large
   ASSIGN_OR_RETURN(
@@ -292,7 +301,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
            v1::IngestService::service_full_name(),
            v1::QueryService::service_full_name(),
            determined::api::v1::Determined::service_full_name()},
-          std::move(gateway_options)));
+          std::move(gateway_options), std::move(unary)));
   HttpServerOptions http_options = options.http;
   http_options.inline_paths = {"/healthz", "/livez"};
   http_options.decorate_error = [gateway = server->gateway_.get()](

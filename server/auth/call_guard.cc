@@ -63,15 +63,42 @@ absl::Status CallGuard::Check(grpc::ServerContextBase& context,
                               absl::string_view method,
                               const google::protobuf::Message& request,
                               absl::Time deadline, bool first_message) const {
+  absl::Status allowed = Check(CredentialOf(context), PeerOf(context), method,
+                               request, deadline, first_message);
+  AddRetryAfter(allowed, context);
+  return allowed;
+}
+
+absl::Status CallGuard::Check(absl::string_view credential,
+                              absl::string_view peer, absl::string_view method,
+                              const google::protobuf::Message& request,
+                              absl::Time deadline, bool first_message) const {
   const MethodRule* rule = RuleFor(method);
   if (rule == nullptr) {
     return absl::PermissionDeniedError(
         absl::StrCat(method, " has no access rule; it is refused to everyone"));
   }
   if (rule->access == Access::kOpen) return absl::OkStatus();
-  absl::StatusOr<Principal> principal = Authenticate(context, deadline);
+  absl::StatusOr<Principal> principal =
+      authenticator_->Authenticate(credential, peer, deadline);
   if (!principal.ok()) return principal.status();
   return Authorize(*principal, method, *rule, request, first_message);
+}
+
+std::optional<absl::Status> CallGuard::CheckCached(
+    absl::string_view credential, absl::string_view peer,
+    absl::string_view method, const google::protobuf::Message& request,
+    bool first_message) const {
+  const MethodRule* rule = RuleFor(method);
+  if (rule == nullptr || rule->access == Access::kOpen) {
+    return Check(credential, peer, method, request, absl::InfinitePast(),
+                 first_message);
+  }
+  std::optional<absl::StatusOr<Principal>> principal =
+      authenticator_->FromCache(credential, peer);
+  if (!principal.has_value()) return std::nullopt;
+  if (!principal->ok()) return principal->status();
+  return Authorize(**principal, method, *rule, request, first_message);
 }
 
 absl::StatusOr<Principal> CallGuard::Caller(
@@ -94,16 +121,10 @@ absl::StatusOr<Principal> CallGuard::Caller(
 std::optional<absl::Status> CallGuard::CheckCached(
     grpc::ServerContextBase& context, absl::string_view method,
     const google::protobuf::Message& request, bool first_message) const {
-  const MethodRule* rule = RuleFor(method);
-  if (rule == nullptr || rule->access == Access::kOpen) {
-    return Check(context, method, request, absl::InfinitePast(), first_message);
-  }
-  std::optional<absl::StatusOr<Principal>> principal =
-      authenticator_->FromCache(CredentialOf(context), PeerOf(context));
-  if (!principal.has_value()) return std::nullopt;
-  AddRetryAfter(principal->status(), context);
-  if (!principal->ok()) return principal->status();
-  return Authorize(**principal, method, *rule, request, first_message);
+  std::optional<absl::Status> allowed = CheckCached(
+      CredentialOf(context), PeerOf(context), method, request, first_message);
+  if (allowed.has_value()) AddRetryAfter(*allowed, context);
+  return allowed;
 }
 
 absl::Status CallGuard::CheckHttp(absl::string_view authorization,

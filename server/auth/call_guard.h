@@ -45,6 +45,21 @@ class CallGuard {
                      const google::protobuf::Message& request,
                      absl::Time deadline, bool first_message = true) const;
 
+  // As Check, for a caller who presents `credential` (CredentialOf) from
+  // `peer` (PeerOf): how both doors of a unary call check it
+  // (server/services/unary_call.h). A limited caller's refusal carries its
+  // wait (common::RetryAfterOf), which the door passes on.
+  absl::Status Check(absl::string_view credential, absl::string_view peer,
+                     absl::string_view method,
+                     const google::protobuf::Message& request,
+                     absl::Time deadline, bool first_message = true) const;
+
+  // As CheckCached, for `credential` from `peer`.
+  std::optional<absl::Status> CheckCached(
+      absl::string_view credential, absl::string_view peer,
+      absl::string_view method, const google::protobuf::Message& request,
+      bool first_message = true) const;
+
   // As Check, and the caller when it passes (for a service that keeps a
   // reporter to its trial itself: Access::kIngestPerResource).
   absl::StatusOr<Principal> Caller(grpc::ServerContextBase& context,

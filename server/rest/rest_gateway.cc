@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "common/presented_credential.h"
@@ -147,16 +148,36 @@ class GatewayCall {
   bool finished_ = false;
 };
 
+// One piece of a call's initial metadata as the headers REST clients read.
+void AddMetadataHeader(const std::string& name, const std::string& text,
+                       HttpResponse& response) {
+  if (name == "deprecation") response.headers.emplace_back("Deprecation", text);
+  if (name == "link") response.headers.emplace_back("Link", text);
+  response.headers.emplace_back(absl::StrCat("Grpc-Metadata-", name), text);
+}
+
 void AddMetadataHeaders(
     const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
     HttpResponse& response) {
   for (const auto& [key, value] : metadata) {
-    const std::string name(key.data(), key.size());
-    const std::string text(value.data(), value.size());
-    if (name == "deprecation") response.headers.emplace_back("Deprecation", text);
-    if (name == "link") response.headers.emplace_back("Link", text);
-    response.headers.emplace_back(absl::StrCat("Grpc-Metadata-", name), text);
+    AddMetadataHeader(std::string(key.data(), key.size()),
+                      std::string(value.data(), value.size()), response);
   }
+}
+
+// A unary call's answer: its response as JSON, or its error, with the
+// wait a refusal asks for (a full ingest queue, a limited address, an
+// unreachable database) as Retry-After, in whole seconds.
+HttpResponse UnaryAnswer(absl::Status status, const Message& answer) {
+  HttpResponse response;
+  if (status.ok()) status = AppendJson(response.body, answer);
+  if (status.ok()) return response;
+  response = ErrorResponse(status);
+  if (status.code() == absl::StatusCode::kResourceExhausted ||
+      status.code() == absl::StatusCode::kUnavailable) {
+    AddRetryAfter(status, response);
+  }
+  return response;
 }
 
 std::string StreamErrorLine(const absl::Status& status) {
@@ -257,7 +278,8 @@ HttpResponse StreamAnswer(const std::shared_ptr<GatewayStream>& call,
 
 absl::StatusOr<std::unique_ptr<RestGateway>> RestGateway::Create(
     std::shared_ptr<grpc::Channel> channel,
-    const std::vector<std::string>& services, RestGatewayOptions options) {
+    const std::vector<std::string>& services, RestGatewayOptions options,
+    UnaryMethods unary) {
   std::vector<const google::protobuf::ServiceDescriptor*> descriptors;
   for (const std::string& name : services) {
     const google::protobuf::ServiceDescriptor* service =
@@ -271,15 +293,18 @@ absl::StatusOr<std::unique_ptr<RestGateway>> RestGateway::Create(
   }
   absl::StatusOr<RouteTable> routes = RouteTable::Build(descriptors);
   if (!routes.ok()) return routes.status();
-  return std::unique_ptr<RestGateway>(new RestGateway(
-      std::move(channel), *std::move(routes), std::move(options)));
+  return std::unique_ptr<RestGateway>(
+      new RestGateway(std::move(channel), *std::move(routes),
+                      std::move(options), std::move(unary)));
 }
 
 RestGateway::RestGateway(std::shared_ptr<grpc::Channel> channel,
-                         RouteTable routes, RestGatewayOptions options)
+                         RouteTable routes, RestGatewayOptions options,
+                         UnaryMethods unary)
     : stub_(std::move(channel)),
       routes_(std::move(routes)),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      unary_(std::move(unary)) {}
 
 HttpResponse RestGateway::Handle(const HttpRequest& request) const {
   if (request.method == "OPTIONS" &&
@@ -402,6 +427,10 @@ HttpResponse RestGateway::Call(const HttpRequest& request,
   if (method->server_streaming()) {
     return Stream(request, path, *rpc_request, response_type);
   }
+  if (auto served = unary_.find(path); served != unary_.end()) {
+    return CallInProcess(request, *served->second, std::move(rpc_request),
+                         response_type);
+  }
   auto call = std::make_shared<GatewayCall>(stub_, path, request,
                                             options_.request_timeout,
                                             options_.client_check_interval);
@@ -429,6 +458,57 @@ HttpResponse RestGateway::Call(const HttpRequest& request,
     }
   }
   AddMetadataHeaders(call->initial_metadata(), response);
+  return response;
+}
+
+HttpResponse RestGateway::CallInProcess(
+    const HttpRequest& request, const UnaryMethod& method,
+    std::unique_ptr<Message> rpc_request, const Message* response_type) const {
+  // What the call and its answer need until both are done: the deferred
+  // answer may be dropped (the client left) while the work still runs.
+  struct InProcess {
+    UnaryCall call;
+    std::unique_ptr<Message> request;
+    std::unique_ptr<Message> response;
+    absl::Mutex mu;
+    HttpResponse answer ABSL_GUARDED_BY(mu);
+  };
+  auto state = std::make_shared<InProcess>();
+  state->request = std::move(rpc_request);
+  state->response.reset(response_type->New());
+  state->call.credential = common::PresentedCredential(
+      request.Header("authorization"),
+      request.Header(common::kAllocationTokenHeader));
+  state->call.peer = request.client_address;
+  absl::Duration timeout = kStoreCallTimeout;
+  if (options_.request_timeout > absl::ZeroDuration()) {
+    timeout = std::min(timeout, options_.request_timeout);
+  }
+  state->call.deadline = absl::Now() + timeout;
+  state->call.request = state->request.get();
+  state->call.response = state->response.get();
+  auto deferred = std::make_shared<HttpResponse::Deferred>();
+  deferred->wait = [state, &method](std::function<void()> ready) {
+    ServeUnaryCall(method, state->call,
+                   [state, ready = std::move(ready)](absl::Status status) {
+                     HttpResponse answer =
+                         UnaryAnswer(std::move(status), *state->response);
+                     for (const auto& [key, value] : state->call.initial_metadata) {
+                       AddMetadataHeader(key, value, answer);
+                     }
+                     {
+                       absl::MutexLock lock(&state->mu);
+                       state->answer = std::move(answer);
+                     }
+                     ready();
+                   });
+  };
+  deferred->answer = [state] {
+    absl::MutexLock lock(&state->mu);
+    return std::move(state->answer);
+  };
+  HttpResponse response;
+  response.deferred = std::move(deferred);
   return response;
 }
 

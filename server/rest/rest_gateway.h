@@ -35,6 +35,7 @@
 #include "server/rest/http_routes.h"
 #include "server/http/http_server.h"
 #include "server/rest/rest_gateway_options.h"
+#include "server/services/unary_call.h"
 
 namespace metrics::server {
 
@@ -47,9 +48,13 @@ class RestGateway {
   // Routes the annotated methods of `services` (full names, of generated
   // code linked in). INVALID_ARGUMENT for a malformed route annotation or an
   // unknown service.
+  // `unary`: the unary methods served in this process, called directly
+  // (ServeUnaryCall) rather than over `channel`; they must outlive the
+  // gateway.
   static absl::StatusOr<std::unique_ptr<RestGateway>> Create(
       std::shared_ptr<grpc::Channel> channel,
-      const std::vector<std::string>& services, RestGatewayOptions options);
+      const std::vector<std::string>& services, RestGatewayOptions options,
+      UnaryMethods unary = {});
 
   HttpResponse Handle(const HttpRequest& request) const;
 
@@ -68,9 +73,15 @@ class RestGateway {
 
  private:
   RestGateway(std::shared_ptr<grpc::Channel> channel, RouteTable routes,
-              RestGatewayOptions options);
+              RestGatewayOptions options, UnaryMethods unary);
 
   HttpResponse Call(const HttpRequest& request, const RouteMatch& match) const;
+  // A unary method served in this process: its answer deferred until the
+  // work is done, so no thread waits for it.
+  HttpResponse CallInProcess(const HttpRequest& request,
+                             const UnaryMethod& method,
+                             std::unique_ptr<google::protobuf::Message> rpc_request,
+                             const google::protobuf::Message* response_type) const;
   // A server-streaming method's call (`path`), its messages as the body.
   HttpResponse Stream(const HttpRequest& request, const std::string& path,
                       const google::protobuf::Message& rpc_request,
@@ -82,6 +93,7 @@ class RestGateway {
   mutable grpc::GenericStub stub_;  // thread-safe; its methods are not const
   const RouteTable routes_;
   const RestGatewayOptions options_;
+  const UnaryMethods unary_;
 };
 
 }  // namespace metrics::server

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/status_macros.h"
 #include "query/export.h"
 #include "server/services/proto_convert.h"
 #include "server/services/unary_call.h"
@@ -23,78 +24,84 @@ std::string QueryMethod(absl::string_view name) {
 
 }  // namespace
 
-grpc::ServerUnaryReactor* QueryService::ListSeries(
-    grpc::CallbackServerContext* context, const v1::ListSeriesRequest* request,
-    v1::ListSeriesResponse* response) {
-  if (auto* refused =
-          RefusedFromCache(context, guard_, QueryMethod("ListSeries"), *request)) {
-    return refused;
-  }
-  return RunOnExecutor(
-      context, executor_,
-      Guarded(guard_, context, QueryMethod("ListSeries"), request,
-              [engine = engine_, trial = request->trial_id(),
-               response](absl::Time deadline) -> absl::Status {
+QueryService::QueryService(query::QueryEngine* engine,
+                           query::QueryEngine* follow_engine,
+                           storage::MetricStore* store,
+                           common::BlockingExecutor* executor,
+                           FollowOptions follow, ServiceStatistics* statistics,
+                           const CallGuard* guard, int max_exports)
+    : engine_(engine),
+      follow_hub_(follow_engine, store, executor, kStoreCallTimeout),
+      store_(store),
+      executor_(executor),
+      follow_(follow),
+      statistics_(statistics),
+      guard_(guard),
+      max_exports_(max_exports),
+      list_series_(BlockingMethod(
+          QueryMethod("ListSeries"),
+          Typed<v1::ListSeriesRequest, v1::ListSeriesResponse>(
+              [engine](UnaryCall& call, const v1::ListSeriesRequest& request,
+                       v1::ListSeriesResponse* response) -> absl::Status {
                 absl::StatusOr<std::vector<storage::SeriesInfo>> series =
-                    engine->ListSeries(trial, deadline);
+                    engine->ListSeries(request.trial_id(), call.deadline);
                 if (!series.ok()) return series.status();
                 for (const storage::SeriesInfo& s : *series) {
                   SeriesToProto(s, response->add_series());
                 }
                 return absl::OkStatus();
               }),
-      &statistics_->list_series_seconds());
+          guard, executor, &statistics->list_series_seconds())),
+      query_series_(BlockingMethod(
+          QueryMethod("QuerySeries"),
+          Typed<v1::QuerySeriesRequest, v1::QuerySeriesResponse>(
+              [engine](UnaryCall& call, const v1::QuerySeriesRequest& request,
+                       v1::QuerySeriesResponse* response) -> absl::Status {
+                RETURN_IF_ERROR(CheckView(request.view()));
+                RETURN_IF_ERROR(CheckResolution(request, absl::Now()));
+                absl::StatusOr<query::QueryResult> result =
+                    engine->Query(QueryFromProto(request), call.deadline);
+                if (!result.ok()) return result.status();
+                QueryResultToProto(*result, request.view(), response);
+                return absl::OkStatus();
+              }),
+          guard, executor, &statistics->query_series_seconds())),
+      summarize_series_(BlockingMethod(
+          QueryMethod("SummarizeSeries"),
+          Typed<v1::SummarizeSeriesRequest, v1::QuerySeriesResponse>(
+              [engine](UnaryCall& call, const v1::SummarizeSeriesRequest& request,
+                       v1::QuerySeriesResponse* response) -> absl::Status {
+                RETURN_IF_ERROR(CheckView(request.view()));
+                RETURN_IF_ERROR(CheckGroup(request.group()));
+                absl::StatusOr<query::SummaryResult> result = query::Summarize(
+                    *engine, SummaryFromProto(request), call.deadline);
+                if (!result.ok()) return result.status();
+                SummaryToProto(*result, request.view(), response);
+                return absl::OkStatus();
+              }),
+          guard, executor, &statistics->summarize_series_seconds())),
+      export_threads_(max_exports, max_exports) {}
+
+std::vector<const UnaryMethod*> QueryService::UnaryMethodsServed() const {
+  return {&list_series_, &query_series_, &summarize_series_};
+}
+
+grpc::ServerUnaryReactor* QueryService::ListSeries(
+    grpc::CallbackServerContext* context, const v1::ListSeriesRequest* request,
+    v1::ListSeriesResponse* response) {
+  return ServeGrpcCall(list_series_, context, request, response);
 }
 
 grpc::ServerUnaryReactor* QueryService::QuerySeries(
     grpc::CallbackServerContext* context,
     const v1::QuerySeriesRequest* request, v1::QuerySeriesResponse* response) {
-  if (auto* refused =
-          RefusedFromCache(context, guard_, QueryMethod("QuerySeries"), *request)) {
-    return refused;
-  }
-  return RunOnExecutor(
-      context, executor_,
-      Guarded(guard_, context, QueryMethod("QuerySeries"), request,
-              [engine = engine_, query = QueryFromProto(*request),
-               view = request->view(),
-               resolution = CheckResolution(*request, absl::Now()),
-               response](absl::Time deadline) -> absl::Status {
-                if (absl::Status valid = CheckView(view); !valid.ok()) {
-                  return valid;
-                }
-                if (!resolution.ok()) return resolution;
-                absl::StatusOr<query::QueryResult> result =
-                    engine->Query(query, deadline);
-                if (!result.ok()) return result.status();
-                QueryResultToProto(*result, view, response);
-                return absl::OkStatus();
-              }),
-      &statistics_->query_series_seconds());
+  return ServeGrpcCall(query_series_, context, request, response);
 }
 
 grpc::ServerUnaryReactor* QueryService::SummarizeSeries(
     grpc::CallbackServerContext* context,
     const v1::SummarizeSeriesRequest* request, v1::QuerySeriesResponse* response) {
-  if (auto* refused =
-          RefusedFromCache(context, guard_, QueryMethod("SummarizeSeries"), *request)) {
-    return refused;
-  }
-  return RunOnExecutor(
-      context, executor_,
-      Guarded(guard_, context, QueryMethod("SummarizeSeries"), request,
-              [engine = engine_, summary = SummaryFromProto(*request),
-               view = request->view(), group = request->group(),
-               response](absl::Time deadline) -> absl::Status {
-                if (absl::Status valid = CheckView(view); !valid.ok()) return valid;
-                if (absl::Status valid = CheckGroup(group); !valid.ok()) return valid;
-                absl::StatusOr<query::SummaryResult> result =
-                    query::Summarize(*engine, summary, deadline);
-                if (!result.ok()) return result.status();
-                SummaryToProto(*result, view, response);
-                return absl::OkStatus();
-              }),
-      &statistics_->summarize_series_seconds());
+  return ServeGrpcCall(summarize_series_, context, request, response);
 }
 
 grpc::ServerWriteReactor<v1::QuerySeriesResponse>* QueryService::FollowSeries(

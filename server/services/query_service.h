@@ -35,19 +35,13 @@ class QueryService final : public v1::QueryService::CallbackService {
   QueryService(query::QueryEngine* engine, query::QueryEngine* follow_engine,
                storage::MetricStore* store, common::BlockingExecutor* executor,
                FollowOptions follow, ServiceStatistics* statistics,
-               const CallGuard* guard, int max_exports = kDefaultMaxExports)
-      : engine_(engine),
-        follow_hub_(follow_engine, store, executor, kStoreCallTimeout),
-        store_(store),
-        executor_(executor),
-        follow_(follow),
-        statistics_(statistics),
-        guard_(guard),
-        max_exports_(max_exports),
-        export_threads_(max_exports, max_exports) {}
+               const CallGuard* guard, int max_exports = kDefaultMaxExports);
   // Waits for the exports still running (the server's shutdown cancels
   // them): they read through what the service was given.
   ~QueryService() override;
+
+  // ListSeries, QuerySeries and SummarizeSeries, for the REST gateway.
+  std::vector<const UnaryMethod*> UnaryMethodsServed() const;
 
   grpc::ServerUnaryReactor* ListSeries(grpc::CallbackServerContext* context,
                                        const v1::ListSeriesRequest* request,
@@ -87,6 +81,9 @@ class QueryService final : public v1::QueryService::CallbackService {
   ServiceStatistics* const statistics_;
   const CallGuard* const guard_;
   const int max_exports_;
+  const UnaryMethod list_series_;
+  const UnaryMethod query_series_;
+  const UnaryMethod summarize_series_;
   absl::Mutex exports_mu_;
   int exports_ ABSL_GUARDED_BY(exports_mu_) = 0;  // running, refused ones too
   // The admitted exports' threads (never more queued than max_exports_

@@ -61,89 +61,97 @@ void TokenToProto(const storage::ApiToken& t, v1::ApiToken* proto) {
   }
 }
 
-// Refuses at once when authentication is off; else runs `work` behind the
-// admin check on the executor.
-template <typename Work>
-grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
-                              common::BlockingExecutor* executor,
-                              const CallGuard* guard, absl::string_view name,
-                              const google::protobuf::Message* request,
-                              Work work) {
-  if (guard == nullptr) {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(common::ToGrpcStatus(AuthIsOff()));
-    return reactor;
-  }
-  if (auto* refused = RefusedFromCache(context, guard, TokenMethod(name), *request)) {
-    return refused;
-  }
-  return RunOnExecutor(context, executor,
-                       Guarded(guard, context, TokenMethod(name), request,
-                               std::move(work)));
+// `work`, refused when authentication is off.
+template <typename Request, typename Response, typename Work>
+UnaryMethod TokenCall(absl::string_view name, const CallGuard* guard,
+                      common::BlockingExecutor* executor, Work work) {
+  return BlockingMethod(
+      TokenMethod(name),
+      Typed<Request, Response>(
+          [guard, work = std::move(work)](UnaryCall& call, const Request& request,
+                                          Response* response) -> absl::Status {
+            if (guard == nullptr) return AuthIsOff();
+            return work(call, request, response);
+          }),
+      guard, executor);
 }
 
 }  // namespace
 
+TokenService::TokenService(storage::TokenStore* tokens,
+                           common::BlockingExecutor* executor,
+                           const CallGuard* guard)
+    : create_token_(TokenCall<v1::CreateTokenRequest, v1::CreateTokenResponse>(
+          "CreateToken", guard, executor,
+          [tokens, guard](UnaryCall& call, const v1::CreateTokenRequest& request,
+                          v1::CreateTokenResponse* response) -> absl::Status {
+            storage::TokenRequest spec;
+            std::optional<storage::TokenRole> role = RoleFromProto(request.role());
+            if (!role) {
+              return absl::InvalidArgumentError(
+                  "role: must be one of ADMIN, VIEWER, REPORTER");
+            }
+            if (request.ttl_seconds() < 0) {
+              return absl::InvalidArgumentError(
+                  "ttl_seconds: must be 0 (no expiry) or more");
+            }
+            spec.role = *role;
+            spec.name = request.name();
+            if (request.trial_id() != 0) spec.trial_id = request.trial_id();
+            if (request.ttl_seconds() > 0) {
+              spec.ttl = absl::Seconds(request.ttl_seconds());
+            }
+            absl::StatusOr<storage::CreatedToken> created =
+                tokens->Create(spec, call.deadline);
+            if (!created.ok()) return created.status();
+            guard->Created(created->secret);
+            TokenToProto(created->token, response->mutable_token());
+            response->set_secret(created->secret);
+            return absl::OkStatus();
+          })),
+      list_tokens_(TokenCall<v1::ListTokensRequest, v1::ListTokensResponse>(
+          "ListTokens", guard, executor,
+          [tokens](UnaryCall& call, const v1::ListTokensRequest&,
+                   v1::ListTokensResponse* response) -> absl::Status {
+            absl::StatusOr<std::vector<storage::ApiToken>> all =
+                tokens->List(call.deadline);
+            if (!all.ok()) return all.status();
+            for (const storage::ApiToken& t : *all) {
+              TokenToProto(t, response->add_tokens());
+            }
+            return absl::OkStatus();
+          })),
+      revoke_token_(TokenCall<v1::RevokeTokenRequest, v1::ApiToken>(
+          "RevokeToken", guard, executor,
+          [tokens](UnaryCall& call, const v1::RevokeTokenRequest& request,
+                   v1::ApiToken* response) -> absl::Status {
+            absl::StatusOr<storage::ApiToken> revoked =
+                tokens->Revoke(request.id(), call.deadline);
+            if (!revoked.ok()) return revoked.status();
+            TokenToProto(*revoked, response);
+            return absl::OkStatus();
+          })) {}
+
+std::vector<const UnaryMethod*> TokenService::UnaryMethodsServed() const {
+  return {&create_token_, &list_tokens_, &revoke_token_};
+}
+
 grpc::ServerUnaryReactor* TokenService::CreateToken(
     grpc::CallbackServerContext* context, const v1::CreateTokenRequest* request,
     v1::CreateTokenResponse* response) {
-  return Run(
-      context, executor_, guard_, "CreateToken", request,
-      [tokens = tokens_, guard = guard_, request,
-       response](absl::Time deadline) -> absl::Status {
-        storage::TokenRequest spec;
-        std::optional<storage::TokenRole> role = RoleFromProto(request->role());
-        if (!role) {
-          return absl::InvalidArgumentError(
-              "role: must be one of ADMIN, VIEWER, REPORTER");
-        }
-        if (request->ttl_seconds() < 0) {
-          return absl::InvalidArgumentError(
-              "ttl_seconds: must be 0 (no expiry) or more");
-        }
-        spec.role = *role;
-        spec.name = request->name();
-        if (request->trial_id() != 0) spec.trial_id = request->trial_id();
-        if (request->ttl_seconds() > 0) {
-          spec.ttl = absl::Seconds(request->ttl_seconds());
-        }
-        absl::StatusOr<storage::CreatedToken> created =
-            tokens->Create(spec, deadline);
-        if (!created.ok()) return created.status();
-        guard->Created(created->secret);
-        TokenToProto(created->token, response->mutable_token());
-        response->set_secret(created->secret);
-        return absl::OkStatus();
-      });
+  return ServeGrpcCall(create_token_, context, request, response);
 }
 
 grpc::ServerUnaryReactor* TokenService::ListTokens(
     grpc::CallbackServerContext* context, const v1::ListTokensRequest* request,
     v1::ListTokensResponse* response) {
-  return Run(context, executor_, guard_, "ListTokens", request,
-             [tokens = tokens_, response](absl::Time deadline) -> absl::Status {
-               absl::StatusOr<std::vector<storage::ApiToken>> all =
-                   tokens->List(deadline);
-               if (!all.ok()) return all.status();
-               for (const storage::ApiToken& t : *all) {
-                 TokenToProto(t, response->add_tokens());
-               }
-               return absl::OkStatus();
-             });
+  return ServeGrpcCall(list_tokens_, context, request, response);
 }
 
 grpc::ServerUnaryReactor* TokenService::RevokeToken(
     grpc::CallbackServerContext* context, const v1::RevokeTokenRequest* request,
     v1::ApiToken* response) {
-  return Run(context, executor_, guard_, "RevokeToken", request,
-             [tokens = tokens_, id = request->id(),
-              response](absl::Time deadline) -> absl::Status {
-               absl::StatusOr<storage::ApiToken> revoked =
-                   tokens->Revoke(id, deadline);
-               if (!revoked.ok()) return revoked.status();
-               TokenToProto(*revoked, response);
-               return absl::OkStatus();
-             });
+  return ServeGrpcCall(revoke_token_, context, request, response);
 }
 
 }  // namespace metrics::server

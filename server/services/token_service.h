@@ -7,9 +7,12 @@
 #ifndef METRICS_SERVER_SERVICES_TOKEN_SERVICE_H_
 #define METRICS_SERVER_SERVICES_TOKEN_SERVICE_H_
 
+#include <vector>
+
 #include "common/blocking_executor.h"
 #include "proto/metrics/v1/tokens.grpc.pb.h"
 #include "server/auth/call_guard.h"
+#include "server/services/unary_call.h"
 #include "storage/token_store.h"
 
 namespace metrics::server {
@@ -19,8 +22,10 @@ class TokenService final : public v1::TokenService::CallbackService {
   // `tokens`, `executor` and `guard` must outlive the service; both
   // `tokens` and `guard` are null when authentication is off.
   TokenService(storage::TokenStore* tokens,
-               common::BlockingExecutor* executor, const CallGuard* guard)
-      : tokens_(tokens), executor_(executor), guard_(guard) {}
+               common::BlockingExecutor* executor, const CallGuard* guard);
+
+  // The unary methods, for the REST gateway.
+  std::vector<const UnaryMethod*> UnaryMethodsServed() const;
 
   grpc::ServerUnaryReactor* CreateToken(
       grpc::CallbackServerContext* context,
@@ -34,9 +39,9 @@ class TokenService final : public v1::TokenService::CallbackService {
                                         v1::ApiToken* response) override;
 
  private:
-  storage::TokenStore* const tokens_;
-  common::BlockingExecutor* const executor_;
-  const CallGuard* const guard_;
+  const UnaryMethod create_token_;
+  const UnaryMethod list_tokens_;
+  const UnaryMethod revoke_token_;
 };
 
 }  // namespace metrics::server

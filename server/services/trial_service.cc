@@ -18,20 +18,6 @@ namespace metrics::server {
 
 namespace {
 
-// RunOnExecutor for a `work` returning StatusOr<Trial>.
-template <typename Work>
-grpc::ServerUnaryReactor* RunTrialCall(grpc::CallbackServerContext* context,
-                                       common::BlockingExecutor* executor,
-                                       v1::Trial* response, Work work) {
-  return RunOnExecutor(
-      context, executor,
-      [response, work = std::move(work)](absl::Time deadline) {
-        absl::StatusOr<storage::Trial> trial = work(deadline);
-        if (trial.ok()) TrialToProto(*trial, response);
-        return trial.status();
-      });
-}
-
 // Adds to `trial`'s agents the inventory each sent, and an agent of its own
 // for one that sent an inventory and no sample yet.
 absl::Status AddInventories(storage::MetricStore* store, v1::Trial* trial,
@@ -90,111 +76,129 @@ std::string TrialMethod(absl::string_view name) {
   return FullMethodName(v1::TrialService::service_full_name(), name);
 }
 
-}  // namespace
-
-grpc::ServerUnaryReactor* TrialService::CreateTrial(
-    grpc::CallbackServerContext* context, const v1::CreateTrialRequest* request,
-    v1::Trial* response) {
-  const std::optional<int32_t> id =
-      request->id() == 0 ? std::nullopt : std::optional<int32_t>(request->id());
-  if (auto* refused =
-          RefusedFromCache(context, guard_, TrialMethod("CreateTrial"), *request)) {
-    return refused;
-  }
-  return RunTrialCall(context, executor_, response,
-                      Guarded(guard_, context, TrialMethod("CreateTrial"), request,
-                              [store = store_, id](absl::Time deadline) {
-                                return store->CreateTrial(id, deadline);
-                              }));
+// A trial's store call, its answer the trial.
+UnaryMethod::Blocking TrialAnswer(
+    std::function<absl::StatusOr<storage::Trial>(UnaryCall& call)> work) {
+  return [work = std::move(work)](UnaryCall& call) -> absl::Status {
+    absl::StatusOr<storage::Trial> trial = work(call);
+    if (trial.ok()) TrialToProto(*trial, static_cast<v1::Trial*>(call.response));
+    return trial.status();
+  };
 }
 
-grpc::ServerUnaryReactor* TrialService::GetTrial(
-    grpc::CallbackServerContext* context, const v1::GetTrialRequest* request,
-    v1::Trial* response) {
-  const int32_t id = request->trial_id();
-  if (auto* refused =
-          RefusedFromCache(context, guard_, TrialMethod("GetTrial"), *request)) {
-    return refused;
-  }
-  return RunOnExecutor(
-      context, executor_,
-      Guarded(guard_, context, TrialMethod("GetTrial"), request,
-              [store = store_, id, response, stale_after = stale_after_](
-                  absl::Time deadline) -> absl::Status {
-                absl::StatusOr<storage::Trial> trial =
-                    store->GetTrial(id, deadline);
-                if (!trial.ok()) return trial.status();
-                TrialToProto(*trial, response);
-                RETURN_IF_ERROR(AddAgentActivity(store, {response},
-                                                 stale_after, deadline));
-                return AddInventories(store, response, deadline);
-              }));
+UnaryMethod::Blocking CreateTrialWork(storage::MetricStore* store) {
+  return TrialAnswer([store](UnaryCall& call) {
+    const auto& request = static_cast<const v1::CreateTrialRequest&>(*call.request);
+    const std::optional<int32_t> id =
+        request.id() == 0 ? std::nullopt : std::optional<int32_t>(request.id());
+    return store->CreateTrial(id, call.deadline);
+  });
 }
 
-grpc::ServerUnaryReactor* TrialService::ListTrials(
-    grpc::CallbackServerContext* context, const v1::ListTrialsRequest* request,
-    v1::ListTrialsResponse* response) {
-  storage::TrialListFilter filter;
-  absl::Status invalid;
-  if (request->state() != v1::Trial::STATE_UNSPECIFIED) {
-    filter.state = TrialStateFromProto(request->state());
-    if (!filter.state.has_value()) {
-      invalid = absl::InvalidArgumentError(
-          "state: must be one of ACTIVE, COMPLETED, CANCELED, ERROR");
-    }
-  }
-  if (request->limit() != 0) filter.limit = request->limit();
-  if (request->before_id() < 0) {
-    invalid = absl::InvalidArgumentError(absl::StrCat(
-        "before_id: ", request->before_id(), " is negative"));
-  } else if (request->before_id() > 0) {
-    filter.before_id = request->before_id();
-  }
-  // Checked after the caller: a stranger learns nothing of the request.
-  if (auto* refused =
-          RefusedFromCache(context, guard_, TrialMethod("ListTrials"), *request)) {
-    return refused;
-  }
-  return RunOnExecutor(
-      context, executor_,
-      Guarded(guard_, context, TrialMethod("ListTrials"), request,
-              [store = store_, filter, invalid, response,
-               stale_after = stale_after_](absl::Time deadline) -> absl::Status {
-        if (!invalid.ok()) return invalid;
+UnaryMethod::Blocking GetTrialWork(storage::MetricStore* store,
+                                   absl::Duration stale_after) {
+  return Typed<v1::GetTrialRequest, v1::Trial>(
+      [store, stale_after](UnaryCall& call, const v1::GetTrialRequest& request,
+                           v1::Trial* response) -> absl::Status {
+        absl::StatusOr<storage::Trial> trial =
+            store->GetTrial(request.trial_id(), call.deadline);
+        if (!trial.ok()) return trial.status();
+        TrialToProto(*trial, response);
+        RETURN_IF_ERROR(
+            AddAgentActivity(store, {response}, stale_after, call.deadline));
+        return AddInventories(store, response, call.deadline);
+      });
+}
+
+// The request is checked after the caller: a stranger learns nothing of it.
+UnaryMethod::Blocking ListTrialsWork(storage::MetricStore* store,
+                                     absl::Duration stale_after) {
+  return Typed<v1::ListTrialsRequest, v1::ListTrialsResponse>(
+      [store, stale_after](UnaryCall& call, const v1::ListTrialsRequest& request,
+                           v1::ListTrialsResponse* response) -> absl::Status {
+        storage::TrialListFilter filter;
+        if (request.state() != v1::Trial::STATE_UNSPECIFIED) {
+          filter.state = TrialStateFromProto(request.state());
+          if (!filter.state.has_value()) {
+            return absl::InvalidArgumentError(
+                "state: must be one of ACTIVE, COMPLETED, CANCELED, ERROR");
+          }
+        }
+        if (request.limit() != 0) filter.limit = request.limit();
+        if (request.before_id() < 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "before_id: ", request.before_id(), " is negative"));
+        }
+        if (request.before_id() > 0) filter.before_id = request.before_id();
         absl::StatusOr<std::vector<storage::Trial>> trials =
-            store->Reads().ListTrials(filter, deadline);
+            store->Reads().ListTrials(filter, call.deadline);
         if (!trials.ok()) return trials.status();
         std::vector<v1::Trial*> protos;
         for (const storage::Trial& trial : *trials) {
           protos.push_back(response->add_trials());
           TrialToProto(trial, protos.back());
         }
-        return AddAgentActivity(store, protos, stale_after, deadline);
-      }));
+        return AddAgentActivity(store, protos, stale_after, call.deadline);
+      });
+}
+
+UnaryMethod::Blocking UpdateTrialWork(storage::MetricStore* store) {
+  return TrialAnswer(
+      [store](UnaryCall& call) -> absl::StatusOr<storage::Trial> {
+        const auto& request =
+            static_cast<const v1::UpdateTrialRequest&>(*call.request);
+        const std::optional<storage::TrialState> state =
+            TrialStateFromProto(request.state());
+        if (!state.has_value()) {
+          return absl::InvalidArgumentError(
+              "state: must be one of ACTIVE, COMPLETED, CANCELED, ERROR");
+        }
+        return store->SetTrialState(request.trial_id(), *state, call.deadline);
+      });
+}
+
+}  // namespace
+
+TrialService::TrialService(storage::MetricStore* store,
+                           common::BlockingExecutor* executor,
+                           const CallGuard* guard, absl::Duration stale_after)
+    : create_trial_(BlockingMethod(TrialMethod("CreateTrial"),
+                                   CreateTrialWork(store), guard, executor)),
+      get_trial_(BlockingMethod(TrialMethod("GetTrial"),
+                                GetTrialWork(store, stale_after), guard,
+                                executor)),
+      list_trials_(BlockingMethod(TrialMethod("ListTrials"),
+                                  ListTrialsWork(store, stale_after), guard,
+                                  executor)),
+      update_trial_(BlockingMethod(TrialMethod("UpdateTrial"),
+                                   UpdateTrialWork(store), guard, executor)) {}
+
+std::vector<const UnaryMethod*> TrialService::UnaryMethodsServed() const {
+  return {&create_trial_, &get_trial_, &list_trials_, &update_trial_};
+}
+
+grpc::ServerUnaryReactor* TrialService::CreateTrial(
+    grpc::CallbackServerContext* context, const v1::CreateTrialRequest* request,
+    v1::Trial* response) {
+  return ServeGrpcCall(create_trial_, context, request, response);
+}
+
+grpc::ServerUnaryReactor* TrialService::GetTrial(
+    grpc::CallbackServerContext* context, const v1::GetTrialRequest* request,
+    v1::Trial* response) {
+  return ServeGrpcCall(get_trial_, context, request, response);
+}
+
+grpc::ServerUnaryReactor* TrialService::ListTrials(
+    grpc::CallbackServerContext* context, const v1::ListTrialsRequest* request,
+    v1::ListTrialsResponse* response) {
+  return ServeGrpcCall(list_trials_, context, request, response);
 }
 
 grpc::ServerUnaryReactor* TrialService::UpdateTrial(
     grpc::CallbackServerContext* context, const v1::UpdateTrialRequest* request,
     v1::Trial* response) {
-  const std::optional<storage::TrialState> state =
-      TrialStateFromProto(request->state());
-  const int32_t id = request->trial_id();
-  if (auto* refused =
-          RefusedFromCache(context, guard_, TrialMethod("UpdateTrial"), *request)) {
-    return refused;
-  }
-  return RunTrialCall(
-      context, executor_, response,
-      Guarded(guard_, context, TrialMethod("UpdateTrial"), request,
-              [store = store_, id, state](
-                  absl::Time deadline) -> absl::StatusOr<storage::Trial> {
-                if (!state.has_value()) {
-                  return absl::InvalidArgumentError(
-                      "state: must be one of ACTIVE, COMPLETED, CANCELED, "
-                      "ERROR");
-                }
-                return store->SetTrialState(id, *state, deadline);
-              }));
+  return ServeGrpcCall(update_trial_, context, request, response);
 }
 
 }  // namespace metrics::server

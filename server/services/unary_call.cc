@@ -1,6 +1,11 @@
 #include "server/services/unary_call.h"
 
+#include <memory>
 #include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/retry_after.h"
 
 namespace metrics::server {
 
@@ -11,16 +16,81 @@ absl::Time CallDeadline(const grpc::CallbackServerContext& context,
   return deadline < limit ? deadline : limit;
 }
 
-grpc::ServerUnaryReactor* RefusedFromCache(grpc::CallbackServerContext* context,
-                                           const CallGuard* guard,
-                                           absl::string_view method,
-                                           const google::protobuf::Message& request) {
-  if (guard == nullptr) return nullptr;
-  std::optional<absl::Status> cached =
-      guard->CheckCached(*context, method, request, /*first_message=*/true);
-  if (!cached.has_value() || cached->ok()) return nullptr;
+void ServeUnaryCall(const UnaryMethod& method, UnaryCall& call,
+                    std::function<void(absl::Status)> done) {
+  if (method.latency != nullptr) {
+    done = [latency = method.latency, start = absl::Now(),
+            done = std::move(done)](absl::Status status) {
+      latency->Observe(absl::ToDoubleSeconds(absl::Now() - start));
+      done(std::move(status));
+    };
+  }
+  // A caller the cache knows is answered, or its non-blocking work started,
+  // on this thread: a flood of refused tokens takes no executor slot from
+  // good callers, and a known reporter's batch no thread hand-off. Either
+  // way the caller is checked once.
+  bool checked = method.guard == nullptr;
+  if (!checked) {
+    std::optional<absl::Status> cached = method.guard->CheckCached(
+        call.credential, call.peer, method.name, *call.request);
+    if (cached.has_value() && !cached->ok()) {
+      done(*std::move(cached));
+      return;
+    }
+    checked = cached.has_value();
+  }
+  if (checked && method.submit) {
+    method.submit(call, std::move(done));
+    return;
+  }
+  // Shared, so that a full queue's refusal can still call it.
+  auto pending =
+      std::make_shared<std::function<void(absl::Status)>>(std::move(done));
+  if (!method.executor->Post([&method, &call, checked, pending] {
+        if (!checked) {
+          if (absl::Status allowed = method.guard->Check(
+                  call.credential, call.peer, method.name, *call.request,
+                  call.deadline);
+              !allowed.ok()) {
+            (*pending)(std::move(allowed));
+            return;
+          }
+        }
+        if (method.submit) {
+          method.submit(call, std::move(*pending));
+        } else {
+          (*pending)(method.blocking(call));
+        }
+      })) {
+    (*pending)(absl::ResourceExhaustedError("the server is busy; retry later"));
+  }
+}
+
+grpc::ServerUnaryReactor* ServeGrpcCall(const UnaryMethod& method,
+                                        grpc::CallbackServerContext* context,
+                                        const google::protobuf::Message* request,
+                                        google::protobuf::Message* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(common::ToGrpcStatus(*cached));
+  auto* call = new UnaryCall{CallGuard::CredentialOf(*context),
+                             CallGuard::PeerOf(*context),
+                             CallDeadline(*context),
+                             request,
+                             response,
+                             {}};
+  ServeUnaryCall(method, *call,
+                 [context, reactor, call](absl::Status status) {
+                   for (auto& [key, value] : call->initial_metadata) {
+                     context->AddInitialMetadata(key, value);
+                   }
+                   if (std::optional<absl::Duration> wait =
+                           common::RetryAfterOf(status)) {
+                     context->AddTrailingMetadata(
+                         "retry-after-ms",
+                         absl::StrCat(absl::ToInt64Milliseconds(*wait)));
+                   }
+                   delete call;
+                   reactor->Finish(common::ToGrpcStatus(status));
+                 });
   return reactor;
 }
 

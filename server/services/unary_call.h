@@ -1,24 +1,33 @@
-// Unary gRPC calls whose work blocks on the store: the work runs on the
-// common::BlockingExecutor, never on gRPC's callback threads (gRFC L67), under one
-// deadline rule for every store call a server makes.
+// The one way a unary RPC is served, whichever door it came in by: gRPC's
+// (a generated service's method calls ServeGrpcCall) or the REST gateway's
+// (which calls ServeUnaryCall itself, with no second trip through gRPC).
+// Both pass the same check (the call guard: from its cache on the door's
+// thread, else against the token store on an executor thread), the same
+// executor hand-off, deadline and latency histogram, and end in the same
+// status; only how the answer leaves differs (docs/design.md, "Adding an
+// RPC").
 //
-// Thread-safety: RunOnExecutor is called on a gRPC callback thread; `work`
-// runs on an executor thread.
+// Thread-safety: UnaryMethod is immutable once made, and may be served from
+// any thread; a UnaryCall is used by one thread at a time (handed from the
+// door's thread to an executor's and back).
 #ifndef METRICS_SERVER_SERVICES_UNARY_CALL_H_
 #define METRICS_SERVER_SERVICES_UNARY_CALL_H_
 
+#include <google/protobuf/message.h>
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/server_callback.h>
 
+#include <functional>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/grpc_status.h"
-#include "common/histogram.h"
 #include "common/blocking_executor.h"
+#include "common/histogram.h"
 #include "server/auth/call_guard.h"
 
 namespace metrics::server {
@@ -31,60 +40,81 @@ inline constexpr absl::Duration kStoreCallTimeout = absl::Seconds(30);
 absl::Time CallDeadline(const grpc::CallbackServerContext& context,
                         absl::Duration fallback = kStoreCallTimeout);
 
-// Runs `work` (taking the deadline, filling the response and returning a
-// Status) on `executor` and finishes the call with its status;
-// RESOURCE_EXHAUSTED when the executor's queue is full. `latency`, if given,
-// gets the time from the call's start to the end of the work.
-template <typename Work>
-grpc::ServerUnaryReactor* RunOnExecutor(grpc::CallbackServerContext* context,
-                                        common::BlockingExecutor* executor, Work work,
-                                        common::Histogram* latency = nullptr) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const absl::Time deadline = CallDeadline(*context);
-  const absl::Time start = absl::Now();
-  if (!executor->Post([reactor, deadline, start, latency,
-                       work = std::move(work)]() {
-        const absl::Status status = work(deadline);
-        if (latency != nullptr) {
-          latency->Observe(absl::ToDoubleSeconds(absl::Now() - start));
-        }
-        reactor->Finish(common::ToGrpcStatus(status));
-      })) {
-    reactor->Finish(common::ToGrpcStatus(
-        absl::ResourceExhaustedError("the server is busy; retry later")));
-  }
-  return reactor;
-}
+// One unary call, as its door received it.
+struct UnaryCall {
+  std::string credential;  // as CallGuard::CredentialOf gives it
+  std::string peer;        // the caller's address, as CallGuard::PeerOf
+  absl::Time deadline;     // the client's, at most kStoreCallTimeout away
+  const google::protobuf::Message* request = nullptr;
+  google::protobuf::Message* response = nullptr;
+  // What the answer starts with, set by the work: gRPC's initial metadata;
+  // over REST, "Grpc-Metadata-<key>" headers (and "deprecation" and "link"
+  // as the standard headers too).
+  std::vector<std::pair<std::string, std::string>> initial_metadata;
+};
 
-// A refusal the authenticator's caches already know (a bad or refused
-// token, a limited address, a known token outside its rights), answered on
-// gRPC's thread, so a flood of bad tokens takes no executor slot from good
-// callers. Null: go on (Guarded checks again, from the cache). Null too
-// when `guard` is null.
-grpc::ServerUnaryReactor* RefusedFromCache(grpc::CallbackServerContext* context,
-                                           const CallGuard* guard,
-                                           absl::string_view method,
-                                           const google::protobuf::Message& request);
+// What a unary method does once its caller passed the check.
+struct UnaryMethod {
+  // Work that may block (on the store): run on `executor`, fills
+  // call.response by call.deadline.
+  using Blocking = std::function<absl::Status(UnaryCall& call)>;
+  // Work that never blocks and answers later (a batch handed to the
+  // writer): calls `done` once, from any thread. Runs on the door's thread
+  // when the guard's cache knows the caller, else on an executor thread.
+  using Submit = std::function<void(
+      UnaryCall& call, std::function<void(absl::Status)> done)>;
 
-// `work` (for RunOnExecutor) behind `guard`'s check of `request` for
-// `method`: the caller is refused before any work when it may not make the
-// call. No check when `guard` is null (authentication off). `context` and
-// `request` must live until the work ran (a unary call's do).
-template <typename Work>
-auto Guarded(const CallGuard* guard, grpc::ServerContextBase* context,
-             std::string method, const google::protobuf::Message* request,
-             Work work) {
-  return [guard, context, method = std::move(method), request,
-          work = std::move(work)](absl::Time deadline)
-             -> decltype(work(deadline)) {
-    if (absl::Status allowed =
-            CheckCall(guard, *context, method, *request, deadline);
-        !allowed.ok()) {
-      return allowed;
-    }
-    return work(deadline);
+  std::string name;  // "/<service>/<method>", the key of its access rule
+  Blocking blocking;  // one of blocking and submit
+  Submit submit;
+  // Checks callers; null when authentication is off.
+  const CallGuard* guard = nullptr;
+  common::BlockingExecutor* executor = nullptr;
+  // Gets the time from the call's start to its work's end, when set.
+  common::Histogram* latency = nullptr;
+};
+
+// `work(call, request, response)` on the method's own message types, as
+// UnaryMethod::blocking.
+template <typename Request, typename Response, typename Work>
+UnaryMethod::Blocking Typed(Work work) {
+  return [work = std::move(work)](UnaryCall& call) -> absl::Status {
+    return work(call, static_cast<const Request&>(*call.request),
+                static_cast<Response*>(call.response));
   };
 }
+
+// A method whose work may block, run on `executor` behind `guard`.
+inline UnaryMethod BlockingMethod(std::string name, UnaryMethod::Blocking work,
+                                  const CallGuard* guard,
+                                  common::BlockingExecutor* executor,
+                                  common::Histogram* latency = nullptr) {
+  UnaryMethod method;
+  method.name = std::move(name);
+  method.blocking = std::move(work);
+  method.guard = guard;
+  method.executor = executor;
+  method.latency = latency;
+  return method;
+}
+
+// Serves `call` by `method`, then calls `done` once, from any thread, with
+// the call's status (a refusal that asks its caller to wait carries the
+// wait: common::RetryAfterOf). RESOURCE_EXHAUSTED when the executor's queue
+// is full. `method` and `call` must live until `done`.
+void ServeUnaryCall(const UnaryMethod& method, UnaryCall& call,
+                    std::function<void(absl::Status)> done);
+
+// gRPC's door: serves a generated service's unary method with `method`.
+// The wait of a refusal goes back as "retry-after-ms" trailing metadata.
+grpc::ServerUnaryReactor* ServeGrpcCall(const UnaryMethod& method,
+                                        grpc::CallbackServerContext* context,
+                                        const google::protobuf::Message* request,
+                                        google::protobuf::Message* response);
+
+// The unary methods served in-process, by full name: what the REST gateway
+// calls directly.
+using UnaryMethods = absl::flat_hash_map<std::string, const UnaryMethod*>;
 
 }  // namespace metrics::server
 
