@@ -280,14 +280,17 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
       {"Link", LegacySuccessorLink("/api/v1/trials")}};
   gateway_options.guard = server->guard_.get();
   // The unary methods REST calls in this process; the rest (streams, the
-  // platform's and the legacy API's) go over the private socket.
+  // legacy API's) go over the private socket.
   UnaryMethods unary;
   for (const auto& served :
        {server->trial_service_->UnaryMethodsServed(),
         server->token_service_->UnaryMethodsServed(),
-        server->query_service_->UnaryMethodsServed()}) {
+        server->query_service_->UnaryMethodsServed(),
+        server->ingest_service_->UnaryMethodsServed()}) {
     for (const UnaryMethod* method : served) unary[method->name] = method;
   }
+  unary[server->trial_metrics_service_->report_method()->name] =
+      server->trial_metrics_service_->report_method();
   grpc::ChannelArguments channel_arguments;
   channel_arguments.SetMaxReceiveMessageSize(-1);  // chart answers are large
   ASSIGN_OR_RETURN(

@@ -136,6 +136,10 @@ class Session : public std::enable_shared_from_this<Session> {
             std::vector<std::pair<std::string, std::string>> headers,
             bool head);
   void OnReady();
+  // The deferred answer's deadline passed first.
+  void OnDeferredDeadline();
+  // Sends `response` for the deferred answer awaited.
+  void AnswerDeferred(HttpResponse response);
   // Writes `response` (only its head for HEAD); `stream_slot` says that a
   // stream slot was taken for it.
   void Respond(HttpResponse response, bool head, bool stream_slot);
@@ -174,6 +178,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool expect_continue_ = false;
   HttpResponse::Stream stream_body_;
   std::shared_ptr<HttpResponse::Deferred> deferred_;  // while it is awaited
+  boost::asio::steady_timer deferred_deadline_;        // its deadline
   bool deferred_head_ = false;
   // The session itself while an answer or a stream's next piece is awaited:
   // no I/O operation holds it then (the watch may have stopped). Released

@@ -85,6 +85,10 @@ struct HttpResponse {
   struct Deferred {
     std::function<void(std::function<void()> ready)> wait;
     std::function<HttpResponse()> answer;
+    // Past this without `ready`, the wait is cancelled and the answer is
+    // 504 DEADLINE_EXCEEDED: a call past its deadline, whose work may still
+    // be running.
+    absl::Time deadline = absl::InfiniteFuture();
   };
 
   int status = 200;

@@ -103,7 +103,8 @@ Session::Session(HttpEngine& engine, tcp::socket socket, uint64_t id)
     : engine_(engine),
       id_(id),
       stream_(std::move(socket), engine.tls()),
-      buffer_(engine.options().max_header_bytes + (64 << 10)) {}
+      buffer_(engine.options().max_header_bytes + (64 << 10)),
+      deferred_deadline_(stream_.get_executor()) {}
 
 Session::~Session() {
   if (holds_stream_slot_) engine_.ReleaseStream();
@@ -434,6 +435,15 @@ void Session::Wait(
   // that leaves, whose going cancels the wait.
   stream_.tcp().expires_never();
   WatchClient();
+  if (deferred_->deadline != absl::InfiniteFuture()) {
+    deferred_deadline_.expires_after(
+        Chrono(std::max(deferred_->deadline - absl::Now(), absl::ZeroDuration())));
+    deferred_deadline_.async_wait(
+        [weak = weak_from_this()](boost::system::error_code ec) {
+          const std::shared_ptr<Session> self = weak.lock();
+          if (self != nullptr && !ec) self->OnDeferredDeadline();
+        });
+  }
   deferred_->wait([weak = weak_from_this()] {
     const std::shared_ptr<Session> self = weak.lock();
     if (self == nullptr) return;
@@ -442,9 +452,18 @@ void Session::Wait(
 }
 
 void Session::OnReady() {
-  if (deferred_ == nullptr) return;  // dropped: the client left
-  HttpResponse response = deferred_->answer();
-  deferred_ = nullptr;
+  if (deferred_ == nullptr) return;  // dropped: the client left, or late
+  deferred_deadline_.cancel();
+  AnswerDeferred(deferred_->answer());
+}
+
+void Session::OnDeferredDeadline() {
+  if (deferred_ == nullptr) return;  // answered meanwhile
+  AnswerDeferred(ErrorResponse(absl::DeadlineExceededError("Deadline Exceeded")));
+}
+
+void Session::AnswerDeferred(HttpResponse response) {
+  deferred_ = nullptr;  // cancels the wait
   held_ = nullptr;  // the caller holds the session
   if (response.deferred) {
     response = ErrorResponse(absl::InternalError("an answer deferred twice"));
@@ -616,6 +635,7 @@ void Session::DropStream() {
   // The producer's destructor cancels what it waits for without blocking.
   stream_body_ = nullptr;
   deferred_ = nullptr;
+  deferred_deadline_.cancel();
   held_ = nullptr;  // callers hold the session
   watch_stopped_ = false;
   if (holds_stream_slot_) {

@@ -51,28 +51,25 @@ Outcome FailureOutcome(const absl::Status& status) {
 namespace platform_internal {
 
 // One ReportTrialMetrics call: its batches' outcomes are gathered on the
-// writer threads, and the last one in finishes the call. Deletes itself.
+// writer threads, and the last one in answers the call. Deletes itself.
 class ReportCall {
  public:
-  ReportCall(TrialMetricsService* service, grpc::CallbackServerContext* context,
-             const ReportTrialMetricsRequest* request, grpc::ServerUnaryReactor* reactor)
-      : service_(service), context_(context), request_(request), reactor_(reactor) {}
+  ReportCall(TrialMetricsService* service, UnaryCall& call,
+             UnaryMethod::Done done)
+      : service_(service), call_(call), done_(std::move(done)) {}
 
-  grpc::CallbackServerContext* context() const { return context_; }
-  const ReportTrialMetricsRequest& request() const { return *request_; }
+  const ReportTrialMetricsRequest& request() const {
+    return static_cast<const ReportTrialMetricsRequest&>(*call_.request);
+  }
+  absl::Time deadline() const { return call_.deadline; }
 
   // Answers with `status` (counted as `outcome` of `kind`) and deletes
   // this. A failure a retry can mend carries the retry hint.
-  void Finish(Kind kind, Outcome outcome, const absl::Status& status) {
-    service_->statistics_->Count(kind, outcome);
-    if (outcome == Outcome::kFailed) {
-      context_->AddTrailingMetadata(
-          "retry-after-ms",
-          std::to_string(absl::ToInt64Milliseconds(
-              common::RetryAfterOf(status).value_or(service_->retry_after_))));
-    }
-    reactor_->Finish(common::ToGrpcStatus(status));
+  void Finish(Kind kind, Outcome outcome, absl::Status status) {
+    status = service_->Counted(kind, outcome, std::move(status));
+    UnaryMethod::Done done = std::move(done_);
     delete this;
+    done(std::move(status));
   }
 
   // `batches` outcomes are to come through Take.
@@ -123,9 +120,8 @@ class ReportCall {
 
  private:
   TrialMetricsService* const service_;
-  grpc::CallbackServerContext* const context_;
-  const ReportTrialMetricsRequest* const request_;
-  grpc::ServerUnaryReactor* const reactor_;
+  UnaryCall& call_;
+  UnaryMethod::Done done_;
   absl::Mutex mu_;
   int pending_ ABSL_GUARDED_BY(mu_) = 0;
   int stored_ ABSL_GUARDED_BY(mu_) = 0;
@@ -256,59 +252,79 @@ class GetMetricsReactor : public grpc::ServerWriteReactor<GetMetricsResponse> {
 
 }  // namespace platform_internal
 
-grpc::ServerUnaryReactor* TrialMetricsService::ReportTrialMetrics(
-    grpc::CallbackServerContext* context, const ReportTrialMetricsRequest* request,
-    ReportTrialMetricsResponse*) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto* call = new platform_internal::ReportCall(this, context, request, reactor);
-  const absl::Time deadline = CallDeadline(*context);
-  if (ReportWithoutWaiting(call)) return reactor;
-  if (!executor_->Post([this, call, deadline] { Report(call, deadline); })) {
-    call->Finish(Kind::kProfiling, Outcome::kFailed,
-                 absl::ResourceExhaustedError("the server is busy; retry later"));
-  }
-  return reactor;
+TrialMetricsService::TrialMetricsService(storage::MetricStore* store,
+                                         common::BlockingExecutor* executor,
+                                         storage::IngestLimits limits,
+                                         absl::Duration retry_after,
+                                         const CallGuard* guard,
+                                         TrialMetricsStatistics* statistics)
+    : store_(store),
+      executor_(executor),
+      limits_(limits),
+      retry_after_(retry_after),
+      guard_(guard),
+      statistics_(statistics) {
+  report_.name = PlatformMethod("ReportTrialMetrics");
+  report_.without_waiting = [this](UnaryCall& call, UnaryMethod::Done& done) {
+    return ReportWithoutWaiting(call, done);
+  };
+  report_.answering = [this](UnaryCall& call, UnaryMethod::Done done) {
+    Report(new platform_internal::ReportCall(this, call, std::move(done)));
+  };
+  // Counted as the work's own outcomes are.
+  report_.on_refusal = [this](const UnaryCall& call, absl::Status refusal) {
+    const auto& request = static_cast<const ReportTrialMetricsRequest&>(*call.request);
+    const Outcome outcome = FailureOutcome(refusal);
+    return Counted(
+        storage::IsProfilingGroup(request.group()) ? Kind::kProfiling : Kind::kGeneric,
+        outcome, std::move(refusal));
+  };
+  report_.guard = guard;
+  report_.executor = executor;
 }
 
-bool TrialMetricsService::ReportWithoutWaiting(platform_internal::ReportCall* call) {
-  const ReportTrialMetricsRequest& request = call->request();
-  if (!storage::IsProfilingGroup(request.group())) return false;  // a store call
-  if (guard_ != nullptr) {
-    const std::optional<absl::Status> allowed =
-        guard_->CheckCached(*call->context(), PlatformMethod("ReportTrialMetrics"), request, true);
-    if (!allowed.has_value()) return false;  // the token's look-up waits
-    if (!allowed->ok()) {
-      call->Finish(Kind::kProfiling, FailureOutcome(*allowed), *allowed);
-      return true;
-    }
+absl::Status TrialMetricsService::Counted(Kind kind, Outcome outcome,
+                                         absl::Status status) {
+  statistics_->Count(kind, outcome);
+  if (outcome == Outcome::kFailed) {
+    status = common::WithRetryAfter(
+        status, common::RetryAfterOf(status).value_or(retry_after_));
   }
+  return status;
+}
+
+grpc::ServerUnaryReactor* TrialMetricsService::ReportTrialMetrics(
+    grpc::CallbackServerContext* context, const ReportTrialMetricsRequest* request,
+    ReportTrialMetricsResponse* response) {
+  return ServeGrpcCall(report_, context, request, response);
+}
+
+bool TrialMetricsService::ReportWithoutWaiting(UnaryCall& call,
+                                               UnaryMethod::Done& done) {
+  const auto& request = static_cast<const ReportTrialMetricsRequest&>(*call.request);
+  if (!storage::IsProfilingGroup(request.group())) return false;  // a store call
   const std::optional<absl::Status> run =
       KnownRun(request.metrics().trial_id(), request.metrics().trial_run_id());
   if (!run.has_value()) return false;  // the run's record waits
+  auto* report = new platform_internal::ReportCall(this, call, std::move(done));
   absl::StatusOr<MappedTrialMetrics> mapped = MapTrialMetrics(request, limits_, absl::Now());
   if (!mapped.ok()) {
-    call->Finish(Kind::kProfiling, Outcome::kRefused, mapped.status());
+    report->Finish(Kind::kProfiling, Outcome::kRefused, mapped.status());
     return true;
   }
   if (!run->ok()) {
-    call->Finish(Kind::kProfiling, FailureOutcome(*run), *run);
+    report->Finish(Kind::kProfiling, FailureOutcome(*run), *run);
     return true;
   }
-  Submit(call, *mapped);
+  Submit(report, *mapped);
   return true;
 }
 
-void TrialMetricsService::Report(platform_internal::ReportCall* call,
-                                 absl::Time deadline) {
+void TrialMetricsService::Report(platform_internal::ReportCall* call) {
   const ReportTrialMetricsRequest& request = call->request();
+  const absl::Time deadline = call->deadline();
   const Kind kind =
       storage::IsProfilingGroup(request.group()) ? Kind::kProfiling : Kind::kGeneric;
-  if (absl::Status allowed = CheckCall(guard_, *call->context(),
-                                       PlatformMethod("ReportTrialMetrics"), request, deadline);
-      !allowed.ok()) {
-    call->Finish(kind, FailureOutcome(allowed), allowed);
-    return;
-  }
   absl::StatusOr<MappedTrialMetrics> mapped =
       MapTrialMetrics(request, limits_, absl::Now());
   if (!mapped.ok()) {

@@ -14,11 +14,12 @@
 // - GetMetrics: the trials' generic rows of a group, trial by trial, in
 //   messages of up to kReportsPerMessage, as the platform pages them.
 //
-// The callback API: work that may wait for the database (a token not
-// cached, a trial's run not known here, a generic row, GetMetrics' reads)
-// runs on the executor; a profiling report of a known caller and run is
-// mapped and queued on gRPC's thread, which never waits (the writer answers
-// through its callback). A GetMetrics stream holds no thread while its
+// ReportTrialMetrics is a UnaryMethod (server/services/unary_call.h), served
+// for gRPC and REST alike: work that may wait for the database (a token not
+// cached, a trial's run not known here, a generic row) runs on the
+// executor; a profiling report of a known caller and run is mapped and
+// queued on the door's thread, which never waits (the writer answers
+// through its callback). GetMetrics' reads run on the executor. A GetMetrics stream holds no thread while its
 // client reads.
 //
 // Thread-safety: thread-safe.
@@ -40,6 +41,7 @@
 #include "server/auth/call_guard.h"
 #include "server/platform/trial_metrics_mapping.h"
 #include "server/platform/trial_metrics_statistics.h"
+#include "server/services/unary_call.h"
 #include "storage/batch_validation.h"
 #include "storage/metric_store.h"
 
@@ -64,13 +66,10 @@ class TrialMetricsService final {
                       common::BlockingExecutor* executor,
                       storage::IngestLimits limits, absl::Duration retry_after,
                       const CallGuard* guard,
-                      TrialMetricsStatistics* statistics)
-      : store_(store),
-        executor_(executor),
-        limits_(limits),
-        retry_after_(retry_after),
-        guard_(guard),
-        statistics_(statistics) {}
+                      TrialMetricsStatistics* statistics);
+
+  // ReportTrialMetrics, for the REST gateway.
+  const UnaryMethod* report_method() const { return &report_; }
 
   grpc::ServerUnaryReactor* ReportTrialMetrics(
       grpc::CallbackServerContext* context,
@@ -85,13 +84,18 @@ class TrialMetricsService final {
   friend class platform_internal::ReportCall;
   friend class platform_internal::GetMetricsReactor;
 
-  // The call's work when nothing of it waits (a known caller, a profiling
-  // report of a run this process knows), on gRPC's thread: false when it
-  // must go to the executor.
-  bool ReportWithoutWaiting(platform_internal::ReportCall* call)
+  // The call's work when nothing of it waits (a profiling report of a run
+  // this process knows; its caller known to the guard's cache), on the
+  // door's thread: false when it must go to the executor.
+  bool ReportWithoutWaiting(UnaryCall& call, UnaryMethod::Done& done)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // The call's work, on the executor.
-  void Report(platform_internal::ReportCall* call, absl::Time deadline);
+  // The call's work, on the executor, once its caller passed.
+  void Report(platform_internal::ReportCall* call);
+  // Counts `status` as `outcome` of `kind`; a failure a retry can mend
+  // gets the retry hint (retry_after_ unless it names one).
+  absl::Status Counted(TrialMetricsStatistics::Kind kind,
+                       TrialMetricsStatistics::Outcome outcome,
+                       absl::Status status);
   // Queues a profiling report's batches; the call ends with their outcomes.
   void Submit(platform_internal::ReportCall* call, MappedTrialMetrics& mapped)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -114,6 +118,7 @@ class TrialMetricsService final {
   const absl::Duration retry_after_;
   const CallGuard* const guard_;
   TrialMetricsStatistics* const statistics_;
+  UnaryMethod report_;
   absl::Mutex mu_;
   absl::flat_hash_map<int32_t, int32_t> newest_runs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::pair<int32_t, std::string>> inventoried_

@@ -480,14 +480,18 @@ HttpResponse RestGateway::CallInProcess(
       request.Header("authorization"),
       request.Header(common::kAllocationTokenHeader));
   state->call.peer = request.client_address;
+  // As over gRPC: the store's calls end by the request's timeout (at most
+  // kStoreCallTimeout), and the client has its answer by then, a 504 if the
+  // work still runs.
+  auto deferred = std::make_shared<HttpResponse::Deferred>();
   absl::Duration timeout = kStoreCallTimeout;
   if (options_.request_timeout > absl::ZeroDuration()) {
     timeout = std::min(timeout, options_.request_timeout);
+    deferred->deadline = absl::Now() + options_.request_timeout;
   }
   state->call.deadline = absl::Now() + timeout;
   state->call.request = state->request.get();
   state->call.response = state->response.get();
-  auto deferred = std::make_shared<HttpResponse::Deferred>();
   deferred->wait = [state, &method](std::function<void()> ready) {
     ServeUnaryCall(method, state->call,
                    [state, ready = std::move(ready)](absl::Status status) {

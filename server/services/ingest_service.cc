@@ -16,90 +16,83 @@ IngestService::StreamSystemMetrics(grpc::CallbackServerContext* context) {
                                  statistics_->OpenIngestStream(), guard_);
 }
 
+IngestService::IngestService(storage::MetricStore* store,
+                             common::BlockingExecutor* executor,
+                             common::BlockingExecutor* open_executor,
+                             IngestStreamOptions options,
+                             ServiceStatistics* statistics,
+                             const CallGuard* guard)
+    : store_(store),
+      open_executor_(open_executor),
+      options_(options),
+      statistics_(statistics),
+      guard_(guard) {
+  report_.name = FullMethodName(v1::IngestService::service_full_name(),
+                                "ReportSystemMetrics");
+  report_.answering = [this](UnaryCall& call, UnaryMethod::Done done) {
+    Submit(call, std::move(done));
+  };
+  // Queueing never waits.
+  report_.without_waiting = [this](UnaryCall& call, UnaryMethod::Done& done) {
+    Submit(call, std::move(done));
+    return true;
+  };
+  report_.guard = guard;
+  report_.executor = executor;
+}
+
 grpc::ServerUnaryReactor* IngestService::ReportSystemMetrics(
     grpc::CallbackServerContext* context,
     const v1::ReportSystemMetricsRequest* request,
     v1::ReportSystemMetricsResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (guard_ == nullptr) {
-    Submit(context, request, response, reactor);
-    return reactor;
-  }
-  const std::string method = FullMethodName(
-      v1::IngestService::service_full_name(), "ReportSystemMetrics");
-  // A known caller is checked here; an unknown token needs the database,
-  // which only an executor thread may wait on.
-  if (std::optional<absl::Status> allowed =
-          guard_->CheckCached(*context, method, *request, true)) {
-    if (allowed->ok()) {
-      Submit(context, request, response, reactor);
-    } else {
-      reactor->Finish(common::ToGrpcStatus(*allowed));
-    }
-    return reactor;
-  }
-  const absl::Time deadline = CallDeadline(*context);
-  if (!executor_->Post([this, context, request, response, reactor, method,
-                        deadline] {
-        if (absl::Status allowed =
-                guard_->Check(*context, method, *request, deadline);
-            !allowed.ok()) {
-          reactor->Finish(common::ToGrpcStatus(allowed));
-          return;
-        }
-        Submit(context, request, response, reactor);
-      })) {
-    reactor->Finish(common::ToGrpcStatus(
-        absl::ResourceExhaustedError("the server is busy; retry later")));
-  }
-  return reactor;
+  return ServeGrpcCall(report_, context, request, response);
 }
 
-void IngestService::Submit(grpc::CallbackServerContext* context,
-                           const v1::ReportSystemMetricsRequest* request,
-                           v1::ReportSystemMetricsResponse* response,
-                           grpc::ServerUnaryReactor* reactor) {
-  if (!request->has_batch()) {
-    reactor->Finish(common::ToGrpcStatus(
-        absl::InvalidArgumentError("batch: missing")));
+void IngestService::Submit(UnaryCall& call,
+                           std::function<void(absl::Status)> done) const {
+  const auto& request =
+      static_cast<const v1::ReportSystemMetricsRequest&>(*call.request);
+  auto* response = static_cast<v1::ReportSystemMetricsResponse*>(call.response);
+  if (!request.has_batch()) {
+    done(absl::InvalidArgumentError("batch: missing"));
     return;
   }
   if (absl::Status label = storage::ValidateLabel(
-          "stream_id", request->stream_id(), storage::kMaxLabelLength,
+          "stream_id", request.stream_id(), storage::kMaxLabelLength,
           /*allow_empty=*/true);
       !label.ok()) {
-    reactor->Finish(common::ToGrpcStatus(label));
+    done(std::move(label));
     return;
   }
-  storage::MetricBatch batch = BatchFromProto(request->batch());
-  batch.stream_id = request->stream_id();
+  storage::MetricBatch batch = BatchFromProto(request.batch());
+  batch.stream_id = request.stream_id();
   if (batch.stream_id.empty()) batch.sequence = 0;
+  // Shared, so that a refusal to queue can still answer.
+  auto answer = std::make_shared<std::function<void(absl::Status)>>(std::move(done));
   absl::Status queued = store_->SubmitBatch(
-      std::move(batch), [reactor, response](storage::BatchOutcome outcome) {
+      std::move(batch), [answer, response](storage::BatchOutcome outcome) {
         switch (outcome.kind) {
           case storage::BatchOutcome::Kind::kStored:
             response->set_acked_sequence(outcome.sequence);
-            reactor->Finish(grpc::Status::OK);
+            (*answer)(absl::OkStatus());
             return;
           case storage::BatchOutcome::Kind::kDuplicate:
             response->set_acked_sequence(outcome.sequence);
             response->set_duplicate(true);
-            reactor->Finish(grpc::Status::OK);
+            (*answer)(absl::OkStatus());
             return;
           case storage::BatchOutcome::Kind::kRejected:
           case storage::BatchOutcome::Kind::kFailed:
-            reactor->Finish(common::ToGrpcStatus(outcome.status));
+            (*answer)(outcome.status);
             return;
         }
       });
   if (!queued.ok()) {
     if (queued.code() == absl::StatusCode::kResourceExhausted) {
-      context->AddTrailingMetadata(
-          "retry-after-ms",
-          std::to_string(absl::ToInt64Milliseconds(
-              common::RetryAfterOf(queued).value_or(options_.retry_after))));
+      queued = common::WithRetryAfter(
+          queued, common::RetryAfterOf(queued).value_or(options_.retry_after));
     }
-    reactor->Finish(common::ToGrpcStatus(queued));
+    (*answer)(std::move(queued));
   }
 }
 

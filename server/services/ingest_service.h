@@ -6,9 +6,13 @@
 #ifndef METRICS_SERVER_SERVICES_INGEST_SERVICE_H_
 #define METRICS_SERVER_SERVICES_INGEST_SERVICE_H_
 
+#include <functional>
+#include <vector>
+
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "common/blocking_executor.h"
 #include "server/services/ingest_stream_reactor.h"
+#include "server/services/unary_call.h"
 #include "storage/metric_store.h"
 
 namespace metrics::server {
@@ -22,13 +26,12 @@ class IngestService final : public v1::IngestService::CallbackService {
   IngestService(storage::MetricStore* store, common::BlockingExecutor* executor,
                 common::BlockingExecutor* open_executor,
                 IngestStreamOptions options, ServiceStatistics* statistics,
-                const CallGuard* guard)
-      : store_(store),
-        executor_(executor),
-        open_executor_(open_executor),
-        options_(options),
-        statistics_(statistics),
-        guard_(guard) {}
+                const CallGuard* guard);
+
+  // ReportSystemMetrics, for the REST gateway.
+  std::vector<const UnaryMethod*> UnaryMethodsServed() const {
+    return {&report_};
+  }
 
   grpc::ServerBidiReactor<v1::StreamSystemMetricsRequest,
                           v1::StreamSystemMetricsResponse>*
@@ -40,18 +43,15 @@ class IngestService final : public v1::IngestService::CallbackService {
       v1::ReportSystemMetricsResponse* response) override;
 
  private:
-  // Validates and queues a unary report (never blocks); finishes `reactor`.
-  void Submit(grpc::CallbackServerContext* context,
-              const v1::ReportSystemMetricsRequest* request,
-              v1::ReportSystemMetricsResponse* response,
-              grpc::ServerUnaryReactor* reactor);
+  // Validates and queues a unary report (never blocks).
+  void Submit(UnaryCall& call, std::function<void(absl::Status)> done) const;
 
   storage::MetricStore* const store_;
-  common::BlockingExecutor* const executor_;
   common::BlockingExecutor* const open_executor_;
   const IngestStreamOptions options_;
   ServiceStatistics* const statistics_;
   const CallGuard* const guard_;
+  UnaryMethod report_;
 };
 
 }  // namespace metrics::server

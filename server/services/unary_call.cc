@@ -9,6 +9,16 @@
 
 namespace metrics::server {
 
+namespace {
+
+absl::Status Refusal(const UnaryMethod& method, const UnaryCall& call,
+                     absl::Status refusal) {
+  if (!method.on_refusal) return refusal;
+  return method.on_refusal(call, std::move(refusal));
+}
+
+}  // namespace
+
 absl::Time CallDeadline(const grpc::CallbackServerContext& context,
                         absl::Duration fallback) {
   const absl::Time deadline = absl::FromChrono(context.deadline());
@@ -25,44 +35,45 @@ void ServeUnaryCall(const UnaryMethod& method, UnaryCall& call,
       done(std::move(status));
     };
   }
-  // A caller the cache knows is answered, or its non-blocking work started,
-  // on this thread: a flood of refused tokens takes no executor slot from
-  // good callers, and a known reporter's batch no thread hand-off. Either
-  // way the caller is checked once.
+  // A caller the cache knows is refused, or answered without waiting, on
+  // this thread: a flood of refused tokens takes no executor slot from good
+  // callers, and a known reporter's batch no thread hand-off. Either way
+  // the caller is checked once.
   bool checked = method.guard == nullptr;
   if (!checked) {
     std::optional<absl::Status> cached = method.guard->CheckCached(
         call.credential, call.peer, method.name, *call.request);
     if (cached.has_value() && !cached->ok()) {
-      done(*std::move(cached));
+      done(Refusal(method, call, *std::move(cached)));
       return;
     }
     checked = cached.has_value();
   }
-  if (checked && method.submit) {
-    method.submit(call, std::move(done));
+  if (checked && method.without_waiting && method.without_waiting(call, done)) {
     return;
   }
   // Shared, so that a full queue's refusal can still call it.
   auto pending =
-      std::make_shared<std::function<void(absl::Status)>>(std::move(done));
+      std::make_shared<UnaryMethod::Done>(std::move(done));
   if (!method.executor->Post([&method, &call, checked, pending] {
         if (!checked) {
           if (absl::Status allowed = method.guard->Check(
                   call.credential, call.peer, method.name, *call.request,
                   call.deadline);
               !allowed.ok()) {
-            (*pending)(std::move(allowed));
+            (*pending)(Refusal(method, call, std::move(allowed)));
             return;
           }
         }
-        if (method.submit) {
-          method.submit(call, std::move(*pending));
+        if (method.answering) {
+          method.answering(call, std::move(*pending));
         } else {
           (*pending)(method.blocking(call));
         }
       })) {
-    (*pending)(absl::ResourceExhaustedError("the server is busy; retry later"));
+    (*pending)(Refusal(
+        method, call,
+        absl::ResourceExhaustedError("the server is busy; retry later")));
   }
 }
 

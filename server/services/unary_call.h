@@ -55,18 +55,29 @@ struct UnaryCall {
 
 // What a unary method does once its caller passed the check.
 struct UnaryMethod {
+  using Done = std::function<void(absl::Status)>;
   // Work that may block (on the store): run on `executor`, fills
   // call.response by call.deadline.
   using Blocking = std::function<absl::Status(UnaryCall& call)>;
-  // Work that never blocks and answers later (a batch handed to the
-  // writer): calls `done` once, from any thread. Runs on the door's thread
-  // when the guard's cache knows the caller, else on an executor thread.
-  using Submit = std::function<void(
-      UnaryCall& call, std::function<void(absl::Status)> done)>;
+  // Work that answers through `done`, once, from any thread, now or later
+  // (a batch handed to the writer answers when it is committed): run on
+  // `executor`, so it may block before it hands its work on.
+  using Answering = std::function<void(UnaryCall& call, Done done)>;
+  // An answer without waiting, tried on the door's thread when the guard's
+  // cache knows the caller: true when it answered (or will, through
+  // `done`, which it then took); false, leaving `done`, when it would have
+  // to wait (on the store), so the call goes on to the executor.
+  using WithoutWaiting = std::function<bool(UnaryCall& call, Done& done)>;
 
   std::string name;  // "/<service>/<method>", the key of its access rule
-  Blocking blocking;  // one of blocking and submit
-  Submit submit;
+  Blocking blocking;    // one of blocking and answering
+  Answering answering;
+  WithoutWaiting without_waiting;  // optional
+  // What a refusal before the work becomes (the caller refused, the
+  // executor's queue full), for a method that counts them or adds a retry
+  // hint; optional.
+  std::function<absl::Status(const UnaryCall& call, absl::Status refusal)>
+      on_refusal;
   // Checks callers; null when authentication is off.
   const CallGuard* guard = nullptr;
   common::BlockingExecutor* executor = nullptr;
