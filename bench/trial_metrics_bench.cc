@@ -47,6 +47,7 @@
 ABSL_FLAG(int, agents, 20, "Agents reporting at once, each its own stream or connection.");
 ABSL_FLAG(int, periods, 200, "Aggregation periods (25 values each) per agent and load.");
 ABSL_FLAG(int, rounds, 2, "Rounds of both loads; each way's best counts.");
+ABSL_FLAG(std::string, metricsd, METRICSD_PATH, "The metricsd to measure.");
 
 namespace metrics::bench {
 namespace {
@@ -151,7 +152,8 @@ using Load = WayLoad;
 absl::StatusOr<Load> RunLoad(absl::string_view way, const std::vector<Work>& work,
                              pid_t postmaster) {
   ASSIGN_OR_RETURN(std::unique_ptr<TestDatabase> db, TestDatabase::Create());
-  ASSIGN_OR_RETURN(BenchMetricsd server, StartBenchMetricsd(METRICSD_PATH, db->url()));
+  ASSIGN_OR_RETURN(BenchMetricsd server,
+                   StartBenchMetricsd(absl::GetFlag(FLAGS_metricsd), db->url()));
   auto channel = grpc::CreateChannel(server.grpc_target, grpc::InsecureChannelCredentials());
   RETURN_IF_ERROR(test_util::CreateTrial(channel, kTrial));
   absl::Mutex mu;
