@@ -13,12 +13,7 @@
 // the limit (one distinct token a request, each then remembered: a million
 // in 5 minutes at this machine's rate).
 // Run it with bench/auth_flood.sh; the last line is JSON.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -44,8 +39,6 @@
 #include "bench/cpu_time.h"
 #include "common/status_macros.h"
 #include "proto/metrics/v1/trials.grpc.pb.h"
-#include "storage/batch_group.h"
-#include "storage/pg/pg_metric_store.h"
 #include "storage/pg/pg_token_store.h"
 #include "tests/testing/test_database.h"
 
@@ -57,6 +50,18 @@ ABSL_FLAG(absl::Duration, flood, absl::ZeroDuration(),
 
 namespace metrics::bench {
 namespace {
+
+// A client's requests over one phase.
+struct Asked {
+  int64_t requests = 0;
+  int64_t failed = 0;  // not the expected status
+  std::vector<double> latencies_ms;
+  double P99() {
+    if (latencies_ms.empty()) return 0;
+    std::sort(latencies_ms.begin(), latencies_ms.end());
+    return latencies_ms[std::min(latencies_ms.size() - 1, latencies_ms.size() * 99 / 100)];
+  }
+};
 
 // Asks `path` with `authorization()` until `stop`, expecting `status()`.
 Asked Ask(int port, const std::string& path, const std::function<std::string()>& authorization,
