@@ -81,7 +81,8 @@ struct UnaryMethod {
   // Checks callers; null when authentication is off.
   const CallGuard* guard = nullptr;
   common::BlockingExecutor* executor = nullptr;
-  // Gets the time from the call's start to its work's end, when set.
+  // Gets the time from the call's start to its answer (a refusal's too),
+  // when set.
   common::Histogram* latency = nullptr;
 };
 
