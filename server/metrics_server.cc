@@ -289,8 +289,10 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
         server->ingest_service_->UnaryMethodsServed()}) {
     for (const UnaryMethod* method : served) unary[method->name] = method;
   }
-  unary[server->trial_metrics_service_->report_method()->name] =
-      server->trial_metrics_service_->report_method();
+  for (const UnaryMethod* method : {server->trial_metrics_service_->report_method(),
+                                    server->otlp_service_->export_method()}) {
+    unary[method->name] = method;
+  }
   grpc::ChannelArguments channel_arguments;
   channel_arguments.SetMaxReceiveMessageSize(-1);  // chart answers are large
   ASSIGN_OR_RETURN(

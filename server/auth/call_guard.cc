@@ -51,14 +51,6 @@ std::string CallGuard::PeerOf(const grpc::ServerContextBase& context) {
   return PeerLimiter::AddressOfGrpcPeer(peer);
 }
 
-absl::StatusOr<Principal> CallGuard::Authenticate(
-    grpc::ServerContextBase& context, absl::Time deadline) const {
-  absl::StatusOr<Principal> principal = authenticator_->Authenticate(
-      CredentialOf(context), PeerOf(context), deadline);
-  AddRetryAfter(principal.status(), context);
-  return principal;
-}
-
 absl::Status CallGuard::Check(grpc::ServerContextBase& context,
                               absl::string_view method,
                               const google::protobuf::Message& request,
@@ -104,12 +96,23 @@ std::optional<absl::Status> CallGuard::CheckCached(
 absl::StatusOr<Principal> CallGuard::Caller(
     grpc::ServerContextBase& context, absl::string_view method,
     const google::protobuf::Message& request, absl::Time deadline) const {
+  absl::StatusOr<Principal> caller = Caller(CredentialOf(context), PeerOf(context),
+                                            method, request, deadline);
+  AddRetryAfter(caller.status(), context);
+  return caller;
+}
+
+absl::StatusOr<Principal> CallGuard::Caller(
+    absl::string_view credential, absl::string_view peer,
+    absl::string_view method, const google::protobuf::Message& request,
+    absl::Time deadline) const {
   const MethodRule* rule = RuleFor(method);
   if (rule == nullptr || rule->access == Access::kOpen) {
     return absl::PermissionDeniedError(
         absl::StrCat(method, " has no rule that names its callers"));
   }
-  absl::StatusOr<Principal> principal = Authenticate(context, deadline);
+  absl::StatusOr<Principal> principal =
+      authenticator_->Authenticate(credential, peer, deadline);
   if (!principal.ok()) return principal.status();
   if (absl::Status allowed = Authorize(*principal, method, *rule, request, true);
       !allowed.ok()) {

@@ -54,6 +54,13 @@ class CallGuard {
                      const google::protobuf::Message& request,
                      absl::Time deadline, bool first_message = true) const;
 
+  // As Caller, for `credential` from `peer`.
+  absl::StatusOr<Principal> Caller(absl::string_view credential,
+                                   absl::string_view peer,
+                                   absl::string_view method,
+                                   const google::protobuf::Message& request,
+                                   absl::Time deadline) const;
+
   // As CheckCached, for `credential` from `peer`.
   std::optional<absl::Status> CheckCached(
       absl::string_view credential, absl::string_view peer,
@@ -110,9 +117,6 @@ class CallGuard {
   static std::string PeerOf(const grpc::ServerContextBase& context);
 
  private:
-  absl::StatusOr<Principal> Authenticate(grpc::ServerContextBase& context,
-                                         absl::Time deadline) const;
-
   Authenticator* const authenticator_;
   CredentialWatch* const watch_;
 };

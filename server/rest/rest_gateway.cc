@@ -343,7 +343,7 @@ void RestGateway::AddDeprecationHeaders(absl::string_view path,
 
 HttpResponse RestGateway::ExportOtlp(const HttpRequest& request) const {
   namespace collector = ::opentelemetry::proto::collector::metrics::v1;
-  const absl::string_view content_type = request.Header("content-type");
+  const std::string content_type(request.Header("content-type"));
   absl::StatusOr<collector::ExportMetricsServiceRequest> decoded =
       DecodeOtlpBody(content_type, request.Header("content-encoding"), request.body);
   if (!decoded.ok()) {
@@ -353,41 +353,38 @@ HttpResponse RestGateway::ExportOtlp(const HttpRequest& request) const {
                              : code == absl::StatusCode::kFailedPrecondition ? 415
                                                                              : 400);
   }
-  auto call = std::make_shared<GatewayCall>(
-      stub_,
-      absl::StrCat("/", collector::MetricsService::service_full_name(), "/Export"),
-      request, options_.request_timeout, options_.client_check_interval);
-  collector::ExportMetricsServiceResponse answer;
-  const bool read = call->Start(*decoded) && call->Read(&answer);
-  absl::Status status = call->Finish();
-  if (status.ok() && !read) status = absl::InternalError("the call sent no answer");
-  if (!status.ok()) {
-    // The service's hint when the ingest queue is full.
-    absl::Duration retry_after = absl::Seconds(1);
-    int64_t ms = 0;
-    if (auto hint = call->trailing_metadata().find("retry-after-ms");
-        hint != call->trailing_metadata().end() &&
-        absl::SimpleAtoi(absl::string_view(hint->second.data(), hint->second.size()), &ms)) {
-      retry_after = absl::Milliseconds(ms);
+  const std::string path =
+      absl::StrCat("/", collector::MetricsService::service_full_name(), "/Export");
+  auto served = unary_.find(path);
+  if (served == unary_.end()) {
+    return ErrorResponse(absl::UnimplementedError("OTLP export is not served here"));
+  }
+  // The answer in the request's encoding; a failure as OTLP/HTTP says, with
+  // the service's wait (the ingest queue full) or a second.
+  auto answer = [content_type](absl::Status status, const Message& message) {
+    if (!status.ok()) {
+      return OtlpErrorResponse(
+          content_type, status, 0,
+          common::RetryAfterOf(status).value_or(absl::Seconds(1)));
     }
-    HttpResponse response = OtlpErrorResponse(content_type, status, 0, retry_after);
-    AddMetadataHeaders(call->initial_metadata(), response);
+    HttpResponse response;
+    if (absl::StartsWith(absl::AsciiStrToLower(content_type), "application/x-protobuf")) {
+      response.content_type = "application/x-protobuf";
+      response.body = message.SerializeAsString();
+      return response;
+    }
+    google::protobuf::util::JsonPrintOptions options;
+    std::string json;
+    if (!google::protobuf::util::MessageToJsonString(message, &json, options).ok()) {
+      return ErrorResponse(absl::InternalError("the answer could not be written"));
+    }
+    response.body = std::move(json);
     return response;
-  }
-  HttpResponse response;
-  AddMetadataHeaders(call->initial_metadata(), response);
-  if (absl::StartsWith(absl::AsciiStrToLower(content_type), "application/x-protobuf")) {
-    response.content_type = "application/x-protobuf";
-    response.body = answer.SerializeAsString();
-    return response;
-  }
-  google::protobuf::util::JsonPrintOptions options;
-  std::string json;
-  if (!google::protobuf::util::MessageToJsonString(answer, &json, options).ok()) {
-    return ErrorResponse(absl::InternalError("the answer could not be written"));
-  }
-  response.body = std::move(json);
-  return response;
+  };
+  return CallInProcess(
+      request, *served->second,
+      std::make_unique<collector::ExportMetricsServiceRequest>(*std::move(decoded)),
+      &collector::ExportMetricsServiceResponse::default_instance(), std::move(answer));
 }
 
 HttpResponse RestGateway::Call(const HttpRequest& request,
@@ -429,7 +426,7 @@ HttpResponse RestGateway::Call(const HttpRequest& request,
   }
   if (auto served = unary_.find(path); served != unary_.end()) {
     return CallInProcess(request, *served->second, std::move(rpc_request),
-                         response_type);
+                         response_type, UnaryAnswer);
   }
   auto call = std::make_shared<GatewayCall>(stub_, path, request,
                                             options_.request_timeout,
@@ -463,7 +460,8 @@ HttpResponse RestGateway::Call(const HttpRequest& request,
 
 HttpResponse RestGateway::CallInProcess(
     const HttpRequest& request, const UnaryMethod& method,
-    std::unique_ptr<Message> rpc_request, const Message* response_type) const {
+    std::unique_ptr<Message> rpc_request, const Message* response_type,
+    std::function<HttpResponse(absl::Status, const Message&)> answer) const {
   // What the call and its answer need until both are done: the deferred
   // answer may be dropped (the client left) while the work still runs.
   struct InProcess {
@@ -492,17 +490,17 @@ HttpResponse RestGateway::CallInProcess(
   state->call.deadline = absl::Now() + timeout;
   state->call.request = state->request.get();
   state->call.response = state->response.get();
-  deferred->wait = [state, &method](std::function<void()> ready) {
+  deferred->wait = [state, &method, answer = std::move(answer)](
+                       std::function<void()> ready) {
     ServeUnaryCall(method, state->call,
-                   [state, ready = std::move(ready)](absl::Status status) {
-                     HttpResponse answer =
-                         UnaryAnswer(std::move(status), *state->response);
+                   [state, answer, ready = std::move(ready)](absl::Status status) {
+                     HttpResponse response = answer(std::move(status), *state->response);
                      for (const auto& [key, value] : state->call.initial_metadata) {
-                       AddMetadataHeader(key, value, answer);
+                       AddMetadataHeader(key, value, response);
                      }
                      {
                        absl::MutexLock lock(&state->mu);
-                       state->answer = std::move(answer);
+                       state->answer = std::move(response);
                      }
                      ready();
                    });

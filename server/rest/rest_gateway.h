@@ -59,7 +59,8 @@ class RestGateway {
   HttpResponse Handle(const HttpRequest& request) const;
 
   // POST /v1/metrics, OTLP/HTTP: the body (server/otlp/otlp_body.h) through
-  // MetricsService/Export, the answer in the request's encoding. Bodies it
+  // MetricsService/Export, called in process (ServeUnaryCall), the answer
+  // in the request's encoding. Bodies it
   // cannot take: 413 past the size limit, 415 for another content type or
   // encoding, 400 for bytes that are not such a message.
   HttpResponse ExportOtlp(const HttpRequest& request) const;
@@ -78,10 +79,13 @@ class RestGateway {
   HttpResponse Call(const HttpRequest& request, const RouteMatch& match) const;
   // A unary method served in this process: its answer deferred until the
   // work is done, so no thread waits for it.
-  HttpResponse CallInProcess(const HttpRequest& request,
-                             const UnaryMethod& method,
-                             std::unique_ptr<google::protobuf::Message> rpc_request,
-                             const google::protobuf::Message* response_type) const;
+  // `answer` makes the HTTP answer of the call's status and response.
+  HttpResponse CallInProcess(
+      const HttpRequest& request, const UnaryMethod& method,
+      std::unique_ptr<google::protobuf::Message> rpc_request,
+      const google::protobuf::Message* response_type,
+      std::function<HttpResponse(absl::Status, const google::protobuf::Message&)>
+          answer) const;
   // A server-streaming method's call (`path`), its messages as the body.
   HttpResponse Stream(const HttpRequest& request, const std::string& path,
                       const google::protobuf::Message& rpc_request,

@@ -16,6 +16,7 @@
 #include "proto/opentelemetry/proto/collector/metrics/v1/metrics_service.grpc.pb.h"
 #include "server/auth/call_guard.h"
 #include "server/otlp/otlp_mapping.h"
+#include "server/services/unary_call.h"
 #include "storage/batch_validation.h"
 #include "storage/metric_store.h"
 
@@ -28,12 +29,10 @@ class OtlpService final
   // `guard` checks no caller (authentication off).
   OtlpService(storage::MetricStore* store, common::BlockingExecutor* executor,
               storage::IngestLimits limits, absl::Duration retry_after,
-              const CallGuard* guard)
-      : store_(store),
-        executor_(executor),
-        limits_(limits),
-        retry_after_(retry_after),
-        guard_(guard) {}
+              const CallGuard* guard);
+
+  // Export, for OTLP/HTTP (the REST gateway).
+  const UnaryMethod* export_method() const { return &export_; }
 
   grpc::ServerUnaryReactor* Export(
       grpc::CallbackServerContext* context,
@@ -43,12 +42,16 @@ class OtlpService final
           response) override;
 
  private:
+  // Maps the export for its caller and queues its batches; `done` answers
+  // once every batch has its outcome.
+  void Submit(UnaryCall& call, UnaryMethod::Done done);
+
   storage::MetricStore* const store_;
-  common::BlockingExecutor* const executor_;
   const storage::IngestLimits limits_;
   const absl::Duration retry_after_;
   const CallGuard* const guard_;
   RateState rates_;
+  UnaryMethod export_;
 };
 
 }  // namespace metrics::server
