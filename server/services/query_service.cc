@@ -1,6 +1,7 @@
 #include "server/services/query_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "query/export.h"

@@ -24,7 +24,6 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/blocking_executor.h"
 #include "common/histogram.h"
