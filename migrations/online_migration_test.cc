@@ -190,7 +190,8 @@ TEST(OnlineMigrationTest, MigrationOf0004LetsWritesGoOnAndResumesAfterAKill) {
           backend = Query(db->url(),
                           "SELECT pid FROM pg_stat_activity WHERE query LIKE "
                           "'%CONCURRENTLY metrics_profiling_system_idx%' "
-                          "AND application_name = 'metricsctl'");
+                          "AND application_name = 'metricsctl' "
+                          "AND datname = current_database()");
           // Past the build's first transaction, which commits the index
           // (invalid) to the catalog: a kill before it leaves no index.
           return !backend.empty() &&
@@ -207,7 +208,8 @@ TEST(OnlineMigrationTest, MigrationOf0004LetsWritesGoOnAndResumesAfterAKill) {
   ASSERT_TRUE(test_util::Eventually(
       [&] {
         return Query(db->url(), "SELECT count(*) FROM pg_stat_activity WHERE "
-                                "application_name = 'metricsctl'") == "0";
+                                "application_name = 'metricsctl' "
+                                "AND datname = current_database()") == "0";
       },
       absl::Seconds(30)))
       << "the killed run's backend is still there";
@@ -326,8 +328,10 @@ TEST(OnlineMigrationTest, ExistingPackedRowsAreSealedOnlineAndAKilledSealResumes
         absl::Seconds(120)))
         << first->stdout_text() << first->stderr_text();
     first->Signal(SIGKILL);
+    // This database's sealer only: tests beside this one seal too.
     Query(db->url(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                     "WHERE application_name = 'metrics-sealer'");
+                     "WHERE application_name = 'metrics-sealer' "
+                     "AND datname = current_database()");
     ASSERT_OK(first->Wait(absl::Seconds(10)));
   }
   const std::string sealed_by_first = Query(

@@ -65,13 +65,14 @@ class SeriesResolverTest : public test_util::StoreTest {
     return StoreTest::NewStore(std::move(options));
   }
 
-  // Waits until a writer lane of any store waits for a row lock.
+  // Waits until a writer lane of any store of this test's database waits
+  // for a row lock.
   static void AwaitWriterBlocked() {
     ASSERT_TRUE(::metrics::test_util::Eventually(
         [] {
           return Scalar("SELECT count(*) FROM pg_stat_activity WHERE "
                         "application_name LIKE 'metricsd-writer-%' AND "
-                        "wait_event_type = 'Lock'") != "0";
+                        "wait_event_type = 'Lock' AND datname = current_database()") != "0";
         },
         absl::Seconds(30), absl::Milliseconds(50)))
         << "no writer lane waited for the lock";
