@@ -17,7 +17,7 @@ namespace {
 using ::metrics::test_util::StatusIs;
 using ::testing::HasSubstr;
 
-const absl::Time kNow = absl::FromUnixSeconds(1800000000);
+const absl::Time kCheckedAt = absl::FromUnixSeconds(1800000000);
 
 MetricBatch GoodBatch() {
   MetricBatch batch;
@@ -27,14 +27,14 @@ MetricBatch GoodBatch() {
   batch.agent_id = "agent-1";
   batch.series = {{"cpu_util_simple", "", "percent"},
                   {"gpu_util", "GPU-aaaa", "percent"}};
-  batch.reports = {{absl::ToUnixMicros(kNow - absl::Seconds(1)), {0, 1},
+  batch.reports = {{absl::ToUnixMicros(kCheckedAt - absl::Seconds(1)), {0, 1},
                     {12.5, 99}, std::nullopt},
-                   {absl::ToUnixMicros(kNow), {1}, {100}, std::nullopt}};
+                   {absl::ToUnixMicros(kCheckedAt), {1}, {100}, std::nullopt}};
   return batch;
 }
 
 absl::Status Check(const MetricBatch& batch) {
-  return ValidateBatch(batch, IngestLimits(), kNow);
+  return ValidateBatch(batch, IngestLimits(), kCheckedAt);
 }
 
 void ExpectInvalid(const MetricBatch& batch, absl::string_view message) {
@@ -88,7 +88,7 @@ TEST(BatchValidationTest, ABatchSharingItsDeclarationsIsCheckedAsOneCarryingThem
 
 TEST(BatchValidationTest, RefusesTimesOutsideTheWindow) {
   MetricBatch batch = GoodBatch();
-  batch.reports[1].time_us = absl::ToUnixMicros(kNow + absl::Minutes(11));
+  batch.reports[1].time_us = absl::ToUnixMicros(kCheckedAt + absl::Minutes(11));
   ExpectInvalid(batch, "batch.reports[1].time: 2027-01-15T08:11:00Z is more "
                        "than 10m ahead of the server's clock");
   batch.reports[1].time_us = 946684799000000;  // 1999-12-31
@@ -107,13 +107,13 @@ TEST(BatchValidationTest, RefusesEmptyAndOversizedBatches) {
 
   IngestLimits limits;
   limits.max_reports_per_batch = 1;
-  EXPECT_THAT(ValidateBatch(GoodBatch(), limits, kNow),
+  EXPECT_THAT(ValidateBatch(GoodBatch(), limits, kCheckedAt),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("batch.reports: 2 reports is more than the "
                                  "limit of 1")));
   limits = IngestLimits();
   limits.max_values_per_batch = 2;
-  EXPECT_THAT(ValidateBatch(GoodBatch(), limits, kNow),
+  EXPECT_THAT(ValidateBatch(GoodBatch(), limits, kCheckedAt),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("3 values is more than the limit of 2")));
 }

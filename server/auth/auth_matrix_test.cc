@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/test_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/determined/api/v1/profiler.pb.h"
@@ -54,10 +55,10 @@ using test_util::ServedMethods;
 using test_util::ServedProtoFiles;
 using test_util::SetInt32At;
 
-constexpr int32_t kTrial = 7;
+constexpr int32_t kMatrixTrial = 7;
 constexpr int32_t kOtherTrial = 8;
 
-absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
+using ::metrics::test_util::Deadline;
 
 // The credentials of one row of the matrix.
 struct Caller {
@@ -175,7 +176,7 @@ class AuthMatrixTest : public ::testing::Test {
     storage::pg::PgMetricStoreOptions store_options;
     store_options.database_url = server_->database_url();
     auto trials = storage::pg::PgMetricStore::Create(store_options);
-    ASSERT_TRUE(trials->CreateTrial(kTrial, Deadline()).ok());
+    ASSERT_TRUE(trials->CreateTrial(kMatrixTrial, Deadline()).ok());
     ASSERT_TRUE(trials->CreateTrial(kOtherTrial, Deadline()).ok());
     tokens_ = new storage::pg::PgTokenStore(server_->database_url());
 
@@ -194,7 +195,7 @@ class AuthMatrixTest : public ::testing::Test {
     };
     const auto admin = add("admin", TokenRole::kAdmin, std::nullopt);
     const auto viewer = add("viewer", TokenRole::kViewer, std::nullopt);
-    const auto reporter = add("reporter", TokenRole::kReporter, kTrial);
+    const auto reporter = add("reporter", TokenRole::kReporter, kMatrixTrial);
     const auto other = add("other", TokenRole::kReporter, kOtherTrial);
     const auto expired =
         add("expired", TokenRole::kAdmin, std::nullopt, absl::Milliseconds(1));
@@ -246,7 +247,7 @@ TEST_F(AuthMatrixTest, EveryGrpcMethodAnswersAsItsRuleSays) {
     const std::string name = FullName(method);
     // Trial-ending calls last, so the trial stays active for the rest.
     if (method->name() == "UpdateTrial") continue;
-    std::unique_ptr<Message> request = RequestFor(method, kTrial);
+    std::unique_ptr<Message> request = RequestFor(method, kMatrixTrial);
     for (const Caller& caller : *callers_) {
       const grpc::Status status =
           CallGeneric(channel, name, *request, caller.authorization,
@@ -296,21 +297,21 @@ TEST_F(AuthMatrixTest, EveryRestRouteAnswersAsItsRuleSays) {
     std::string path;
     for (const Route::Segment& segment : route.segments) {
       absl::StrAppend(&path, "/",
-                      segment.variable ? absl::StrCat(kTrial) : segment.text);
+                      segment.variable ? absl::StrCat(kMatrixTrial) : segment.text);
     }
     // Summaries and GetMetrics name their trials in the query string.
     if (route.method->name() == "SummarizeSeries") {
-      absl::StrAppend(&path, "?trialId=", kTrial);
+      absl::StrAppend(&path, "?trialId=", kMatrixTrial);
     }
     if (route.method->name() == "GetMetrics") {
-      absl::StrAppend(&path, "?trialIds=", kTrial, "&group=training");
+      absl::StrAppend(&path, "?trialIds=", kMatrixTrial, "&group=training");
     }
-    std::unique_ptr<Message> request = RequestFor(route.method, kTrial);
+    std::unique_ptr<Message> request = RequestFor(route.method, kMatrixTrial);
     // A body naming the trial where the rule looks (the path does too).
     std::string body = route.body.empty() ? "" : "{}";
     if (route.method->name() == "PostTrialProfilerMetricsBatch") {
       body =
-          absl::StrCat(R"({"batches":[{"labels":{"trialId":)", kTrial, "}}]}");
+          absl::StrCat(R"({"batches":[{"labels":{"trialId":)", kMatrixTrial, "}}]}");
     }
     for (const Caller& caller : *callers_) {
       const std::string header = HeaderLines(caller);
@@ -371,7 +372,7 @@ TEST_F(AuthMatrixTest, UpdateTrialIsForAdminsOnly) {
 // A summary of several trials is allowed only where every one is: a viewer
 // compares any runs, a reporter none beside its own.
 TEST_F(AuthMatrixTest, ASummaryOfSeveralTrialsIsCheckedOnEachOfThem) {
-  const std::string path = absl::StrCat("/api/v1/metrics/system/summary?trialId=", kTrial,
+  const std::string path = absl::StrCat("/api/v1/metrics/system/summary?trialId=", kMatrixTrial,
                                         "&trialId=", kOtherTrial);
   for (const Caller& caller : *callers_) {
     if (!caller.principal) continue;
@@ -441,17 +442,17 @@ TEST_F(AuthMatrixTest, AnAdminMintsAReporterTokenThatWorksForItsTrialOnly) {
   context.AddMetadata("authorization", (*callers_)[5].authorization);
   v1::CreateTokenRequest create;
   create.set_role(v1::ApiToken::REPORTER);
-  create.set_trial_id(kTrial);
+  create.set_trial_id(kMatrixTrial);
   create.set_name("agents of 7");
   create.set_ttl_seconds(3600);
   v1::CreateTokenResponse created;
   grpc::Status status = tokens->CreateToken(&context, create, &created);
   ASSERT_TRUE(status.ok()) << status.error_message();
-  EXPECT_EQ(created.token().trial_id(), kTrial);
+  EXPECT_EQ(created.token().trial_id(), kMatrixTrial);
   EXPECT_TRUE(created.token().has_expires_at());
 
   v1::ReportSystemMetricsRequest report;
-  report.mutable_batch()->set_trial_id(kTrial);
+  report.mutable_batch()->set_trial_id(kMatrixTrial);
   const std::string kReport = "/metrics.v1.IngestService/ReportSystemMetrics";
   const std::string bearer = "Bearer " + created.secret();
   // Allowed (the empty batch is then refused for its content).

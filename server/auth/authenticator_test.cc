@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/retry_after.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/test_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/pg/pg_metric_store.h"
@@ -29,7 +30,7 @@ using storage::TokenRole;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
+using ::metrics::test_util::Deadline;
 
 // A clock the test moves.
 class FakeClock {

@@ -13,6 +13,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/test_time.h"
 #include "gtest/gtest.h"
 #include "storage/pg/pg_metric_store.h"
 #include "storage/pg/pg_token_store.h"
@@ -24,7 +25,7 @@ namespace {
 using ::metrics::test_util::TestDatabase;
 using storage::TokenRole;
 
-absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
+using ::metrics::test_util::Deadline;
 
 // What a stream heard.
 struct Heard {

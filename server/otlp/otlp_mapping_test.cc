@@ -18,9 +18,9 @@ namespace otlp = ::opentelemetry::proto;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
-using Request = otlp::collector::metrics::v1::ExportMetricsServiceRequest;
+using ExportRequest = otlp::collector::metrics::v1::ExportMetricsServiceRequest;
 
-const absl::Time kNow = absl::FromUnixSeconds(1790000000);
+const absl::Time kExportedAt = absl::FromUnixSeconds(1790000000);
 const uint64_t kT0 = uint64_t{1790000000} * 1000000000;  // ns
 constexpr uint64_t kSecond = 1000000000;
 
@@ -31,7 +31,7 @@ void Attribute(google::protobuf::RepeatedPtrField<otlp::common::v1::KeyValue>* t
   kv->mutable_value()->set_string_value(value);
 }
 
-otlp::metrics::v1::ResourceMetrics* Resource(Request& request, const std::string& trial,
+otlp::metrics::v1::ResourceMetrics* Resource(ExportRequest& request, const std::string& trial,
                                              const std::string& host) {
   auto* rm = request.add_resource_metrics();
   if (!trial.empty()) Attribute(rm->mutable_resource()->mutable_attributes(), "trial.id", trial);
@@ -85,7 +85,7 @@ TEST(OtlpMappingTest, HostMetricsBecomeTheServicesSeries) {
   std::map<std::string, std::string> units;
   std::map<std::string, double> values;
   for (int step = 0; step < 2; ++step) {
-    Request request;
+    ExportRequest request;
     auto* rm = Resource(request, "7", "node-1");
     const uint64_t t = kT0 + step * 10 * kSecond;
     auto* cpu = Metric(rm, "system.cpu.utilization", "1")->mutable_gauge();
@@ -105,7 +105,7 @@ TEST(OtlpMappingTest, HostMetricsBecomeTheServicesSeries) {
           {{"device", "eth1"}, {"direction", "transmit"}});
     Point(net->mutable_data_points(), t, 9e9 + step * 1e9,
           {{"device", "lo"}, {"direction", "transmit"}});
-    OtlpBatches out = MapExport(request, rates, storage::IngestLimits(), kNow);
+    OtlpBatches out = MapExport(request, rates, storage::IngestLimits(), kExportedAt);
     EXPECT_EQ(out.rejected_points, 0);
     for (const auto& [k, v] : Values(out, &units)) values[k] = v;
   }
@@ -121,7 +121,7 @@ TEST(OtlpMappingTest, HostMetricsBecomeTheServicesSeries) {
 
 TEST(OtlpMappingTest, GpuSignalsFromSemanticConventionsAndDcgm) {
   RateState rates;
-  Request request;
+  ExportRequest request;
   auto* rm = Resource(request, "7", "node-1");
   auto* util = Metric(rm, "hw.gpu.utilization", "1")->mutable_gauge();
   Point(util->mutable_data_points(), kT0, 0.97, {{"hw.id", "GPU-a"}});
@@ -133,7 +133,7 @@ TEST(OtlpMappingTest, GpuSignalsFromSemanticConventionsAndDcgm) {
   Point(dcgm->mutable_data_points(), kT0, 1024, {{"UUID", "GPU-b"}, {"Hostname", "x"}});
   auto* clock = Metric(rm, "DCGM_FI_DEV_SM_CLOCK", "")->mutable_gauge();
   Point(clock->mutable_data_points(), kT0, 1980, {{"UUID", "GPU-b"}});
-  OtlpBatches out = MapExport(request, rates, storage::IngestLimits(), kNow);
+  OtlpBatches out = MapExport(request, rates, storage::IngestLimits(), kExportedAt);
   std::map<std::string, double> values = Values(out);
   EXPECT_DOUBLE_EQ(values["7/node-1/gpu_util/GPU-a@0"], 97);
   EXPECT_DOUBLE_EQ(values["7/node-1/gpu_free_memory/GPU-a@0"], 20e9);
@@ -143,7 +143,7 @@ TEST(OtlpMappingTest, GpuSignalsFromSemanticConventionsAndDcgm) {
 
 TEST(OtlpMappingTest, OtherMetricsKeepTheirNameUnitAndAttributes) {
   RateState rates;
-  Request request;
+  ExportRequest request;
   auto* rm = Resource(request, "7", "node-1");
   auto* loss = Metric(rm, "train.loss", "1")->mutable_gauge();
   Point(loss->mutable_data_points(), kT0, 0.5);
@@ -152,7 +152,7 @@ TEST(OtlpMappingTest, OtherMetricsKeepTheirNameUnitAndAttributes) {
   Point(time->mutable_data_points(), kT0, 3, {{"state", "system"}, {"cpu", "0"}});
   std::map<std::string, std::string> units;
   std::map<std::string, double> values =
-      Values(MapExport(request, rates, storage::IngestLimits(), kNow), &units);
+      Values(MapExport(request, rates, storage::IngestLimits(), kExportedAt), &units);
   EXPECT_DOUBLE_EQ(values["7/node-1/train.loss/@0"], 0.5);
   EXPECT_DOUBLE_EQ(values["7/node-1/system.cpu.time{cpu=0,state=user}/@0"], 12);
   EXPECT_DOUBLE_EQ(values["7/node-1/system.cpu.time{cpu=0,state=system}/@0"], 3);
@@ -161,7 +161,7 @@ TEST(OtlpMappingTest, OtherMetricsKeepTheirNameUnitAndAttributes) {
 
 TEST(OtlpMappingTest, RefusalsAreCountedWithTheirReasonsAndTheRestKept) {
   RateState rates;
-  Request request;
+  ExportRequest request;
   auto* none = Resource(request, "", "node-1");
   Point(Metric(none, "a", "1")->mutable_gauge()->mutable_data_points(), kT0, 1);
   auto* bad = Resource(request, "seven", "node-1");
@@ -174,7 +174,7 @@ TEST(OtlpMappingTest, RefusalsAreCountedWithTheirReasonsAndTheRestKept) {
   Point(g->mutable_data_points(), 0, 3);
   Point(g->mutable_data_points(), kT0 + 3600 * kSecond, 4);  // beyond max_future
   Point(g->mutable_data_points(), kT0 + kSecond, std::nan(""));
-  OtlpBatches out = MapExport(request, rates, storage::IngestLimits(), kNow);
+  OtlpBatches out = MapExport(request, rates, storage::IngestLimits(), kExportedAt);
   EXPECT_EQ(out.rejected_points, 7);
   // The first five distinct reasons.
   EXPECT_THAT(out.reasons,
@@ -187,12 +187,12 @@ TEST(OtlpMappingTest, RefusalsAreCountedWithTheirReasonsAndTheRestKept) {
 
 TEST(OtlpMappingTest, ASeriesRepeatedAtOneTimeKeepsBothValues) {
   RateState rates;
-  Request request;
+  ExportRequest request;
   auto* rm = Resource(request, "7", "node-1");
   auto* g = Metric(rm, "ok", "1")->mutable_gauge();
   Point(g->mutable_data_points(), kT0, 1);
   Point(g->mutable_data_points(), kT0, 2);  // the same series and time
-  OtlpBatches out = MapExport(request, rates, storage::IngestLimits(), kNow);
+  OtlpBatches out = MapExport(request, rates, storage::IngestLimits(), kExportedAt);
   EXPECT_EQ(out.rejected_points, 0);
   EXPECT_EQ(out.accepted_points, 2);
   ASSERT_EQ(out.batches.size(), 1u);
@@ -203,20 +203,20 @@ TEST(OtlpMappingTest, ASeriesRepeatedAtOneTimeKeepsBothValues) {
 
 TEST(OtlpMappingTest, AnExportPastTheBatchLimitsIsSplitIntoBatchesWithinThem) {
   RateState rates;
-  Request request;
+  ExportRequest request;
   auto* rm = Resource(request, "7", "collector-host");
   for (int i = 0; i < 5000; ++i) {
     auto* g = Metric(rm, absl::StrCat("app.gauge_", i), "1")->mutable_gauge();
     Point(g->mutable_data_points(), kT0, i);
   }
   const storage::IngestLimits limits;
-  OtlpBatches out = MapExport(request, rates, limits, kNow);
+  OtlpBatches out = MapExport(request, rates, limits, kExportedAt);
   EXPECT_EQ(out.rejected_points, 0);
   EXPECT_EQ(out.accepted_points, 5000);
   ASSERT_EQ(out.batches.size(), 2u);
   size_t values = 0;
   for (const storage::MetricBatch& b : out.batches) {
-    const absl::Status valid = storage::ValidateBatch(b, limits, kNow);
+    const absl::Status valid = storage::ValidateBatch(b, limits, kExportedAt);
     EXPECT_TRUE(valid.ok()) << valid;
     values += b.ValueCount();
   }
@@ -225,7 +225,7 @@ TEST(OtlpMappingTest, AnExportPastTheBatchLimitsIsSplitIntoBatchesWithinThem) {
 
 TEST(OtlpMappingTest, AnAgentWhosePointsAreAllRefusedHasNoBatch) {
   RateState rates;
-  Request request;
+  ExportRequest request;
   auto* rm = Resource(request, "7", "node-1");
   auto* g = Metric(rm, "bad\x01name", "1")->mutable_gauge();
   Point(g->mutable_data_points(), kT0, 1);
@@ -233,7 +233,7 @@ TEST(OtlpMappingTest, AnAgentWhosePointsAreAllRefusedHasNoBatch) {
   auto* other = Resource(request, "7", "node-2");
   Point(Metric(other, "ok", "1")->mutable_gauge()->mutable_data_points(), kT0, 3);
   Point(Metric(other, "ok", "\x7f")->mutable_gauge()->mutable_data_points(), kT0, 4);
-  OtlpBatches out = MapExport(request, rates, storage::IngestLimits(), kNow);
+  OtlpBatches out = MapExport(request, rates, storage::IngestLimits(), kExportedAt);
   EXPECT_EQ(out.rejected_points, 3);
   EXPECT_EQ(out.accepted_points, 1);
   EXPECT_THAT(out.reasons,

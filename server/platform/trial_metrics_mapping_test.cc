@@ -24,7 +24,7 @@ using ::testing::HasSubstr;
 using ::testing::Pair;
 using ::testing::SizeIs;
 
-const absl::Time kNow = absl::FromUnixSeconds(1796083200);  // 2026-12-01
+const absl::Time kReportedAt = absl::FromUnixSeconds(1796083200);  // 2026-12-01
 constexpr absl::string_view kTime = "2026-12-01T00:00:57.937236+00:00";
 const int64_t kTimeUs = int64_t{1796083257} * 1000000 + 937236;
 
@@ -49,7 +49,7 @@ std::string Body(absl::string_view group, absl::string_view avg,
 }
 
 absl::StatusOr<MappedTrialMetrics> Map(absl::string_view body) {
-  return MapTrialMetrics(Request(body), storage::IngestLimits(), kNow);
+  return MapTrialMetrics(Request(body), storage::IngestLimits(), kReportedAt);
 }
 
 // series "name/gpu" (unit) -> value, of one agent's batch.
@@ -158,7 +158,7 @@ TEST(TrialMetricsMappingTest, BothHarnessFormsAndNoReportTimeAreTaken) {
       MappedTrialMetrics now,
       Map(R"({"metrics": {"metrics": {"avgMetrics": {"n": {"memory_free": 5}}}, "trialId": 7,
               "trialRunId": 1}, "group": "memory"})"));
-  EXPECT_EQ(now.profiling->batches[0].reports[0].time_us, absl::ToUnixMicros(kNow));
+  EXPECT_EQ(now.profiling->batches[0].reports[0].time_us, absl::ToUnixMicros(kReportedAt));
 }
 
 TEST(TrialMetricsMappingTest, RefusalsNameTheFieldAsTheHarnessSendsIt) {
@@ -243,7 +243,7 @@ TEST(TrialMetricsMappingTest, OtherGroupsAreTheirGenericRowAsSent) {
   (*grpc.mutable_metrics()->mutable_metrics()->mutable_avg_metrics()->mutable_fields())["x"]
       .set_number_value(-std::numeric_limits<double>::infinity());
   ASSERT_OK_AND_ASSIGN(MappedTrialMetrics custom,
-                       MapTrialMetrics(grpc, storage::IngestLimits(), kNow));
+                       MapTrialMetrics(grpc, storage::IngestLimits(), kReportedAt));
   EXPECT_EQ(custom.generic->avg_metrics, R"({"x":"-Infinity"})");
   EXPECT_FALSE(custom.generic->steps_completed.has_value());
   EXPECT_FALSE(custom.generic->time_us.has_value());

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/test_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/determined/api/v1/profiler.grpc.pb.h"
@@ -28,7 +29,7 @@ using ::metrics::test_util::HttpResult;
 using ::metrics::test_util::TestServer;
 using ::testing::HasSubstr;
 
-absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
+using ::metrics::test_util::Deadline;
 
 std::string CpuReport(absl::Time time) {
   return absl::StrCat(

@@ -18,7 +18,7 @@ namespace {
 using ::metrics::test_util::StatusIs;
 using ::testing::HasSubstr;
 
-const google::protobuf::FieldDescriptor* Value(
+const google::protobuf::FieldDescriptor* ValueField(
     const google::protobuf::Message& m) {
   return m.GetDescriptor()->FindFieldByName("value");
 }
@@ -59,7 +59,7 @@ TEST(FieldTextTest, APathOrQueryValueIsRefusedAsTheBodyRefusesIt) {
                          HasSubstr(c.refused)))
         << c.body_value;
     google::protobuf::DoubleValue from_url;
-    EXPECT_THAT(SetFieldFromText(&from_url, Value(from_url), c.url_value,
+    EXPECT_THAT(SetFieldFromText(&from_url, ValueField(from_url), c.url_value,
                                  TextForm::kUrl),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          HasSubstr(c.refused)))
@@ -70,12 +70,12 @@ TEST(FieldTextTest, APathOrQueryValueIsRefusedAsTheBodyRefusesIt) {
   EXPECT_THAT(ParseJsonBody(R"({"value": 3.5e38})", {}, &f),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("out of range for a float")));
-  EXPECT_THAT(SetFieldFromText(&f, Value(f), "3.5e38", TextForm::kUrl),
+  EXPECT_THAT(SetFieldFromText(&f, ValueField(f), "3.5e38", TextForm::kUrl),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("\"3.5e38\" is out of range for a float")));
   // The mapping's names for what a number cannot write, in both.
   google::protobuf::DoubleValue named;
-  ASSERT_OK(SetFieldFromText(&named, Value(named), "NaN", TextForm::kUrl));
+  ASSERT_OK(SetFieldFromText(&named, ValueField(named), "NaN", TextForm::kUrl));
   EXPECT_TRUE(std::isnan(named.value()));
   ASSERT_OK(ParseJsonBody(R"({"value": "-Infinity"})", {}, &named));
   EXPECT_EQ(named.value(), -HUGE_VAL);
@@ -84,32 +84,32 @@ TEST(FieldTextTest, APathOrQueryValueIsRefusedAsTheBodyRefusesIt) {
 TEST(FieldTextTest, EachFormTakesWhatTheMappingAllows) {
   google::protobuf::Int32Value i;
   // A JSON number may write a whole number so; text may not.
-  ASSERT_OK(SetFieldFromText(&i, Value(i), "1e3", TextForm::kJsonLiteral));
+  ASSERT_OK(SetFieldFromText(&i, ValueField(i), "1e3", TextForm::kJsonLiteral));
   EXPECT_EQ(i.value(), 1000);
-  EXPECT_THAT(SetFieldFromText(&i, Value(i), "1e3", TextForm::kUrl),
+  EXPECT_THAT(SetFieldFromText(&i, ValueField(i), "1e3", TextForm::kUrl),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("\"1e3\" is not an int32")));
-  EXPECT_THAT(SetFieldFromText(&i, Value(i), "2147483648", TextForm::kUrl),
+  EXPECT_THAT(SetFieldFromText(&i, ValueField(i), "2147483648", TextForm::kUrl),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("is not an int32")));
   google::protobuf::UInt64Value u;
-  EXPECT_THAT(SetFieldFromText(&u, Value(u), "-1", TextForm::kJsonString),
+  EXPECT_THAT(SetFieldFromText(&u, ValueField(u), "-1", TextForm::kJsonString),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("is not a uint64")));
   // NaN is a string's name in the mapping, not a number.
   google::protobuf::DoubleValue d;
-  EXPECT_THAT(SetFieldFromText(&d, Value(d), "NaN", TextForm::kJsonLiteral),
+  EXPECT_THAT(SetFieldFromText(&d, ValueField(d), "NaN", TextForm::kJsonLiteral),
               StatusIs(absl::StatusCode::kInvalidArgument));
   google::protobuf::BoolValue b;
-  ASSERT_OK(SetFieldFromText(&b, Value(b), "true", TextForm::kUrl));
+  ASSERT_OK(SetFieldFromText(&b, ValueField(b), "true", TextForm::kUrl));
   EXPECT_TRUE(b.value());
-  EXPECT_THAT(SetFieldFromText(&b, Value(b), "yes", TextForm::kUrl),
+  EXPECT_THAT(SetFieldFromText(&b, ValueField(b), "yes", TextForm::kUrl),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("\"yes\" is not true or false")));
   google::protobuf::BytesValue bytes;
-  ASSERT_OK(SetFieldFromText(&bytes, Value(bytes), "aGk=", TextForm::kUrl));
+  ASSERT_OK(SetFieldFromText(&bytes, ValueField(bytes), "aGk=", TextForm::kUrl));
   EXPECT_EQ(bytes.value(), "hi");
-  EXPECT_THAT(SetFieldFromText(&bytes, Value(bytes), "*", TextForm::kUrl),
+  EXPECT_THAT(SetFieldFromText(&bytes, ValueField(bytes), "*", TextForm::kUrl),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("is not base64")));
 }

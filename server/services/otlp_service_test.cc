@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/test_time.h"
 #include "gmock/gmock.h"
 #include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
@@ -30,7 +31,7 @@ namespace otlp = ::opentelemetry::proto;
 using ::metrics::test_util::TestServer;
 using ::testing::HasSubstr;
 
-absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
+using ::metrics::test_util::Deadline;
 
 // One resource of `trial` and `host` with a gauge "train.loss" of `points`
 // points a second apart from a minute ago, and one point of GPU

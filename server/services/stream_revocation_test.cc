@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/test_time.h"
 #include "gtest/gtest.h"
 #include "proto/metrics/v1/ingest.grpc.pb.h"
 #include "proto/metrics/v1/query.grpc.pb.h"
@@ -28,7 +29,7 @@ namespace {
 
 using ::metrics::test_util::TestServer;
 
-absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
+using ::metrics::test_util::Deadline;
 
 // A stream run on a thread of its own until the server ends it (or the
 // client cancels), noting how it ended.

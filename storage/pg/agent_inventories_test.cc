@@ -7,6 +7,7 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/test_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/pg/pg_metric_store.h"
@@ -18,7 +19,7 @@ namespace {
 using ::metrics::test_util::TestDatabase;
 using ::testing::HasSubstr;
 
-const absl::Time kT0 = absl::FromUnixSeconds(1763800000);
+using ::metrics::test_util::kT0;
 
 AgentInventory Inventory(absl::string_view driver) {
   AgentInventory inventory;

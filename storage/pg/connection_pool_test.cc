@@ -18,6 +18,7 @@
 #include "common/status_macros.h"
 #include "common/testing/eventually.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/test_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/pg/pooled_transaction.h"
@@ -32,7 +33,7 @@ using ::metrics::test_util::TestDatabase;
 
 constexpr char kApplication[] = "connection_pool_test";
 
-absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
+using ::metrics::test_util::Deadline;
 
 class ConnectionPoolTest : public ::testing::Test {
  protected:

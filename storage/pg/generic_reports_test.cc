@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/test_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/pg/pg_metric_store.h"
@@ -26,9 +27,9 @@ using ::metrics::test_util::TestDatabase;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-const absl::Time kT0 = absl::FromUnixSeconds(1796083200);
+const absl::Time kReportsT0 = absl::FromUnixSeconds(1796083200);
 
-absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
+using ::metrics::test_util::Deadline;
 
 class GenericReportsTest : public ::testing::Test {
  protected:
@@ -44,7 +45,7 @@ class GenericReportsTest : public ::testing::Test {
   std::unique_ptr<PgMetricStore> NewStore() const {
     PgMetricStoreOptions options;
     options.database_url = db_->url();
-    options.clock = [] { return kT0 + absl::Hours(1); };
+    options.clock = [] { return kReportsT0 + absl::Hours(1); };
     return PgMetricStore::Create(std::move(options));
   }
 
@@ -55,7 +56,7 @@ class GenericReportsTest : public ::testing::Test {
     return r.empty() || r[0][0].is_null() ? "" : r[0][0].as<std::string>();
   }
 
-  // A harness-like profiling report of `agent` at kT0 + `seconds`.
+  // A harness-like profiling report of `agent` at kReportsT0 + `seconds`.
   static MetricBatch Report(double seconds, std::optional<int32_t> run = 1,
                             absl::string_view agent = "node-1") {
     MetricBatch batch;
@@ -64,7 +65,7 @@ class GenericReportsTest : public ::testing::Test {
     batch.agent_id = std::string(agent);
     batch.run_id = run;
     batch.sequence_is_time = true;
-    const int64_t time_us = absl::ToUnixMicros(kT0 + absl::Seconds(seconds));
+    const int64_t time_us = absl::ToUnixMicros(kReportsT0 + absl::Seconds(seconds));
     batch.sequence = time_us;
     batch.series = {{"cpu_util_simple", "", "percent"}};
     batch.reports = {{time_us, {0}, {seconds}, std::nullopt}};
@@ -89,7 +90,7 @@ class GenericReportsTest : public ::testing::Test {
     r.run_id = run;
     r.group = "training";
     r.steps_completed = steps;
-    r.time_us = absl::ToUnixMicros(kT0 + absl::Seconds(steps));
+    r.time_us = absl::ToUnixMicros(kReportsT0 + absl::Seconds(steps));
     r.avg_metrics = std::move(avg);
     r.batch_metrics = std::move(batches);
     return r;
@@ -279,7 +280,7 @@ TEST_F(GenericReportsTest, RowsArePagedAsThePlatformPagesThem) {
   EXPECT_EQ(page[0].total_batches, 3);
   EXPECT_EQ(page[1].total_batches, 4);
   EXPECT_EQ(page[0].group, "training");
-  EXPECT_EQ(page[0].time_us, absl::ToUnixMicros(kT0 + absl::Seconds(3)));
+  EXPECT_EQ(page[0].time_us, absl::ToUnixMicros(kReportsT0 + absl::Seconds(3)));
   EXPECT_EQ(page[0].metrics_json, R"({"avg_metrics": {"loss": 1}, "batch_metrics": null})");
   EXPECT_GT(page[0].id, 0);
   ASSERT_OK_AND_ASSIGN(std::vector<GenericRow> mine,

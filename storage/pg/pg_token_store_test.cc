@@ -10,6 +10,7 @@
 #include "common/api_token.h"
 #include "common/subprocess.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/test_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/pg/pg_metric_store.h"
@@ -25,7 +26,7 @@ using ::metrics::test_util::TestDatabase;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
+using ::metrics::test_util::Deadline;
 
 class PgTokenStoreTest : public ::testing::Test {
  protected:

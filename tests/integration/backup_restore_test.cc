@@ -31,22 +31,22 @@ namespace {
 
 using ::google::protobuf::util::MessageDifferencer;
 
-constexpr int kAgents = 3;
-constexpr int kBatches = 30;  // an agent's, in three parts of 10
-constexpr int kReportsPerBatch = 10;
-const absl::Time kStart = absl::FromUnixSeconds(1'790'000'000);
+constexpr int kBackupAgents = 3;
+constexpr int kBackupBatches = 30;  // an agent's, in three parts of 10
+constexpr int kBackupReportsPerBatch = 10;
+const absl::Time kBackupStart = absl::FromUnixSeconds(1'790'000'000);
 
 // Agent `agent`'s batches, a report a second.
 std::vector<v1::SystemMetricsBatch> AgentBatches(int agent) {
-  std::vector<v1::SystemMetricsBatch> batches(kBatches);
-  for (int b = 0; b < kBatches; ++b) {
+  std::vector<v1::SystemMetricsBatch> batches(kBackupBatches);
+  for (int b = 0; b < kBackupBatches; ++b) {
     v1::SystemMetricsBatch& batch = batches[b];
     batch.set_trial_id(1);
     batch.set_agent_id(absl::StrCat("node-", agent));
     DeclareRealisticSeries(batch, absl::StrCat(agent, "-"));
-    for (int r = 0; r < kReportsPerBatch; ++r) {
-      const int i = b * kReportsPerBatch + r;
-      AddRealisticReport(batch, kStart + absl::Seconds(i), agent * 100000 + i);
+    for (int r = 0; r < kBackupReportsPerBatch; ++r) {
+      const int i = b * kBackupReportsPerBatch + r;
+      AddRealisticReport(batch, kBackupStart + absl::Seconds(i), agent * 100000 + i);
     }
   }
   return batches;
@@ -54,10 +54,10 @@ std::vector<v1::SystemMetricsBatch> AgentBatches(int agent) {
 
 // Every agent sends its first `count` batches on its stream (all it has
 // sent before included: the stream resumes after the server's position).
-absl::Status Stream(const std::string& target, int count) {
+absl::Status StreamReports(const std::string& target, int count) {
   std::vector<std::thread> agents;
-  std::vector<absl::Status> results(kAgents);
-  for (int a = 0; a < kAgents; ++a) {
+  std::vector<absl::Status> results(kBackupAgents);
+  for (int a = 0; a < kBackupAgents; ++a) {
     agents.emplace_back([&, a] {
       std::vector<v1::SystemMetricsBatch> batches = AgentBatches(a);
       batches.resize(count);
@@ -83,9 +83,9 @@ absl::StatusOr<std::vector<v1::QuerySeriesResponse>> Charts(TestServer& server) 
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
     v1::QuerySeriesRequest request;
     request.set_trial_id(1);
-    request.mutable_start()->set_seconds(absl::ToUnixSeconds(kStart));
+    request.mutable_start()->set_seconds(absl::ToUnixSeconds(kBackupStart));
     request.mutable_end()->set_seconds(
-        absl::ToUnixSeconds(kStart) + kBatches * kReportsPerBatch);
+        absl::ToUnixSeconds(kBackupStart) + kBackupBatches * kBackupReportsPerBatch);
     request.set_max_points(max_points);
     const grpc::Status status = stub->QuerySeries(&context, request, &charts.emplace_back());
     if (!status.ok()) {
@@ -123,11 +123,11 @@ TEST(BackupRestoreTest, APointInTimeRestoreAnswersAsThenAndAgentsFillTheRestExac
   ASSERT_OK_AND_ASSIGN(auto original, TestServer::StartOn(cluster->url("postgres"), options));
   ASSERT_OK(CreateTrial(original->Channel(), 1));
   const std::string target = original->grpc_target();
-  ASSERT_OK(Stream(target, 10));
+  ASSERT_OK(StreamReports(target, 10));
 
   // The base backup of the live database, while the agents stream on.
   absl::Status streamed;
-  std::thread agents([&] { streamed = Stream(target, 20); });
+  std::thread agents([&] { streamed = StreamReports(target, 20); });
   const absl::Status backed_up = cluster->BaseBackup();
   agents.join();
   ASSERT_OK(backed_up);
@@ -137,8 +137,8 @@ TEST(BackupRestoreTest, APointInTimeRestoreAnswersAsThenAndAgentsFillTheRestExac
   ASSERT_OK_AND_ASSIGN(const std::vector<v1::QuerySeriesResponse> at_the_point,
                        Charts(*original));
   ASSERT_EQ(Samples(at_the_point[1]),
-            int64_t{kAgents} * 20 * kReportsPerBatch * kRealisticValuesPerReport);
-  ASSERT_OK(Stream(target, kBatches));
+            int64_t{kBackupAgents} * 20 * kBackupReportsPerBatch * kRealisticValuesPerReport);
+  ASSERT_OK(StreamReports(target, kBackupBatches));
   ASSERT_OK_AND_ASSIGN(const std::vector<v1::QuerySeriesResponse> at_the_end,
                        Charts(*original));
   original.reset();
@@ -152,12 +152,12 @@ TEST(BackupRestoreTest, APointInTimeRestoreAnswersAsThenAndAgentsFillTheRestExac
   // The agents still hold every batch (a client with a spool, or one whose
   // batches were not yet acknowledged): the restored positions say 20, so
   // 21 to 30 go again, once.
-  ASSERT_OK(Stream(restored->grpc_target(), kBatches));
+  ASSERT_OK(StreamReports(restored->grpc_target(), kBackupBatches));
   ASSERT_OK_AND_ASSIGN(const std::vector<v1::QuerySeriesResponse> refilled,
                        Charts(*restored));
   ExpectSameCharts(refilled, at_the_end);
   EXPECT_EQ(Samples(refilled[1]),
-            int64_t{kAgents} * kBatches * kReportsPerBatch * kRealisticValuesPerReport);
+            int64_t{kBackupAgents} * kBackupBatches * kBackupReportsPerBatch * kRealisticValuesPerReport);
 }
 
 }  // namespace

@@ -41,9 +41,9 @@ namespace {
 namespace pgtest = ::metrics::storage::pg::test_util;
 using ::testing::HasSubstr;
 
-constexpr int kAgents = 8;
-constexpr int kBatches = 100;  // per agent and round
-constexpr int kReportsPerBatch = 5;
+constexpr int kFailoverAgents = 8;
+constexpr int kFailoverBatches = 100;  // per agent and round
+constexpr int kFailoverReportsPerBatch = 5;
 constexpr int kValuesPerReport = kRealisticValuesPerReport;  // 25
 // An agent waits this long after each acknowledgement, so the fleet is
 // mid-stream (about 2 s of batches each) when the primary dies.
@@ -52,16 +52,16 @@ constexpr absl::Duration kPace = absl::Milliseconds(20);
 std::vector<v1::SystemMetricsBatch> AgentBatches(int round, int agent) {
   // An hour old: their windows are sealed as they come, rollups included.
   const absl::Time start = absl::Now() - absl::Hours(1) +
-                           absl::Seconds(round * kBatches * kReportsPerBatch);
+                           absl::Seconds(round * kFailoverBatches * kFailoverReportsPerBatch);
   std::vector<v1::SystemMetricsBatch> batches;
-  for (int b = 0; b < kBatches; ++b) {
+  for (int b = 0; b < kFailoverBatches; ++b) {
     v1::SystemMetricsBatch batch;
     batch.set_trial_id(1);
     batch.set_agent_id(absl::StrCat("agent-", agent));
     DeclareRealisticSeries(batch, absl::StrCat(agent, "-"));
-    for (int r = 0; r < kReportsPerBatch; ++r) {
-      AddRealisticReport(batch, start + absl::Seconds(b * kReportsPerBatch + r),
-                         round * 1000000 + agent * 10000 + b * kReportsPerBatch + r);
+    for (int r = 0; r < kFailoverReportsPerBatch; ++r) {
+      AddRealisticReport(batch, start + absl::Seconds(b * kFailoverReportsPerBatch + r),
+                         round * 1000000 + agent * 10000 + b * kFailoverReportsPerBatch + r);
     }
     batches.push_back(std::move(batch));
   }
@@ -93,8 +93,8 @@ class DatabaseFailoverTest : public ::testing::Test {
   // an agent's in-flight batch may have committed before; its next cannot
   // have).
   absl::Duration StreamThrough(int round, std::function<void()> fail) {
-    std::atomic<int64_t> acked[kAgents] = {};
-    std::atomic<int64_t> acked_at_fail[kAgents];
+    std::atomic<int64_t> acked[kFailoverAgents] = {};
+    std::atomic<int64_t> acked_at_fail[kFailoverAgents];
     for (auto& a : acked_at_fail) a = INT64_MAX / 2;  // no overflow at + 2
     absl::Mutex mu;
     absl::Time fail_time = absl::InfiniteFuture();
@@ -102,8 +102,8 @@ class DatabaseFailoverTest : public ::testing::Test {
     std::atomic<bool> done{false};
 
     std::vector<std::thread> agents;
-    std::vector<absl::Status> results(kAgents);
-    for (int a = 0; a < kAgents; ++a) {
+    std::vector<absl::Status> results(kFailoverAgents);
+    for (int a = 0; a < kFailoverAgents; ++a) {
       agents.emplace_back([&, a] {
         StreamerOptions options;
         options.stream_id = absl::StrCat("agent-", a, "/round-", round);
@@ -125,7 +125,7 @@ class DatabaseFailoverTest : public ::testing::Test {
     std::thread failer([&] {
       while (true) {
         bool all = true;
-        for (const auto& a : acked) all = all && a.load() >= kBatches / 4;
+        for (const auto& a : acked) all = all && a.load() >= kFailoverBatches / 4;
         if (all) break;
         absl::SleepFor(absl::Milliseconds(5));
       }
@@ -134,7 +134,7 @@ class DatabaseFailoverTest : public ::testing::Test {
         absl::MutexLock lock(&mu);
         fail_time = absl::Now();
       }
-      for (int a = 0; a < kAgents; ++a) acked_at_fail[a] = acked[a].load();
+      for (int a = 0; a < kFailoverAgents; ++a) acked_at_fail[a] = acked[a].load();
     });
     std::thread health([&] {
       while (!done.load()) {
@@ -166,7 +166,7 @@ class DatabaseFailoverTest : public ::testing::Test {
                      .value_or("") == "t";
         },
         absl::Seconds(30)));
-    const int64_t reports = int64_t{round + 1} * kAgents * kBatches * kReportsPerBatch;
+    const int64_t reports = int64_t{round + 1} * kFailoverAgents * kFailoverBatches * kFailoverReportsPerBatch;
     EXPECT_EQ(pgtest::CountRawValues(url, 1).value_or(-1), reports * kValuesPerReport);
     EXPECT_EQ(pgtest::CountReports(url, 1).value_or(-1), reports);
     EXPECT_EQ(pgtest::CountRepeatedReports(url, 1).value_or(-1), 0);

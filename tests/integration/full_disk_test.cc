@@ -37,9 +37,9 @@ namespace {
 
 namespace pgtest = ::metrics::storage::pg::test_util;
 
-constexpr int kBatches = 400;
-constexpr int kReportsPerBatch = 10;
-const absl::Time kStart = absl::FromUnixSeconds(1'790'000'000);
+constexpr int kDiskBatches = 400;
+constexpr int kDiskReportsPerBatch = 10;
+const absl::Time kDiskStart = absl::FromUnixSeconds(1'790'000'000);
 
 // A tmpfs of `size` mounted on a new folder the PostgreSQL server's user
 // owns; unmounted and removed when done.
@@ -115,14 +115,14 @@ TEST(FullDiskTest, IngestWaitsCommitsNothingTwiceSaysSoAndGoesOnWhenSpaceReturns
   }
   ASSERT_OK(CreateTrial(server->Channel(), 1));
 
-  std::vector<v1::SystemMetricsBatch> batches(kBatches);
-  for (int b = 0; b < kBatches; ++b) {
+  std::vector<v1::SystemMetricsBatch> batches(kDiskBatches);
+  for (int b = 0; b < kDiskBatches; ++b) {
     batches[b].set_trial_id(1);
     batches[b].set_agent_id("node-1");
     DeclareRealisticSeries(batches[b]);
-    for (int r = 0; r < kReportsPerBatch; ++r) {
-      const int i = b * kReportsPerBatch + r;
-      AddRealisticReport(batches[b], kStart + absl::Seconds(i), i);
+    for (int r = 0; r < kDiskReportsPerBatch; ++r) {
+      const int i = b * kDiskReportsPerBatch + r;
+      AddRealisticReport(batches[b], kDiskStart + absl::Seconds(i), i);
     }
   }
   std::atomic<int64_t> acked{0};
@@ -152,8 +152,8 @@ TEST(FullDiskTest, IngestWaitsCommitsNothingTwiceSaysSoAndGoesOnWhenSpaceReturns
   // full.
   const int64_t acked_when_full = acked;
   ASSERT_OK_AND_ASSIGN(const int64_t stored_when_full, pgtest::CountRawValues(url, 1));
-  EXPECT_GE(stored_when_full, acked_when_full * kReportsPerBatch * kRealisticValuesPerReport);
-  EXPECT_LT(acked_when_full, kBatches);
+  EXPECT_GE(stored_when_full, acked_when_full * kDiskReportsPerBatch * kRealisticValuesPerReport);
+  EXPECT_LT(acked_when_full, kDiskBatches);
   absl::SleepFor(absl::Seconds(3));  // past the retry limit
   ASSERT_OK_AND_ASSIGN(const int64_t stored_later, pgtest::CountRawValues(url, 1));
   EXPECT_EQ(stored_later, stored_when_full);
@@ -163,7 +163,7 @@ TEST(FullDiskTest, IngestWaitsCommitsNothingTwiceSaysSoAndGoesOnWhenSpaceReturns
   EXPECT_OK(streamed);
   ASSERT_OK_AND_ASSIGN(const int64_t stored_at_the_end, pgtest::CountRawValues(url, 1));
   EXPECT_EQ(stored_at_the_end,
-            int64_t{kBatches} * kReportsPerBatch * kRealisticValuesPerReport);
+            int64_t{kDiskBatches} * kDiskReportsPerBatch * kRealisticValuesPerReport);
   EXPECT_TRUE(Eventually([&] {
     return !absl::StrContains(Get(*server, "/healthz"), "STALLED") &&
            absl::StrContains(Get(*server, "/metrics"), "\nmetricsd_database_disk_full 0\n");

@@ -12,6 +12,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/subprocess.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/test_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/pg/jobs/rollup_rebuild.h"
@@ -29,7 +30,7 @@ using ::metrics::test_util::TestDatabase;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 
-const absl::Time kT0 = absl::FromUnixSeconds(1763800000);
+using ::metrics::test_util::kT0;
 // A day after kT0, at a window's start: no sealed window spans it.
 const absl::Time kHorizon = absl::FromUnixSeconds(1763886000);
 

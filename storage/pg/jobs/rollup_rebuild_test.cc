@@ -12,6 +12,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/subprocess.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/test_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/format/rollup_codec.h"
@@ -30,7 +31,7 @@ using ::metrics::test_util::TestDatabase;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 
-const absl::Time kT0 = absl::FromUnixSeconds(1763800000);
+using ::metrics::test_util::kT0;
 
 using Key = std::tuple<std::string, int, std::string>;  // agent, width, start
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/test_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/pg/pg_metric_store.h"
@@ -22,7 +23,7 @@ namespace {
 using ::metrics::test_util::StatusIs;
 using ::metrics::test_util::TestDatabase;
 
-const absl::Time kT0 = absl::FromUnixSeconds(1763800000);
+using ::metrics::test_util::kT0;
 
 // (series index, time, value), as a sink took them.
 using Taken = std::tuple<size_t, int64_t, double>;

@@ -18,6 +18,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/testing/test_time.h"
 #include "gtest/gtest.h"
 #include "storage/metric_store.h"
 #include "storage/pg/pg_metric_store.h"
@@ -25,7 +26,7 @@
 namespace metrics::storage::pg::test_util {
 
 // 2025-11-22 08:26:40 UTC: where the fixture's batches start.
-inline const absl::Time kT0 = absl::FromUnixSeconds(1763800000);
+using ::metrics::test_util::kT0;
 
 class StoreTest : public ::testing::Test {
  protected:
