@@ -5,17 +5,27 @@
 # into their node_modules. Safe to run again: apt-get skips what is
 # installed, and npm runs only when a lock file changed since its last
 # install.
+#   ./setup.sh         what ./run.sh and ./test.sh need
+#   ./setup.sh --all   also clang's sanitizers and libFuzzer (.ci/sanitize.sh,
+#                      fuzz/run.sh) and VictoriaMetrics (bench/peers.sh):
+#                      about 80 MB more to fetch and unpack, which the
+#                      README's commands do without
 set -euo pipefail
 cd "$(dirname "$0")"
 
+all=false
+case "${1:-}" in
+  "") ;;
+  --all) all=true ;;
+  -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "setup.sh: unknown argument $1 (--all or nothing)" >&2; exit 2 ;;
+esac
+
 packages=(
-  build-essential cmake pkg-config ninja-build clang
+  build-essential cmake pkg-config ninja-build
   # The compiler cache and the linker the build uses where they are
   # installed (CMakeLists.txt).
   ccache lld
-  # The sanitizer and fuzzer runtimes, and llvm-symbolizer for their reports
-  # (.ci/sanitize.sh).
-  libclang-rt-14-dev llvm-14
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libpqxx-dev libpq-dev libabsl-dev libssl-dev
   libgtest-dev libgmock-dev
@@ -41,9 +51,6 @@ packages=(
   openssl
   # promtool (in Debian's prometheus package) checks GET /metrics in the tests.
   prometheus
-  # The peers benchmark (bench/peers.sh) measures the service against it and
-  # Prometheus on the same data.
-  victoria-metrics
   # The tests check docker-compose's load balancer configuration with it.
   haproxy
   # pg_auto_failover: the engine that promotes a standby when the database
@@ -53,6 +60,16 @@ packages=(
   # downloaded one).
   chromium
 )
+if $all; then
+  packages+=(
+    # The sanitizer and fuzzer builds (.ci/sanitize.sh, fuzz/run.sh): clang,
+    # its runtimes, and llvm-symbolizer for their reports.
+    clang libclang-rt-14-dev llvm-14
+    # The peers benchmark (bench/peers.sh) measures the service against it
+    # and Prometheus on the same data.
+    victoria-metrics
+  )
+fi
 # Node.js and npm install uPlot, playwright-core and OpenTelemetry's
 # JavaScript SDK from the npm registry.
 # A machine that already has them (e.g. from NodeSource, whose nodejs

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 kind=${1:?usage: .ci/sanitize.sh address|thread [ctest arguments]}
 shift
-./setup.sh >/dev/null
+./setup.sh --all >/dev/null
 
 case "$kind" in
   address)

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in promtool prometheus victoria-metrics; do
-  command -v "$tool" >/dev/null || { echo "peers.sh: $tool is missing; run ./setup.sh" >&2; exit 1; }
+  command -v "$tool" >/dev/null || { echo "peers.sh: $tool is missing; run ./setup.sh --all" >&2; exit 1; }
 done
 ./build.sh peers_bench metricsd >/dev/null
 exec pg_virtualenv build/bench/peers_bench "$@"

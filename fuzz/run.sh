@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 seconds=${1:-30}
 shift || true
-./setup.sh >/dev/null
+./setup.sh --all >/dev/null
 CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DMETRICS_SANITIZE=address,undefined -DMETRICS_FUZZ=ON >/dev/null
 ninja -C build-asan -j"$(nproc 2>/dev/null || echo 2)" fuzz_targets >/dev/null
