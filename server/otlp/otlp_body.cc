@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/retry_after.h"
 #include "google/rpc/status.pb.h"
 #include "server/http/http_error.h"
 
@@ -124,6 +125,34 @@ HttpResponse OtlpErrorResponse(absl::string_view content_type, const absl::Statu
                                   absl::StrCat(std::max(1.0, seconds)));
   }
   return response;
+}
+
+HttpResponse OtlpBodyErrorResponse(absl::string_view content_type, const absl::Status& status) {
+  const absl::StatusCode code = status.code();
+  return OtlpErrorResponse(content_type, status,
+                           code == absl::StatusCode::kResourceExhausted    ? 413
+                           : code == absl::StatusCode::kFailedPrecondition ? 415
+                                                                           : 400);
+}
+
+HttpResponse OtlpExportAnswer(absl::string_view content_type, const absl::Status& status,
+                              const google::protobuf::Message& response) {
+  if (!status.ok()) {
+    return OtlpErrorResponse(content_type, status, 0,
+                             common::RetryAfterOf(status).value_or(absl::Seconds(1)));
+  }
+  HttpResponse answer;
+  if (MediaType(content_type) == "application/x-protobuf") {
+    answer.content_type = "application/x-protobuf";
+    answer.body = response.SerializeAsString();
+    return answer;
+  }
+  std::string json;
+  if (!google::protobuf::util::MessageToJsonString(response, &json).ok()) {
+    return ErrorResponse(absl::InternalError("the answer could not be written"));
+  }
+  answer.body = std::move(json);
+  return answer;
 }
 
 }  // namespace metrics::server

@@ -8,11 +8,13 @@
 // is inflated, never inflated whole.
 //
 // Its errors are answered as the specification asks: a google.rpc.Status
-// in the request's encoding.
+// in the request's encoding; so is the service's answer to the export.
 //
 // Thread-safety: pure functions.
 #ifndef METRICS_SERVER_OTLP_OTLP_BODY_H_
 #define METRICS_SERVER_OTLP_OTLP_BODY_H_
+
+#include <google/protobuf/message.h>
 
 #include <cstddef>
 
@@ -42,6 +44,18 @@ DecodeOtlpBody(absl::string_view content_type, absl::string_view content_encodin
 HttpResponse OtlpErrorResponse(absl::string_view content_type, const absl::Status& status,
                                int http_status = 0,
                                absl::Duration retry_after = absl::Seconds(1));
+
+// The answer to a body DecodeOtlpBody refused, by its code: 413 past the
+// size limit, 415 for a content type or encoding it does not take, 400
+// otherwise.
+HttpResponse OtlpBodyErrorResponse(absl::string_view content_type, const absl::Status& status);
+
+// The answer to an export of `content_type` that the service answered with
+// `status` and `response` (an ExportMetricsServiceResponse): the response in
+// the request's encoding, or OtlpErrorResponse with the service's wait (the
+// ingest queue full) or a second.
+HttpResponse OtlpExportAnswer(absl::string_view content_type, const absl::Status& status,
+                              const google::protobuf::Message& response);
 
 }  // namespace metrics::server
 

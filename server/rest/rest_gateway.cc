@@ -10,8 +10,6 @@
 #include <optional>
 #include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -346,45 +344,20 @@ HttpResponse RestGateway::ExportOtlp(const HttpRequest& request) const {
   const std::string content_type(request.Header("content-type"));
   absl::StatusOr<collector::ExportMetricsServiceRequest> decoded =
       DecodeOtlpBody(content_type, request.Header("content-encoding"), request.body);
-  if (!decoded.ok()) {
-    const absl::StatusCode code = decoded.status().code();
-    return OtlpErrorResponse(content_type, decoded.status(),
-                             code == absl::StatusCode::kResourceExhausted    ? 413
-                             : code == absl::StatusCode::kFailedPrecondition ? 415
-                                                                             : 400);
-  }
+  if (!decoded.ok()) return OtlpBodyErrorResponse(content_type, decoded.status());
   const std::string path =
       absl::StrCat("/", collector::MetricsService::service_full_name(), "/Export");
   auto served = unary_.find(path);
   if (served == unary_.end()) {
     return ErrorResponse(absl::UnimplementedError("OTLP export is not served here"));
   }
-  // The answer in the request's encoding; a failure as OTLP/HTTP says, with
-  // the service's wait (the ingest queue full) or a second.
-  auto answer = [content_type](absl::Status status, const Message& message) {
-    if (!status.ok()) {
-      return OtlpErrorResponse(
-          content_type, status, 0,
-          common::RetryAfterOf(status).value_or(absl::Seconds(1)));
-    }
-    HttpResponse response;
-    if (absl::StartsWith(absl::AsciiStrToLower(content_type), "application/x-protobuf")) {
-      response.content_type = "application/x-protobuf";
-      response.body = message.SerializeAsString();
-      return response;
-    }
-    google::protobuf::util::JsonPrintOptions options;
-    std::string json;
-    if (!google::protobuf::util::MessageToJsonString(message, &json, options).ok()) {
-      return ErrorResponse(absl::InternalError("the answer could not be written"));
-    }
-    response.body = std::move(json);
-    return response;
-  };
   return CallInProcess(
       request, *served->second,
       std::make_unique<collector::ExportMetricsServiceRequest>(*std::move(decoded)),
-      &collector::ExportMetricsServiceResponse::default_instance(), std::move(answer));
+      &collector::ExportMetricsServiceResponse::default_instance(),
+      [content_type](absl::Status status, const Message& response) {
+        return OtlpExportAnswer(content_type, status, response);
+      });
 }
 
 HttpResponse RestGateway::Call(const HttpRequest& request,

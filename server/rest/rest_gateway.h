@@ -61,11 +61,9 @@ class RestGateway {
 
   HttpResponse Handle(const HttpRequest& request) const;
 
-  // POST /v1/metrics, OTLP/HTTP: the body (server/otlp/otlp_body.h) through
-  // MetricsService/Export, called in process (ServeUnaryCall), the answer
-  // in the request's encoding. Bodies it
-  // cannot take: 413 past the size limit, 415 for another content type or
-  // encoding, 400 for bytes that are not such a message.
+  // POST /v1/metrics, OTLP/HTTP: the body decoded and the answer written as
+  // server/otlp/otlp_body.h says, MetricsService/Export called in process
+  // (ServeUnaryCall) between the two.
   HttpResponse ExportOtlp(const HttpRequest& request) const;
 
   // Adds options.deprecation_headers when `path` is a deprecated method's
