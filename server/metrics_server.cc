@@ -18,6 +18,7 @@
 #include "common/status_macros.h"
 #include "common/tls_files.h"
 #include "migrations/migrator.h"
+#include "server/auth/access_rules.h"
 #include "storage/pg/connection.h"
 #include "storage/pg/jobs/raw_retention.h"
 #include "storage/pg/jobs/sealer.h"
@@ -76,6 +77,25 @@ absl::Status CheckSchema(const ServerOptions& options,
   return absl::OkStatus();
 }
 
+// Every service metricsd serves.
+absl::StatusOr<std::vector<const google::protobuf::ServiceDescriptor*>> ServedServices() {
+  std::vector<const google::protobuf::ServiceDescriptor*> services;
+  for (const char* name :
+       {v1::TrialService::service_full_name(), v1::TokenService::service_full_name(),
+        v1::IngestService::service_full_name(), v1::QueryService::service_full_name(),
+        determined::api::v1::Determined::service_full_name(),
+        opentelemetry::proto::collector::metrics::v1::MetricsService::service_full_name(),
+        "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"}) {
+    const google::protobuf::ServiceDescriptor* service =
+        google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(name);
+    if (service == nullptr) {
+      return absl::InternalError(absl::StrCat("service ", name, " is not linked in"));
+    }
+    services.push_back(service);
+  }
+  return services;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
@@ -111,6 +131,10 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
     ServerOptions options, std::unique_ptr<storage::MetricStore> store,
     const std::function<void(absl::string_view)>& log) {
+  // Default deny, checked before anything opens or listens: a method
+  // without its access rule would be refused to every caller.
+  ASSIGN_OR_RETURN(const auto served, ServedServices());
+  RETURN_IF_ERROR(CheckAccessRules(served));
   ASSIGN_OR_RETURN(const auto grpc_host_port,
                    ParseHostPort("--grpc-address", options.grpc_address));
   ASSIGN_OR_RETURN(const auto http_host_port,

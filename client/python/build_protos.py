@@ -26,7 +26,7 @@ REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 # The client's services; the server's other protos (legacy, health) are not
 # the client's business.
 PROTOS = ["proto/metrics/v1/%s.proto" % name
-          for name in ("ingest", "query", "tokens", "trials")]
+          for name in ("access", "ingest", "query", "tokens", "trials")]
 GOOGLEAPIS = ("/usr/share/gocode/src/github.com/grpc-ecosystem/grpc-gateway/"
               "third_party/googleapis")
 ANNOTATIONS = ["google/api/http.proto", "google/api/annotations.proto"]

@@ -6,19 +6,29 @@
 #include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/metrics/v1/access.pb.h"
 
 namespace metrics::server {
 
 namespace {
 
+using google::protobuf::Descriptor;
+using google::protobuf::DescriptorPool;
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
+using google::protobuf::MethodDescriptor;
 using google::protobuf::Reflection;
+using google::protobuf::ServiceDescriptor;
 
-const absl::flat_hash_map<std::string, MethodRule>& Rules() {
+// The methods whose .proto files are kept as their projects publish them
+// (or, for reflection, are gRPC's own), so they carry no option of ours.
+const absl::flat_hash_map<std::string, MethodRule>& RulesOutsideOurProtos() {
   static const auto* rules = new absl::flat_hash_map<std::string, MethodRule>{
       // Health stays open, as /healthz does: load balancers probe it.
       {"/grpc.health.v1.Health/Check", {Access::kOpen, {}, false}},
@@ -27,48 +37,71 @@ const absl::flat_hash_map<std::string, MethodRule>& Rules() {
       // services' descriptors only (no data), so it is open.
       {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
        {Access::kOpen, {}, false}},
-      {"/metrics.v1.TokenService/CreateToken", {Access::kAdmin, {}, false}},
-      {"/metrics.v1.TokenService/ListTokens", {Access::kAdmin, {}, false}},
-      {"/metrics.v1.TokenService/RevokeToken", {Access::kAdmin, {}, false}},
-      {"/metrics.v1.TrialService/CreateTrial", {Access::kAdmin, {}, false}},
-      {"/metrics.v1.TrialService/UpdateTrial", {Access::kAdmin, {}, false}},
-      {"/metrics.v1.TrialService/ListTrials", {Access::kRead, {}, false}},
-      {"/metrics.v1.TrialService/GetTrial",
-       {Access::kReadTrial, {"trial_id"}, false}},
-      {"/metrics.v1.IngestService/StreamSystemMetrics",
-       {Access::kIngestTrial, {"open.trial_id", "batch.trial_id"}, true}},
-      {"/metrics.v1.IngestService/ReportSystemMetrics",
-       {Access::kIngestTrial, {"batch.trial_id"}, false}},
-      {"/metrics.v1.QueryService/ListSeries",
-       {Access::kReadTrial, {"trial_id"}, false}},
-      {"/metrics.v1.QueryService/QuerySeries",
-       {Access::kReadTrial, {"trial_id"}, false}},
-      // Every trial named: a reporter may summarize its own trial only.
-      {"/metrics.v1.QueryService/SummarizeSeries",
-       {Access::kReadTrial, {"trial_id"}, false}},
-      {"/metrics.v1.QueryService/FollowSeries",
-       {Access::kReadTrial, {"trial_id"}, false}},
-      {"/metrics.v1.QueryService/ExportSamples",
-       {Access::kReadTrial, {"trial_id"}, false}},
-      {"/metrics.v1.QueryService/ExportTrace",
-       {Access::kReadTrial, {"trial_id"}, false}},
-      {"/determined.api.v1.Determined/GetTrialProfilerMetrics",
-       {Access::kReadTrial, {"labels.trial_id"}, false}},
-      {"/determined.api.v1.Determined/GetTrialProfilerAvailableSeries",
-       {Access::kReadTrial, {"trial_id"}, false}},
-      {"/determined.api.v1.Determined/PostTrialProfilerMetricsBatch",
-       {Access::kIngestTrial, {"batches.labels.trial_id"}, false}},
-      // The platform's trial-metrics API: its harness reports with a token
-      // of the trial (a reporter's, or an admin's).
-      {"/determined.api.v1.Determined/ReportTrialMetrics",
-       {Access::kIngestTrial, {"metrics.trial_id"}, false}},
-      // Every trial named: a reporter may read its own trial only.
-      {"/determined.api.v1.Determined/GetMetrics",
-       {Access::kReadTrial, {"trial_ids"}, false}},
       {"/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
        {Access::kIngestPerResource, {}, false}},
   };
   return *rules;
+}
+
+// The rule a method's (metrics.v1.access) option declares, if any.
+std::optional<MethodRule> DeclaredRule(const MethodDescriptor& method) {
+  if (!method.options().HasExtension(v1::access)) return std::nullopt;
+  const v1::AccessRule& declared = method.options().GetExtension(v1::access);
+  MethodRule rule;
+  switch (declared.access()) {
+    case v1::ACCESS_OPEN: rule.access = Access::kOpen; break;
+    case v1::ACCESS_READ: rule.access = Access::kRead; break;
+    case v1::ACCESS_ADMIN: rule.access = Access::kAdmin; break;
+    case v1::ACCESS_READ_TRIAL: rule.access = Access::kReadTrial; break;
+    case v1::ACCESS_INGEST_TRIAL: rule.access = Access::kIngestTrial; break;
+    case v1::ACCESS_INGEST_PER_RESOURCE: rule.access = Access::kIngestPerResource; break;
+    default: return std::nullopt;  // unspecified: no rule
+  }
+  rule.trial_paths.assign(declared.trial_paths().begin(), declared.trial_paths().end());
+  rule.stream_trial = declared.stream_trial();
+  return rule;
+}
+
+// The declared rules read so far: each method's is read from its
+// descriptor once, then kept (a node's address stays put as others are
+// added). Only methods with a rule are kept, so names of methods that do
+// not exist add nothing.
+struct DeclaredRules {
+  absl::Mutex mu;
+  absl::node_hash_map<std::string, MethodRule> rules ABSL_GUARDED_BY(mu);
+};
+
+DeclaredRules& Declared() {
+  static auto* declared = new DeclaredRules();
+  return *declared;
+}
+
+// "/package.Service/Method" -> the method's descriptor, or nullptr.
+const MethodDescriptor* FindMethod(absl::string_view full_method) {
+  if (!absl::ConsumePrefix(&full_method, "/")) return nullptr;
+  const size_t slash = full_method.find('/');
+  if (slash == absl::string_view::npos) return nullptr;
+  return DescriptorPool::generated_pool()->FindMethodByName(absl::StrCat(
+      full_method.substr(0, slash), ".", full_method.substr(slash + 1)));
+}
+
+// Why `path` does not lead from `request` to an int32 field, or "".
+std::string PathProblem(const Descriptor& request, absl::string_view path) {
+  const Descriptor* message = &request;
+  const std::vector<absl::string_view> parts = absl::StrSplit(path, '.');
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const FieldDescriptor* field =
+        message == nullptr ? nullptr : message->FindFieldByName(std::string(parts[i]));
+    if (field == nullptr) {
+      return absl::StrCat("trial path \"", path, "\": no field ", parts[i]);
+    }
+    if (i + 1 < parts.size()) {
+      message = field->message_type();
+    } else if (field->cpp_type() != FieldDescriptor::CPPTYPE_INT32) {
+      return absl::StrCat("trial path \"", path, "\": ", parts[i], " is not an int32");
+    }
+  }
+  return "";
 }
 
 // Appends the int32 values at `path` (dot-separated; repeated messages on
@@ -123,15 +156,59 @@ absl::Status Denied(const Principal& p, absl::string_view method,
 }  // namespace
 
 const MethodRule* RuleFor(absl::string_view full_method) {
-  auto it = Rules().find(full_method);
-  return it == Rules().end() ? nullptr : &it->second;
+  if (auto it = RulesOutsideOurProtos().find(full_method);
+      it != RulesOutsideOurProtos().end()) {
+    return &it->second;
+  }
+  DeclaredRules& declared = Declared();
+  {
+    absl::ReaderMutexLock lock(&declared.mu);
+    if (auto it = declared.rules.find(full_method); it != declared.rules.end()) {
+      return &it->second;
+    }
+  }
+  const MethodDescriptor* method = FindMethod(full_method);
+  std::optional<MethodRule> rule =
+      method == nullptr ? std::nullopt : DeclaredRule(*method);
+  if (!rule) return nullptr;
+  absl::MutexLock lock(&declared.mu);
+  return &declared.rules.try_emplace(std::string(full_method), *std::move(rule))
+              .first->second;
 }
 
-std::vector<std::string> MethodsWithRules() {
-  std::vector<std::string> names;
-  for (const auto& [name, rule] : Rules()) names.push_back(name);
-  std::sort(names.begin(), names.end());
-  return names;
+absl::Status CheckAccessRules(
+    const std::vector<const ServiceDescriptor*>& services) {
+  std::vector<std::string> problems;
+  for (const ServiceDescriptor* service : services) {
+    for (int m = 0; m < service->method_count(); ++m) {
+      const MethodDescriptor& method = *service->method(m);
+      const std::string full = absl::StrCat("/", service->full_name(), "/", method.name());
+      std::optional<MethodRule> rule;
+      if (auto it = RulesOutsideOurProtos().find(full);
+          it != RulesOutsideOurProtos().end()) {
+        rule = it->second;
+      } else {
+        rule = DeclaredRule(method);
+      }
+      if (!rule) {
+        problems.push_back(absl::StrCat(
+            full, ": no access rule (give it the (metrics.v1.access) option)"));
+        continue;
+      }
+      const bool trial_scoped =
+          rule->access == Access::kReadTrial || rule->access == Access::kIngestTrial;
+      if (trial_scoped && rule->trial_paths.empty()) {
+        problems.push_back(absl::StrCat(full, ": its access needs trial_paths"));
+      }
+      for (const std::string& path : rule->trial_paths) {
+        std::string problem = PathProblem(*method.input_type(), path);
+        if (!problem.empty()) problems.push_back(absl::StrCat(full, ": ", problem));
+      }
+    }
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "access rules: ", absl::StrJoin(problems, "; ")));
 }
 
 std::vector<int32_t> TrialsOf(const MethodRule& rule, const Message& request) {

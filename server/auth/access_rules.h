@@ -1,7 +1,11 @@
-// Who may call what: one rule per gRPC method, by full method name, and the
-// check of a caller (a Principal, from its API token) against a rule and a
-// request. Default deny: a method without a rule is refused, and a test
-// proves every method the server registers has one.
+// Who may call what: one rule per gRPC method, declared in the method's
+// .proto as its (metrics.v1.access) option (proto/metrics/v1/access.proto)
+// and read from the descriptors; the methods whose .proto files are not
+// ours (gRPC's health and reflection, OTLP's Export) have theirs here. And
+// the check of a caller (a Principal, from its API token) against a rule
+// and a request. Default deny: a method without a rule is refused, and
+// metricsd does not start while a method it serves has none
+// (CheckAccessRules).
 //
 // Access: kOpen (anyone: health), kRead (admin, viewer), kAdmin (admin),
 // kReadTrial (admin, viewer, and a reporter of the request's trial),
@@ -11,10 +15,12 @@
 // the request names at least one trial and every one is its own. 0 means
 // "the stream's trial" on a stream's later messages, checked at its open.
 //
-// Thread-safety: immutable tables and pure functions.
+// Thread-safety: thread-safe (RuleFor's rules are read once per method and
+// kept); the rest are pure functions.
 #ifndef METRICS_SERVER_AUTH_ACCESS_RULES_H_
 #define METRICS_SERVER_AUTH_ACCESS_RULES_H_
 
+#include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 
 #include <cstdint>
@@ -51,8 +57,11 @@ struct MethodRule {
 // The rule of "/package.Service/Method"; nullptr when there is none (deny).
 const MethodRule* RuleFor(absl::string_view full_method);
 
-// The full names of every method with a rule.
-std::vector<std::string> MethodsWithRules();
+// OK when every method of `services` has a rule whose trial paths lead to
+// int32 fields of its request; otherwise FAILED_PRECONDITION naming each
+// method and what its rule lacks.
+absl::Status CheckAccessRules(
+    const std::vector<const google::protobuf::ServiceDescriptor*>& services);
 
 // The trial ids `request` carries at `rule`'s paths, zeros left out.
 std::vector<int32_t> TrialsOf(const MethodRule& rule,
