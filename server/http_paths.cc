@@ -44,6 +44,7 @@ HttpResponse HttpPaths::PrometheusExport(const HttpRequest& request) const {
   input.reads = options_.store->GetReadRoutingStatistics();
   input.database = options_.store->GetDatabaseServerState();
   input.statistics = options_.statistics;
+  input.unary_methods = options_.unary_methods;
   input.legacy_calls = options_.legacy_statistics->Calls();
   input.trial_metrics = options_.trial_metrics_statistics;
   if (options_.authenticator != nullptr) {

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <functional>
 #include <utility>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "server/auth/call_guard.h"
@@ -20,6 +21,7 @@
 #include "server/platform/trial_metrics_statistics.h"
 #include "server/rest/rest_gateway.h"
 #include "server/services/service_statistics.h"
+#include "server/services/unary_call.h"
 #include "server/web/web_assets.h"
 #include "storage/metric_store.h"
 
@@ -35,6 +37,8 @@ struct HttpPathsOptions {
   // stranger cannot make the server inflate one; null: anyone (auth off).
   const CallGuard* guard = nullptr;
   const ServiceStatistics* statistics = nullptr;  // required
+  // The unary methods served, whose latencies GET /metrics exports.
+  std::vector<const UnaryMethod*> unary_methods;
   const LegacyStatistics* legacy_statistics = nullptr;  // required
   const TrialMetricsStatistics* trial_metrics_statistics = nullptr;  // required
   const Authenticator* authenticator = nullptr;  // null: auth off

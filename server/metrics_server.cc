@@ -305,18 +305,18 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   gateway_options.guard = server->guard_.get();
   // The unary methods REST calls in this process; the rest (streams, the
   // legacy API's) go over the private socket.
-  UnaryMethods unary;
+  std::vector<const UnaryMethod*> unary_methods;
   for (const auto& served :
        {server->trial_service_->UnaryMethodsServed(),
         server->token_service_->UnaryMethodsServed(),
         server->query_service_->UnaryMethodsServed(),
-        server->ingest_service_->UnaryMethodsServed()}) {
-    for (const UnaryMethod* method : served) unary[method->name] = method;
+        server->ingest_service_->UnaryMethodsServed(),
+        std::vector<const UnaryMethod*>{server->trial_metrics_service_->report_method(),
+                                        server->otlp_service_->export_method()}}) {
+    unary_methods.insert(unary_methods.end(), served.begin(), served.end());
   }
-  for (const UnaryMethod* method : {server->trial_metrics_service_->report_method(),
-                                    server->otlp_service_->export_method()}) {
-    unary[method->name] = method;
-  }
+  UnaryMethods unary;
+  for (const UnaryMethod* method : unary_methods) unary[method->name] = method;
   grpc::ChannelArguments channel_arguments;
   channel_arguments.SetMaxReceiveMessageSize(-1);  // chart answers are large
   ASSIGN_OR_RETURN(
@@ -344,6 +344,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   paths.metrics_guard = server->metrics_public_ ? nullptr : server->guard_.get();
   paths.guard = server->guard_.get();
   paths.statistics = &server->statistics_;
+  paths.unary_methods = unary_methods;
   paths.legacy_statistics = &server->legacy_statistics_;
   paths.trial_metrics_statistics = &server->trial_metrics_statistics_;
   paths.authenticator = server->authenticator_.get();

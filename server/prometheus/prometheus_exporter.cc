@@ -63,14 +63,15 @@ void WriteServiceStatistics(const PrometheusExportInput& in, PrometheusText& out
              double(in.statistics->ingest_streams()));
   out.Sample("metricsd_open_streams", {{"rpc", "FollowSeries"}},
              double(in.statistics->follow_streams()));
-  out.Family("metricsd_query_seconds", "histogram",
-             "Latency of the unary query calls, by RPC.");
-  out.Histogram("metricsd_query_seconds", {{"rpc", "QuerySeries"}},
-                in.statistics->query_series_seconds().Snapshot());
-  out.Histogram("metricsd_query_seconds", {{"rpc", "ListSeries"}},
-                in.statistics->list_series_seconds().Snapshot());
-  out.Histogram("metricsd_query_seconds", {{"rpc", "SummarizeSeries"}},
-                in.statistics->summarize_series_seconds().Snapshot());
+  out.Family("metricsd_call_seconds", "histogram",
+             "Time from a unary call's start to its answer, refusals "
+             "included, over gRPC and REST alike, by RPC.");
+  for (const UnaryMethod* method : in.unary_methods) {
+    // "/metrics.v1.QueryService/QuerySeries" -> "QuerySeries"
+    const std::string& name = method->name;
+    out.Histogram("metricsd_call_seconds", {{"rpc", name.substr(name.rfind('/') + 1)}},
+                  method->latency->Snapshot());
+  }
 
   out.Family("metricsd_database_primary", "gauge",
              "1 when the last readiness check (each second) reached a primary "

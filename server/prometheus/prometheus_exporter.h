@@ -24,6 +24,7 @@
 #include "server/auth/authenticator.h"
 #include "server/platform/trial_metrics_statistics.h"
 #include "server/services/service_statistics.h"
+#include "server/services/unary_call.h"
 #include "storage/metric_store.h"
 
 namespace metrics::server {
@@ -33,6 +34,7 @@ struct PrometheusExportInput {
   storage::ReadRoutingStatistics reads;  // exported with a standby only
   storage::DatabaseServerState database;  // of the last readiness check
   const ServiceStatistics* statistics = nullptr;
+  std::vector<const UnaryMethod*> unary_methods;  // their latencies
   std::map<std::string, int64_t> legacy_calls;
   const TrialMetricsStatistics* trial_metrics = nullptr;  // none: not exported
   // Authentication's refusals; none (auth off): not exported.

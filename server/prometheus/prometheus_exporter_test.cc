@@ -146,7 +146,12 @@ TEST_F(PrometheusExporterTest, ServiceStatisticsAndLatestValuesOfActiveTrials) {
   EXPECT_THAT(text, HasSubstr("\nmetricsd_ingested_samples_total 6\n"));
   EXPECT_THAT(text, HasSubstr("\nmetricsd_ingested_batches_total{outcome=\"stored\"} 3\n"));
   EXPECT_THAT(text, HasSubstr("\nmetricsd_batch_commit_seconds_count 3\n"));
-  EXPECT_THAT(text, HasSubstr("\nmetricsd_query_seconds_count{rpc=\"QuerySeries\"} 1\n"));
+  // Every unary method's latency, whichever service: the query, and the
+  // two trials made and the one ended.
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_call_seconds_count{rpc=\"QuerySeries\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_call_seconds_count{rpc=\"CreateTrial\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_call_seconds_count{rpc=\"UpdateTrial\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("\nmetricsd_call_seconds_count{rpc=\"ListSeries\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("\nmetricsd_open_streams{rpc=\"StreamSystemMetrics\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("\nmetricsd_ingest_queue_values 0\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE metricsd_legacy_calls_total counter\n"));

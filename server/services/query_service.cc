@@ -52,7 +52,7 @@ QueryService::QueryService(query::QueryEngine* engine,
                 }
                 return absl::OkStatus();
               }),
-          guard, executor, &statistics->list_series_seconds())),
+          guard, executor)),
       query_series_(BlockingMethod(
           QueryMethod("QuerySeries"),
           Typed<v1::QuerySeriesRequest, v1::QuerySeriesResponse>(
@@ -66,7 +66,7 @@ QueryService::QueryService(query::QueryEngine* engine,
                 QueryResultToProto(*result, request.view(), response);
                 return absl::OkStatus();
               }),
-          guard, executor, &statistics->query_series_seconds())),
+          guard, executor)),
       summarize_series_(BlockingMethod(
           QueryMethod("SummarizeSeries"),
           Typed<v1::SummarizeSeriesRequest, v1::QuerySeriesResponse>(
@@ -80,7 +80,7 @@ QueryService::QueryService(query::QueryEngine* engine,
                 SummaryToProto(*result, request.view(), response);
                 return absl::OkStatus();
               }),
-          guard, executor, &statistics->summarize_series_seconds())),
+          guard, executor)),
       export_threads_(max_exports, max_exports) {}
 
 std::vector<const UnaryMethod*> QueryService::UnaryMethodsServed() const {

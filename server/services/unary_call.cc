@@ -29,13 +29,11 @@ absl::Time CallDeadline(const grpc::CallbackServerContext& context,
 
 void ServeUnaryCall(const UnaryMethod& method, UnaryCall& call,
                     std::function<void(absl::Status)> done) {
-  if (method.latency != nullptr) {
-    done = [latency = method.latency, start = absl::Now(),
-            done = std::move(done)](absl::Status status) {
-      latency->Observe(absl::ToDoubleSeconds(absl::Now() - start));
-      done(std::move(status));
-    };
-  }
+  done = [latency = method.latency.get(), start = absl::Now(),
+          done = std::move(done)](absl::Status status) {
+    latency->Observe(absl::ToDoubleSeconds(absl::Now() - start));
+    done(std::move(status));
+  };
   // A caller the cache knows is refused, or answered without waiting, on
   // this thread: a flood of refused tokens takes no executor slot from good
   // callers, and a known reporter's batch no thread hand-off. Either way

@@ -18,6 +18,7 @@
 #include <grpcpp/support/server_callback.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,9 +81,11 @@ struct UnaryMethod {
   // Checks callers; null when authentication is off.
   const CallGuard* guard = nullptr;
   common::BlockingExecutor* executor = nullptr;
-  // Gets the time from the call's start to its answer (a refusal's too),
-  // when set.
-  common::Histogram* latency = nullptr;
+  // The time from the call's start to its answer (a refusal's too). Every
+  // method has its own, exported by name (metricsd_call_seconds); shared
+  // so that a method stays copyable.
+  std::shared_ptr<common::Histogram> latency =
+      std::make_shared<common::Histogram>(common::Histogram::LatencyBounds());
 };
 
 // `work(call, request, response)` on the method's own message types, as
@@ -98,14 +101,12 @@ UnaryMethod::Blocking Typed(Work work) {
 // A method whose work may block, run on `executor` behind `guard`.
 inline UnaryMethod BlockingMethod(std::string name, UnaryMethod::Blocking work,
                                   const CallGuard* guard,
-                                  common::BlockingExecutor* executor,
-                                  common::Histogram* latency = nullptr) {
+                                  common::BlockingExecutor* executor) {
   UnaryMethod method;
   method.name = std::move(name);
   method.blocking = std::move(work);
   method.guard = guard;
   method.executor = executor;
-  method.latency = latency;
   return method;
 }
 
