@@ -157,7 +157,8 @@ for dir in web tests/otel_clients; do
   stamp=$dir/node_modules/.installed-package-lock.json
   if ! cmp -s "$dir/package-lock.json" "$stamp"; then
     echo "setup: installing the npm packages of $dir/package-lock.json"
-    "${npm[@]}" ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+    "${npm[@]}" ci --prefix "$dir" --no-audit --no-fund --no-update-notifier \
+      --loglevel=error
     cp "$dir/package-lock.json" "$stamp"
   fi
 done
