@@ -255,9 +255,17 @@ absl::Status AutoFailoverCluster::StopImmediately(int node) {
   }
 }
 
+pgtest::Session& AutoFailoverCluster::MonitorSession() const {
+  if (monitor_session_ == nullptr) {
+    monitor_session_ = std::make_unique<pgtest::Session>(monitor_url("pg_auto_failover"));
+  }
+  return *monitor_session_;
+}
+
 std::string AutoFailoverCluster::StateOf(int node) const {
-  return pgtest::QueryScalar(
-             monitor_url("pg_auto_failover"),
+  absl::MutexLock lock(&monitor_mu_);
+  return MonitorSession()
+      .QueryScalar(
              absl::StrCat("SELECT reportedstate || '/' || goalstate FROM "
                           "pgautofailover.node WHERE nodename = 'node",
                           node, "'"))
@@ -295,8 +303,9 @@ absl::Status AutoFailoverCluster::AwaitPrimary(int node, absl::Duration timeout)
 }
 
 std::string AutoFailoverCluster::Describe() const {
-  return pgtest::QueryScalar(
-             monitor_url("pg_auto_failover"),
+  absl::MutexLock lock(&monitor_mu_);
+  return MonitorSession()
+      .QueryScalar(
              "SELECT string_agg(nodename || ' ' || reportedstate || '/' || "
              "goalstate, ', ' ORDER BY nodeid) FROM pgautofailover.node")
       .value_or("(the monitor does not answer)");

@@ -29,7 +29,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "storage/pg/testing/pg_checks.h"
 #include "tests/testing/pg_programs.h"
 
 namespace metrics::test_util {
@@ -93,12 +95,17 @@ class AutoFailoverCluster {
   absl::Status KillKeeper(int node);
   // The monitor's "reported/assigned" for the node; "" when unknown.
   std::string StateOf(int node) const;
+  // What StateOf and Describe ask the monitor over: one connection for the
+  // polls of a whole failover, not one a poll (each a backend's start).
+  pgtest::Session& MonitorSession() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(monitor_mu_);
 
   std::string dir_;
   PgPrograms programs_;
   int monitor_port_ = 0;
   pid_t monitor_ = -1;
   std::vector<Node> nodes_;
+  mutable absl::Mutex monitor_mu_;
+  mutable std::unique_ptr<pgtest::Session> monitor_session_ ABSL_GUARDED_BY(monitor_mu_);
 };
 
 }  // namespace metrics::test_util

@@ -449,6 +449,27 @@ absl::StatusOr<std::string> QueryScalar(const std::string& url,
   });
 }
 
+struct Session::Connection {
+  explicit Connection(const std::string& url) : conn(url) {}
+  pqxx::connection conn;
+};
+
+Session::Session(std::string url) : url_(std::move(url)) {}
+
+Session::~Session() = default;
+
+absl::StatusOr<std::string> Session::QueryScalar(const std::string& sql) {
+  absl::StatusOr<std::string> value =
+      GuardPg("test query", [&]() -> absl::StatusOr<std::string> {
+        if (conn_ == nullptr) conn_ = std::make_unique<Connection>(url_);
+        pqxx::nontransaction tx(conn_->conn);
+        pqxx::result r = tx.exec(sql);
+        return r.empty() || r[0][0].is_null() ? "" : r[0][0].as<std::string>();
+      });
+  if (!value.ok()) conn_.reset();  // the next query connects anew
+  return value;
+}
+
 absl::StatusOr<int> TerminateBackends(const std::string& url,
                                       absl::string_view prefix) {
   return GuardPg("terminating backends", [&]() -> absl::StatusOr<int> {

@@ -92,6 +92,22 @@ absl::Status SetConnectionsAllowed(const std::string& admin_url,
 absl::StatusOr<std::string> QueryScalar(const std::string& url,
                                         const std::string& sql);
 
+// One connection kept for many queries, such as a poll's (each new
+// connection costs PostgreSQL a backend's start), opened again after it
+// broke. Thread-safety: one thread at a time.
+class Session {
+ public:
+  explicit Session(std::string url);
+  ~Session();
+  // As QueryScalar above, on the kept connection.
+  absl::StatusOr<std::string> QueryScalar(const std::string& sql);
+
+ private:
+  struct Connection;  // pqxx's, kept out of this header
+  std::string url_;
+  std::unique_ptr<Connection> conn_;
+};
+
 // Terminates every backend connected to `url`'s database whose
 // application_name starts with `prefix` (other tests' databases on the same
 // server are left alone). Returns how many.
