@@ -97,7 +97,8 @@ class AutoFailoverCluster {
   std::string StateOf(int node) const;
   // What StateOf and Describe ask the monitor over: one connection for the
   // polls of a whole failover, not one a poll (each a backend's start).
-  pgtest::Session& MonitorSession() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(monitor_mu_);
+  storage::pg::test_util::Session& MonitorSession() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(monitor_mu_);
 
   std::string dir_;
   PgPrograms programs_;
@@ -105,7 +106,8 @@ class AutoFailoverCluster {
   pid_t monitor_ = -1;
   std::vector<Node> nodes_;
   mutable absl::Mutex monitor_mu_;
-  mutable std::unique_ptr<pgtest::Session> monitor_session_ ABSL_GUARDED_BY(monitor_mu_);
+  mutable std::unique_ptr<storage::pg::test_util::Session> monitor_session_
+      ABSL_GUARDED_BY(monitor_mu_);
 };
 
 }  // namespace metrics::test_util
