@@ -3,7 +3,8 @@
 // from one registered object) that hands each method to its part: the
 // current trial-metrics API (ReportTrialMetrics and GetMetrics, on the
 // callback API) to TrialMetricsService, the deprecated legacy profiler
-// methods (on gRPC's sync threads) to LegacyProfilerService.
+// methods (the post on the callback API, the streams on gRPC's sync
+// threads) to LegacyProfilerService.
 //
 // Thread-safety: thread-safe, as its parts.
 #ifndef METRICS_SERVER_DETERMINED_SERVICE_H_
@@ -18,7 +19,8 @@ namespace metrics::server {
 class DeterminedService final
     : public determined::api::v1::Determined::WithCallbackMethod_ReportTrialMetrics<
           determined::api::v1::Determined::WithCallbackMethod_GetMetrics<
-              determined::api::v1::Determined::Service>> {
+              determined::api::v1::Determined::WithCallbackMethod_PostTrialProfilerMetricsBatch<
+                  determined::api::v1::Determined::Service>>> {
  public:
   // Both parts must outlive the service.
   DeterminedService(TrialMetricsService* current, LegacyProfilerService* legacy)
@@ -49,8 +51,8 @@ class DeterminedService final
           writer) override {
     return legacy_->GetTrialProfilerAvailableSeries(context, request, writer);
   }
-  grpc::Status PostTrialProfilerMetricsBatch(
-      grpc::ServerContext* context,
+  grpc::ServerUnaryReactor* PostTrialProfilerMetricsBatch(
+      grpc::CallbackServerContext* context,
       const determined::api::v1::PostTrialProfilerMetricsBatchRequest* request,
       determined::api::v1::PostTrialProfilerMetricsBatchResponse* response) override {
     return legacy_->PostTrialProfilerMetricsBatch(context, request, response);

@@ -245,7 +245,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
   server->stale_after_ = options.stale_after;
   server->legacy_service_ = std::make_unique<LegacyProfilerService>(
       server->store_.get(), &server->legacy_statistics_, options.store.limits,
-      guard);
+      guard, server->executor_.get());
 
   server->trial_metrics_service_ = std::make_unique<TrialMetricsService>(
       server->store_.get(), server->executor_.get(), options.store.limits,
@@ -303,8 +303,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
       {"Deprecation", std::string(kLegacyDeprecationDate)},
       {"Link", LegacySuccessorLink("/api/v1/trials")}};
   gateway_options.guard = server->guard_.get();
-  // The unary methods REST calls in this process; the rest (streams, the
-  // legacy API's) go over the private socket.
+  // The unary methods, which REST calls in this process; server streams go
+  // over the private socket.
   std::vector<const UnaryMethod*> unary_methods;
   for (const auto& served :
        {server->trial_service_->UnaryMethodsServed(),
@@ -312,6 +312,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::CreateOnStore(
         server->query_service_->UnaryMethodsServed(),
         server->ingest_service_->UnaryMethodsServed(),
         std::vector<const UnaryMethod*>{server->trial_metrics_service_->report_method(),
+                                        server->legacy_service_->post_method(),
                                         server->otlp_service_->export_method()}}) {
     unary_methods.insert(unary_methods.end(), served.begin(), served.end());
   }

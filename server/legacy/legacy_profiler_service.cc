@@ -119,7 +119,43 @@ std::string LegacyMethod(absl::string_view name) {
                         name);
 }
 
+// The successor of a post, as its Link header names it.
+std::string PostSuccessor(const PostTrialProfilerMetricsBatchRequest& request) {
+  const int32_t first_trial =
+      request.batches_size() > 0 ? request.batches(0).labels().trial_id() : 0;
+  return absl::StrCat("/api/v1/trials/", first_trial, "/metrics/system");
+}
+
 }  // namespace
+
+LegacyProfilerService::LegacyProfilerService(storage::MetricStore* store,
+                                             LegacyStatistics* statistics,
+                                             storage::IngestLimits limits,
+                                             const CallGuard* guard,
+                                             common::BlockingExecutor* executor,
+                                             absl::Duration poll)
+    : store_(store),
+      statistics_(statistics),
+      limits_(limits),
+      guard_(guard),
+      poll_(poll),
+      post_(BlockingMethod(
+          LegacyMethod("PostTrialProfilerMetricsBatch"),
+          Typed<PostTrialProfilerMetricsBatchRequest, PostTrialProfilerMetricsBatchResponse>(
+              [this](UnaryCall& call, const PostTrialProfilerMetricsBatchRequest& request,
+                     PostTrialProfilerMetricsBatchResponse*) {
+                return Post(request, call.deadline);
+              }),
+          guard, executor)) {
+  // Refused calls are counted and marked deprecated too.
+  post_.on_start = [this](UnaryCall& call) {
+    const std::string successor =
+        PostSuccessor(static_cast<const PostTrialProfilerMetricsBatchRequest&>(*call.request));
+    statistics_->Record("PostTrialProfilerMetricsBatch", call.peer, successor);
+    call.initial_metadata.emplace_back("deprecation", std::string(kLegacyDeprecationDate));
+    call.initial_metadata.emplace_back("link", LegacySuccessorLink(successor));
+  };
+}
 
 grpc::Status LegacyProfilerService::Rounds(
     grpc::ServerContext* context, int32_t trial_id, bool follow,
@@ -177,12 +213,7 @@ void LegacyProfilerService::Deprecate(grpc::ServerContext* context,
                                       absl::string_view method,
                                       const std::string& successor) {
   // Calls through the REST gateway name their HTTP client.
-  std::string client = context->peer();
-  const auto& metadata = context->client_metadata();
-  if (auto it = metadata.find("x-forwarded-for"); it != metadata.end()) {
-    client = std::string(it->second.data(), it->second.size());
-  }
-  statistics_->Record(method, client, successor);
+  statistics_->Record(method, CallGuard::PeerOf(*context), successor);
   context->AddInitialMetadata("deprecation",
                               std::string(kLegacyDeprecationDate));
   context->AddInitialMetadata("link", LegacySuccessorLink(successor));
@@ -272,33 +303,27 @@ grpc::Status LegacyProfilerService::GetTrialProfilerAvailableSeries(
       });
 }
 
-grpc::Status LegacyProfilerService::PostTrialProfilerMetricsBatch(
-    grpc::ServerContext* context,
+grpc::ServerUnaryReactor* LegacyProfilerService::PostTrialProfilerMetricsBatch(
+    grpc::CallbackServerContext* context,
     const PostTrialProfilerMetricsBatchRequest* request,
-    PostTrialProfilerMetricsBatchResponse*) {
-  const int32_t first_trial =
-      request->batches_size() > 0 ? request->batches(0).labels().trial_id() : 0;
-  Deprecate(context, "PostTrialProfilerMetricsBatch",
-            absl::StrCat("/api/v1/trials/", first_trial, "/metrics/system"));
-  if (absl::Status allowed = CheckCall(
-          guard_, *context, LegacyMethod("PostTrialProfilerMetricsBatch"),
-          *request, StoreDeadline(*context));
-      !allowed.ok()) {
-    return common::ToGrpcStatus(allowed);
-  }
+    PostTrialProfilerMetricsBatchResponse* response) {
+  return ServeGrpcCall(post_, context, request, response);
+}
+
+absl::Status LegacyProfilerService::Post(const PostTrialProfilerMetricsBatchRequest& request,
+                                         absl::Time deadline) {
   absl::StatusOr<std::vector<storage::MetricBatch>> batches =
-      ConvertLegacyRequest(*request, limits_);
-  if (!batches.ok()) return common::ToGrpcStatus(batches.status());
+      ConvertLegacyRequest(request, limits_);
+  if (!batches.ok()) return batches.status();
   // Unknown or terminal trials refuse the whole request before anything is
   // queued.
-  const absl::Time deadline = StoreDeadline(*context);
   for (const storage::MetricBatch& b : *batches) {
     absl::StatusOr<storage::Trial> trial = store_->GetTrial(b.trial_id, deadline);
-    if (!trial.ok()) return common::ToGrpcStatus(trial.status());
+    if (!trial.ok()) return trial.status();
     if (absl::Status takes =
             storage::CheckTrialTakesMetrics("", b.trial_id, trial->state);
         !takes.ok()) {
-      return common::ToGrpcStatus(takes);
+      return takes;
     }
   }
   // The first failure is the call's; the store calls back on one thread at
@@ -311,7 +336,7 @@ grpc::Status LegacyProfilerService::PostTrialProfilerMetricsBatch(
     });
   }
   group.Wait();
-  return common::ToGrpcStatus(first_error);
+  return first_error;
 }
 
 }  // namespace metrics::server

@@ -7,7 +7,9 @@
 //
 // - PostTrialProfilerMetricsBatch: the request is converted whole first
 //   (legacy_batch_conversion.h; nothing is stored from a request with a bad
-//   batch), then stored as the new ingest's batches.
+//   batch), then stored as the new ingest's batches. A unary method of the
+//   shared path (server/services/unary_call.h), so REST calls it in this
+//   process as it calls the current API.
 // - GetTrialProfilerMetrics: one message per series (and per page of
 //   kReadingsPerMessage readings) of everything stored; with follow, then
 //   the new readings as they are committed, until the trial is terminal.
@@ -18,9 +20,10 @@
 // the initial metadata "deprecation" (an RFC 9745 date) and "link" (the
 // successor), which the REST gateway turns into HTTP headers.
 //
-// The synchronous gRPC API: a streaming legacy call holds one of gRPC's
-// sync threads while it follows, which is simple and fine for a deprecated
-// API with few callers; the new API's calls never block a thread.
+// The streaming legacy calls are on the synchronous gRPC API: each holds one
+// of gRPC's sync threads while it follows, which is simple and fine for a
+// deprecated API with few callers; the new API's calls never block a
+// thread.
 // DeterminedService (server/determined_service.h) serves these methods with
 // the service's current ones (server/platform/).
 //
@@ -33,8 +36,10 @@
 
 #include "absl/time/time.h"
 #include "proto/determined/api/v1/profiler.grpc.pb.h"
+#include "common/blocking_executor.h"
 #include "server/auth/call_guard.h"
 #include "server/legacy/legacy_statistics.h"
+#include "server/services/unary_call.h"
 #include "storage/batch_validation.h"
 #include "storage/metric_store.h"
 
@@ -54,16 +59,12 @@ class LegacyProfilerService final {
   // `store` and `statistics` must outlive the service; `limits` are the store's
   // (a request is checked whole against them before anything is queued).
   // `poll` bounds how long a follower waits between checks of a cancelled
-  // call.
+  // call. Posts run on `executor`.
   // A null `guard` checks no caller (authentication off).
   LegacyProfilerService(storage::MetricStore* store, LegacyStatistics* statistics,
                         storage::IngestLimits limits, const CallGuard* guard,
-                        absl::Duration poll = absl::Seconds(1))
-      : store_(store),
-        statistics_(statistics),
-        limits_(limits),
-        guard_(guard),
-        poll_(poll) {}
+                        common::BlockingExecutor* executor,
+                        absl::Duration poll = absl::Seconds(1));
 
   grpc::Status GetTrialProfilerMetrics(
       grpc::ServerContext* context,
@@ -77,10 +78,12 @@ class LegacyProfilerService final {
       grpc::ServerWriter<
           determined::api::v1::GetTrialProfilerAvailableSeriesResponse>*
           writer);
-  grpc::Status PostTrialProfilerMetricsBatch(
-      grpc::ServerContext* context,
+  grpc::ServerUnaryReactor* PostTrialProfilerMetricsBatch(
+      grpc::CallbackServerContext* context,
       const determined::api::v1::PostTrialProfilerMetricsBatchRequest* request,
       determined::api::v1::PostTrialProfilerMetricsBatchResponse* response);
+  // PostTrialProfilerMetricsBatch as the REST gateway calls it.
+  const UnaryMethod* post_method() const { return &post_; }
 
  private:
   // One pass over the trial's series (of every group); a non-OK status ends
@@ -96,12 +99,16 @@ class LegacyProfilerService final {
   // Counts and logs the call, and marks the answer deprecated.
   void Deprecate(grpc::ServerContext* context, absl::string_view method,
                  const std::string& successor);
+  // A post that passed the check.
+  absl::Status Post(const determined::api::v1::PostTrialProfilerMetricsBatchRequest& request,
+                    absl::Time deadline);
 
   storage::MetricStore* const store_;
   LegacyStatistics* const statistics_;
   const storage::IngestLimits limits_;
   const CallGuard* const guard_;
   const absl::Duration poll_;
+  UnaryMethod post_;
 };
 
 }  // namespace metrics::server

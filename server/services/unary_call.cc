@@ -29,6 +29,7 @@ absl::Time CallDeadline(const grpc::CallbackServerContext& context,
 
 void ServeUnaryCall(const UnaryMethod& method, UnaryCall& call,
                     std::function<void(absl::Status)> done) {
+  if (method.on_start) method.on_start(call);
   done = [latency = method.latency.get(), start = absl::Now(),
           done = std::move(done)](absl::Status status) {
     latency->Observe(absl::ToDoubleSeconds(absl::Now() - start));

@@ -70,6 +70,10 @@ struct UnaryMethod {
   using WithoutWaiting = std::function<bool(UnaryCall& call, Done& done)>;
 
   std::string name;  // "/<service>/<method>", the key of its access rule
+  // Called first for every call, refused ones too, on the door's thread
+  // (the legacy API counts each call and marks its answer deprecated);
+  // optional.
+  std::function<void(UnaryCall& call)> on_start;
   Blocking blocking;    // one of blocking and answering
   Answering answering;
   WithoutWaiting without_waiting;  // optional
