@@ -50,102 +50,6 @@ absl::Status AppendJson(std::string& out, const Message& message) {
   return absl::OkStatus();
 }
 
-// One unary call through the generic stub, driven step by step on its own
-// completion queue by a handler thread: one operation at a time, each
-// awaited before the next starts. (Server streams are GatewayStreams.)
-class GatewayCall {
- public:
-  GatewayCall(grpc::GenericStub& stub, const std::string& method,
-              const HttpRequest& request, absl::Duration timeout,
-              absl::Duration check_interval)
-      : client_gone_(request.client_gone), check_interval_(check_interval) {
-    ForwardCaller(request, timeout, context_);
-    call_ = stub.PrepareCall(&context_, method, &queue_);
-  }
-
-  ~GatewayCall() {
-    if (!finished_) {
-      context_.TryCancel();
-      Finish().IgnoreError();  // the answer is no longer wanted
-    }
-    queue_.Shutdown();
-    void* tag;
-    bool ok;
-    while (queue_.Next(&tag, &ok)) {
-    }
-  }
-
-  // Starts the call, sends the request and reads the initial metadata.
-  // False when the call failed (Finish gives the status).
-  bool Start(const Message& request) {
-    call_->StartCall(this);
-    if (!Await()) return false;
-    grpc::ByteBuffer buffer;
-    bool own = false;
-    if (!grpc::SerializationTraits<Message>::Serialize(request, &buffer, &own)
-             .ok()) {
-      return false;
-    }
-    call_->Write(buffer, this);
-    if (!Await()) return false;
-    call_->WritesDone(this);
-    if (!Await()) return false;
-    call_->ReadInitialMetadata(this);
-    return Await();
-  }
-
-  // The next response message; false at the end of the stream or on
-  // failure.
-  bool Read(Message* response) {
-    grpc::ByteBuffer buffer;
-    call_->Read(&buffer, this);
-    if (!Await()) return false;
-    return grpc::SerializationTraits<Message>::Deserialize(&buffer, response)
-        .ok();
-  }
-
-  absl::Status Finish() {
-    if (!finished_) {
-      finished_ = true;
-      call_->Finish(&status_, this);
-      Await();
-    }
-    return common::FromGrpcStatus(status_);
-  }
-
-  const std::multimap<grpc::string_ref, grpc::string_ref>& initial_metadata()
-      const {
-    return context_.GetServerInitialMetadata();
-  }
-  const std::multimap<grpc::string_ref, grpc::string_ref>& trailing_metadata()
-      const {
-    return context_.GetServerTrailingMetadata();
-  }
-
- private:
-  // Waits for the operation in flight; while it waits, a client that has
-  // left cancels the call (the operation then completes, not ok).
-  bool Await() {
-    void* tag;
-    bool ok = false;
-    while (true) {
-      const auto next = queue_.AsyncNext(
-          &tag, &ok, absl::ToChronoTime(absl::Now() + check_interval_));
-      if (next == grpc::CompletionQueue::GOT_EVENT) return ok;
-      if (next == grpc::CompletionQueue::SHUTDOWN) return false;
-      if (client_gone_ && client_gone_()) context_.TryCancel();
-    }
-  }
-
-  grpc::ClientContext context_;
-  grpc::CompletionQueue queue_;
-  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
-  std::function<bool()> client_gone_;
-  const absl::Duration check_interval_;
-  grpc::Status status_;
-  bool finished_ = false;
-};
-
 // One piece of a call's initial metadata as the headers REST clients read.
 void AddMetadataHeader(const std::string& name, const std::string& text,
                        HttpResponse& response) {
@@ -291,6 +195,16 @@ absl::StatusOr<std::unique_ptr<RestGateway>> RestGateway::Create(
   }
   absl::StatusOr<RouteTable> routes = RouteTable::Build(descriptors);
   if (!routes.ok()) return routes.status();
+  // Server streams go over `channel`; a unary method only in process.
+  for (const Route& route : routes->routes()) {
+    const google::protobuf::MethodDescriptor* method = route.method;
+    const std::string path =
+        absl::StrCat("/", method->service()->full_name(), "/", method->name());
+    if (!method->server_streaming() && !unary.contains(path)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "REST gateway: the routed unary method ", path, " is not served in this process"));
+    }
+  }
   return std::unique_ptr<RestGateway>(
       new RestGateway(std::move(channel), *std::move(routes),
                       std::move(options), std::move(unary)));
@@ -397,38 +311,9 @@ HttpResponse RestGateway::Call(const HttpRequest& request,
   if (method->server_streaming()) {
     return Stream(request, path, *rpc_request, response_type);
   }
-  if (auto served = unary_.find(path); served != unary_.end()) {
-    return CallInProcess(request, *served->second, std::move(rpc_request),
-                         response_type, UnaryAnswer);
-  }
-  auto call = std::make_shared<GatewayCall>(stub_, path, request,
-                                            options_.request_timeout,
-                                            options_.client_check_interval);
-  std::unique_ptr<Message> answer(response_type->New());
-  const bool read = call->Start(*rpc_request) && call->Read(answer.get());
-  absl::Status status = call->Finish();
-  if (status.ok() && !read) {
-    status = absl::InternalError("the call sent no answer");
-  }
-  HttpResponse response;
-  if (status.ok()) status = AppendJson(response.body, *answer);
-  if (!status.ok()) {
-    response = ErrorResponse(status);
-    // A service's hint that a retry will do (the ingest queue full, the
-    // database unreachable), as HTTP clients read it: whole seconds.
-    int64_t ms = 0;
-    if (auto hint = call->trailing_metadata().find("retry-after-ms");
-        hint != call->trailing_metadata().end() &&
-        (status.code() == absl::StatusCode::kResourceExhausted ||
-         status.code() == absl::StatusCode::kUnavailable) &&
-        absl::SimpleAtoi(absl::string_view(hint->second.data(), hint->second.size()),
-                         &ms) &&
-        ms >= 0) {
-      response.headers.emplace_back("Retry-After", absl::StrCat((ms + 999) / 1000));
-    }
-  }
-  AddMetadataHeaders(call->initial_metadata(), response);
-  return response;
+  // Create made sure every routed unary method is served in process.
+  const UnaryMethod& served = *unary_.at(path);
+  return CallInProcess(request, served, std::move(rpc_request), response_type, UnaryAnswer);
 }
 
 HttpResponse RestGateway::CallInProcess(

@@ -1,8 +1,8 @@
 // The REST/JSON gateway: serves every annotated RPC of the given services
 // (http_routes.h). A unary method this process serves in-process
-// (UnaryMethods) is called directly through ServeUnaryCall, the function
-// gRPC's door calls too, so both doors share its checks, deadlines and
-// statuses; server streams and the legacy API's methods are gRPC calls to
+// (UnaryMethods, every routed unary method) is called directly through
+// ServeUnaryCall, the function gRPC's door calls too, so both doors share
+// its checks, deadlines and statuses; server streams are gRPC calls to
 // this same server over a private Unix socket (gateway_socket.h).
 // grpc-gateway's conventions: lowerCamelCase JSON with zero values, enums as
 // names, RFC 3339 times; chart data in the hand-made columnar form of
@@ -16,11 +16,10 @@
 // (the legacy shims set them). The HTTP client's address is the caller's
 // address (over the socket, as "x-forwarded-for" metadata).
 //
-// Thread-safety: Handle is thread-safe. An in-process unary call holds no
-// thread: its answer is deferred until its work is done. A legacy unary call
-// over the socket blocks the thread it runs on (one of the HTTP server's
-// bounded handler pool); a stream holds no thread: its answer is deferred
-// until its first message, then fed as messages come (gateway_stream.h).
+// Thread-safety: Handle is thread-safe. A unary call holds no thread: its
+// answer is deferred until its work is done. A stream holds no thread
+// either: its answer is deferred until its first message, then fed as
+// messages come (gateway_stream.h).
 #ifndef METRICS_SERVER_REST_REST_GATEWAY_H_
 #define METRICS_SERVER_REST_REST_GATEWAY_H_
 

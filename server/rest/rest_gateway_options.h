@@ -22,9 +22,6 @@ struct RestGatewayOptions {
   // Cross-origin requests allowed from this origin ("*" for any); empty
   // allows none (the Web UI served by metricsd itself needs none).
   std::string cors_origin;
-  // How often a unary call waiting for its answer checks that its client
-  // is still there (the HTTP server watches a stream's connection itself).
-  absl::Duration client_check_interval = absl::Seconds(1);
   // Headers for every answer on a route of a method marked deprecated in
   // its .proto, errors made before the call included, unless the service
   // sent them itself (the legacy shims' Deprecation and Link).
