@@ -185,6 +185,30 @@ TEST_F(LegacyProfilerServiceTest, PostedReadingsComeBackUnchanged) {
             3);
 }
 
+// A post refused before its work (no token where one is required) is
+// counted and marked deprecated as a served one is.
+TEST(LegacyProfilerRefusalTest, ARefusedPostIsCountedAndMarkedDeprecated) {
+  ServerOptions options;
+  options.auth_required = true;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<TestServer> server, TestServer::Start(options));
+  std::unique_ptr<Determined::Stub> legacy = Determined::NewStub(server->Channel());
+  grpc::ClientContext context;
+  PostTrialProfilerMetricsBatchRequest request;
+  *request.add_batches() = Batch("gpu_util", "GPU-0", {10});
+  PostTrialProfilerMetricsBatchResponse response;
+  const grpc::Status status = legacy->PostTrialProfilerMetricsBatch(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  const auto& metadata = context.GetServerInitialMetadata();
+  ASSERT_EQ(metadata.count("deprecation"), 1u);
+  EXPECT_EQ(metadata.find("deprecation")->second, "@1795305600");
+  ASSERT_EQ(metadata.count("link"), 1u);
+  EXPECT_EQ(std::string(metadata.find("link")->second.data(),
+                        metadata.find("link")->second.size()),
+            absl::StrCat("</api/v1/trials/", kTrial,
+                         "/metrics/system>; rel=\"successor-version\""));
+  EXPECT_EQ(server->server().legacy_statistics().Calls().at("PostTrialProfilerMetricsBatch"), 1);
+}
+
 TEST_F(LegacyProfilerServiceTest, BadBatchStoresNothing) {
   TrialProfilerMetricsBatch unequal = Batch("cpu_util_simple", "", {1, 2});
   unequal.add_values(3);
