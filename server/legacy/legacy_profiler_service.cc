@@ -119,6 +119,13 @@ std::string LegacyMethod(absl::string_view name) {
                         name);
 }
 
+// What marks a legacy call's answer deprecated, `successor` its successor.
+std::vector<std::pair<std::string, std::string>> DeprecationMetadata(
+    const std::string& successor) {
+  return {{"deprecation", std::string(kLegacyDeprecationDate)},
+          {"link", LegacySuccessorLink(successor)}};
+}
+
 // The successor of a post, as its Link header names it.
 std::string PostSuccessor(const PostTrialProfilerMetricsBatchRequest& request) {
   const int32_t first_trial =
@@ -152,8 +159,9 @@ LegacyProfilerService::LegacyProfilerService(storage::MetricStore* store,
     const std::string successor =
         PostSuccessor(static_cast<const PostTrialProfilerMetricsBatchRequest&>(*call.request));
     statistics_->Record("PostTrialProfilerMetricsBatch", call.peer, successor);
-    call.initial_metadata.emplace_back("deprecation", std::string(kLegacyDeprecationDate));
-    call.initial_metadata.emplace_back("link", LegacySuccessorLink(successor));
+    for (auto& entry : DeprecationMetadata(successor)) {
+      call.initial_metadata.push_back(std::move(entry));
+    }
   };
 }
 
@@ -214,9 +222,9 @@ void LegacyProfilerService::Deprecate(grpc::ServerContext* context,
                                       const std::string& successor) {
   // Calls through the REST gateway name their HTTP client.
   statistics_->Record(method, CallGuard::PeerOf(*context), successor);
-  context->AddInitialMetadata("deprecation",
-                              std::string(kLegacyDeprecationDate));
-  context->AddInitialMetadata("link", LegacySuccessorLink(successor));
+  for (const auto& [key, value] : DeprecationMetadata(successor)) {
+    context->AddInitialMetadata(key, value);
+  }
 }
 
 grpc::Status LegacyProfilerService::GetTrialProfilerMetrics(
